@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian packages threadburn needs; safe to run again.
+# Usage: scripts/setup.sh [--check]   (--check: only report what is missing)
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build ccache
+  libtorch-dev            # PyTorch 1.13.1 C++ (CPU, libgomp)
+  libbenchmark-dev        # Google Benchmark
+  libgtest-dev            # GoogleTest
+  libtbb-dev              # oneTBB 2021
+  libdnnl-dev             # oneDNN 2.6 (its CMake config also wants OpenCL:)
+  ocl-icd-opencl-dev opencl-c-headers
+  libomp-dev              # LLVM OpenMP runtime, for the runtime axis (LD_PRELOAD)
+  python3 python3-numpy python3-matplotlib   # sweep / compare / plot scripts
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+if [ "${1:-}" = "--check" ]; then
+  echo "setup: missing: ${missing[*]}"
+  exit 1
+fi
+
+echo "setup: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup: done"
