@@ -1,0 +1,125 @@
+// One training step per iteration: MNIST Net + Adadelta (seeds/002) and the
+// CIFAR-10 CNN + SGD-momentum (seeds/000), over batch x loader workers x gap x
+// preload. Step time is the manual time; DESIGN.md's metrics are counters.
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <stdexcept>
+
+#include "bench_common.h"
+#include "workload/train.h"
+
+namespace tb = threadburn;
+
+int main(int argc, char** argv) {
+  tb::FlagParser flags("train_step_bench",
+                       "Times training steps and the CPU that threads keep burning after each step.");
+  flags.add("model", "mnist_adadelta,cifar_sgd", "models: mnist_adadelta (seeds/002), cifar_sgd (seeds/000)");
+  flags.add("batch", "64", "batch sizes, comma list");
+  flags.add("workers", "0,2", "DataLoader worker threads, comma list (0: load on the main thread)");
+  flags.add("preload", "0", "1: whole dataset in one tensor, batches by index (seeds/002 gpu mode); comma list of 0/1");
+  flags.add("augment", "1", "1: CIFAR random crop (pad 4) + flip per example in the loader (cifar_sgd only)");
+  flags.add("data-dir", "", "read real MNIST IDX / CIFAR-10 binary files here (default: synthetic data)");
+  flags.add("synthetic_n", "4096", "examples in the synthetic dataset");
+  tb::bench::add_common_flags(&flags, "0,100");
+  int code = 0;
+  if (!tb::bench::init(&flags, &argc, argv, &code)) return code;
+
+  std::vector<std::string> models;
+  std::vector<int64_t> batches, workers, gaps, preloads;
+  tb::bench::LoopOptions loop;
+  torch::Device device = torch::kCPU;
+  int64_t steps = 0;
+  bool augment = true;
+  std::map<std::string, tb::ImageSet> datasets;
+  try {
+    models = tb::parse_choice_list("model", flags.get("model"), tb::train_models());
+    batches = tb::parse_int_list("batch", flags.get("batch"), 1, 65536);
+    workers = tb::parse_int_list("workers", flags.get("workers"), 0, 256);
+    gaps = tb::parse_int_list("gap_ms", flags.get("gap_ms"), 0, 60000);
+    preloads = tb::parse_int_list("preload", flags.get("preload"), 0, 1);
+    steps = tb::parse_int("steps", flags.get("steps"), 1, 1000000);
+    augment = tb::parse_int("augment", flags.get("augment"), 0, 1) == 1;
+    const int64_t synthetic_n = tb::parse_int("synthetic_n", flags.get("synthetic_n"), 1, 10000000);
+    loop = tb::bench::common_loop_options(flags);
+    device = tb::parse_device(flags.get("device"));
+    for (int64_t p : preloads) {
+      for (int64_t w : workers) {
+        if (p == 1 && w != 0 && workers.size() == 1 && preloads.size() == 1) {
+          throw tb::FlagError("--workers: must be 0 with --preload=1 (no loader runs)");
+        }
+      }
+    }
+    // Datasets load before anything runs: a bad --data-dir fails here, once.
+    for (const auto& m : models) {
+      datasets[m] = tb::dataset_for(m, flags.get("data-dir"), synthetic_n);
+      for (int64_t b : batches) {
+        if (b > datasets[m].size()) {
+          throw tb::FlagError("--batch: " + std::to_string(b) + " is larger than the " + m + " dataset (" +
+                              std::to_string(datasets[m].size()) + " examples)");
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_step_bench: error: %s\n", e.what());
+    return 2;
+  }
+
+  const std::string skip = tb::device_unavailable_reason(device);
+  if (skip.empty()) tb::name_intraop_workers();
+  const std::string prefix = device.is_cuda() ? "train_step_cuda/" : "train_step/";
+  for (const auto& m : models) {
+    for (int64_t p : preloads) {
+      for (int64_t b : batches) {
+        for (int64_t w : workers) {
+          if (p == 1 && w != 0) continue;  // preloaded data has no loader workers
+          for (int64_t g : gaps) {
+            auto fn = [=, &datasets](benchmark::State& state) {
+              const std::string name = prefix + m + "/batch:" + std::to_string(b) + "/workers:" +
+                                       std::to_string(w) + "/gap_ms:" + std::to_string(g) +
+                                       "/preload:" + std::to_string(p);
+              if (!skip.empty()) {
+                state.SkipWithError(skip.c_str());
+                for (auto _ : state) {
+                }
+                return;
+              }
+              tb::PipelineOptions po;
+              po.batch = b;
+              po.workers = w;
+              po.preload = p == 1;
+              po.augment = augment && m == "cifar_sgd";
+              po.device = device;
+              std::unique_ptr<tb::TrainWorkload> work;
+              try {
+                work = std::make_unique<tb::TrainWorkload>(m, datasets.at(m), po);
+              } catch (const std::exception& e) {
+                state.SkipWithError(e.what());
+                for (auto _ : state) {
+                }
+                return;
+              }
+              tb::bench::LoopOptions lo = loop;
+              lo.gap_ms = g;
+              lo.samples_per_step = static_cast<double>(b);
+              lo.report_phases = true;
+              tb::bench::run_steps(state, name, lo, [&] {
+                const tb::PhaseTimes t = work->step();
+                return tb::bench::Phases{t.data_ms, t.forward_ms, t.backward_ms, t.optim_ms};
+              });
+              state.counters["batch"] = static_cast<double>(b);
+              state.counters["workers"] = static_cast<double>(w);
+            };
+            benchmark::RegisterBenchmark((prefix + m).c_str(), fn)
+                ->ArgNames({"batch", "workers", "gap_ms", "preload"})
+                ->Args({b, w, g, p})
+                ->Iterations(steps)
+                ->UseManualTime()
+                ->Unit(benchmark::kMillisecond);
+          }
+        }
+      }
+    }
+  }
+  return tb::bench::run(tb::torch_context(device), argc, argv);
+}

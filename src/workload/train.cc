@@ -1,0 +1,173 @@
+#include "workload/train.h"
+
+#include <ATen/Parallel.h>
+#include <pthread.h>
+#include <torch/version.h>
+
+#include <chrono>
+#include <stdexcept>
+
+namespace threadburn {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void sync_if_cuda(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+std::vector<torch::Tensor> params_of(const std::shared_ptr<torch::nn::Module>& m) {
+  return m->parameters();
+}
+
+}  // namespace
+
+const std::vector<std::string>& train_models() {
+  static const std::vector<std::string> m = {"mnist_adadelta", "cifar_sgd"};
+  return m;
+}
+
+const std::vector<std::string>& optimizer_kinds() {
+  static const std::vector<std::string> k = {"sgd", "adadelta"};
+  return k;
+}
+
+torch::Device parse_device(const std::string& text) {
+  if (text == "cpu") return torch::kCPU;
+  if (text == "cuda") return torch::Device(torch::kCUDA, 0);
+  if (text.rfind("cuda:", 0) == 0) {
+    const std::string n = text.substr(5);
+    if (!n.empty() && n.find_first_not_of("0123456789") == std::string::npos && n.size() < 4) {
+      return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(std::stoi(n)));
+    }
+  }
+  throw std::invalid_argument("--device: expected cpu, cuda or cuda:N, got '" + text + "'");
+}
+
+std::string device_unavailable_reason(const torch::Device& device) {
+  if (!device.is_cuda()) return "";
+  if (!torch::cuda::is_available()) return "skipped: no CUDA device";
+  const auto n = torch::cuda::device_count();
+  if (device.index() >= static_cast<int64_t>(n)) {
+    return "skipped: CUDA device " + std::to_string(device.index()) + " does not exist (" +
+           std::to_string(n) + " present)";
+  }
+  return "";
+}
+
+ImageSet dataset_for(const std::string& model, const std::string& data_dir, int64_t synthetic_n) {
+  if (model == "mnist_adadelta") {
+    return data_dir.empty() ? synthetic_images(synthetic_n, 1, 28, 28, 10, 2002) : read_mnist(data_dir);
+  }
+  if (model == "cifar_sgd") {
+    return data_dir.empty() ? synthetic_images(synthetic_n, 3, 32, 32, 10, 2000) : read_cifar10(data_dir);
+  }
+  throw std::invalid_argument("--model: unknown model '" + model + "'");
+}
+
+TrainWorkload::TrainWorkload(const std::string& model, const ImageSet& data,
+                             const PipelineOptions& options)
+    : model_(model), options_(options) {
+  if (model == "mnist_adadelta") {
+    if (data.images.size(1) != 1 || data.images.size(2) != 28 || data.images.size(3) != 28) {
+      throw std::invalid_argument("--data-dir: mnist_adadelta needs 1x28x28 images");
+    }
+    MnistNet net;
+    net->to(options.device);
+    module_ = net.ptr();
+    model_any_ = torch::nn::AnyModule(net);
+    optimizer_ = std::make_unique<Adadelta>(params_of(module_), 1.0);  // seeds/002: lr=1.0
+    source_ = make_batch_source(data, mnist_normalization(), options);
+  } else if (model == "cifar_sgd") {
+    if (data.images.size(1) != 3 || data.images.size(2) != 32 || data.images.size(3) != 32) {
+      throw std::invalid_argument("--data-dir: cifar_sgd needs 3x32x32 images");
+    }
+    CifarNet net;
+    net->to(options.device);
+    module_ = net.ptr();
+    model_any_ = torch::nn::AnyModule(net);
+    // The PyTorch CIFAR-10 tutorial's optimizer: SGD(lr=0.001, momentum=0.9).
+    optimizer_ = std::make_unique<SgdMomentum>(params_of(module_), 0.001, 0.9);
+    source_ = make_batch_source(data, cifar_normalization(), options);
+  } else {
+    throw std::invalid_argument("--model: unknown model '" + model + "'");
+  }
+  module_->train();
+}
+
+PhaseTimes TrainWorkload::step() {
+  PhaseTimes t;
+  auto t0 = std::chrono::steady_clock::now();
+  Batch b = source_->next();
+  t.data_ms = ms_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  optimizer_->zero_grad();
+  torch::Tensor out = model_any_.forward(b.data);
+  loss_ = model_ == "mnist_adadelta" ? torch::nll_loss(out, b.target)
+                                     : torch::nn::functional::cross_entropy(out, b.target);
+  t.forward_ms = ms_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  loss_.backward();
+  t.backward_ms = ms_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  optimizer_->step();
+  sync_if_cuda(options_.device);  // a CUDA step ends when the device is done
+  t.optim_ms = ms_since(t0);
+  return t;
+}
+
+double TrainWorkload::last_loss() const { return loss_.defined() ? loss_.item<double>() : 0.0; }
+
+OptimizerWorkload::OptimizerWorkload(const std::string& kind, int64_t params, const torch::Device& device)
+    : device_(device) {
+  constexpr int64_t kChunk = 1 << 20;
+  auto gen = at::detail::createCPUGenerator(0);
+  for (int64_t left = params; left > 0; left -= kChunk) {
+    const int64_t n = std::min(left, kChunk);
+    auto p = torch::randn({n}, gen).to(device).requires_grad_(true);
+    p.mutable_grad() = torch::randn({n}, gen).mul_(1e-3).to(device);
+    params_.push_back(p);
+  }
+  if (kind == "sgd") {
+    optimizer_ = std::make_unique<SgdMomentum>(params_, 0.01, 0.9);
+  } else if (kind == "adadelta") {
+    optimizer_ = std::make_unique<Adadelta>(params_, 1.0);
+  } else {
+    throw std::invalid_argument("--optimizer: unknown optimizer '" + kind + "'");
+  }
+}
+
+void OptimizerWorkload::step() {
+  optimizer_->step();
+  optimizer_->zero_grad();
+  sync_if_cuda(device_);
+}
+
+void name_intraop_workers() {
+  const int n = at::get_num_threads();
+  const pthread_t main_thread = pthread_self();
+  at::parallel_for(0, n, 1, [&](int64_t begin, int64_t) {
+    if (!pthread_equal(pthread_self(), main_thread)) {
+      const std::string name = "tb-omp-" + std::to_string(begin);
+      pthread_setname_np(pthread_self(), name.c_str());
+    }
+  });
+}
+
+Context torch_context(const torch::Device& device) {
+  return {
+      {"torch_version", TORCH_VERSION},
+      {"aten_intra_op_threads", std::to_string(at::get_num_threads())},
+      {"aten_inter_op_threads", std::to_string(at::get_num_interop_threads())},
+      {"mkldnn_enabled", at::globalContext().userEnabledMkldnn() ? "1" : "0"},
+      {"device", device.str()},
+      {"cuda_available", torch::cuda::is_available() ? "1" : "0"},
+  };
+}
+
+}  // namespace threadburn

@@ -1,0 +1,74 @@
+// A training workload: model + optimizer + batch source, one step at a time,
+// with the time of each phase. Device-generic (cpu or cuda).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/runtime.h"
+#include "workload/data.h"
+#include "workload/models.h"
+
+namespace threadburn {
+
+const std::vector<std::string>& train_models();       // mnist_adadelta, cifar_sgd
+const std::vector<std::string>& optimizer_kinds();    // sgd, adadelta
+
+struct PhaseTimes {
+  double data_ms = 0;      // next batch (waiting for the loader) + copy to device
+  double forward_ms = 0;   // zero_grad + forward + loss
+  double backward_ms = 0;
+  double optim_ms = 0;     // optimizer step
+};
+
+// Returns "" when the device can run, else the reason to skip
+// ("skipped: no CUDA device", "skipped: CUDA device 3 does not exist (1 present)").
+std::string device_unavailable_reason(const torch::Device& device);
+// Parses "cpu", "cuda", "cuda:N"; throws std::invalid_argument naming --device.
+torch::Device parse_device(const std::string& text);
+
+class TrainWorkload {
+ public:
+  // model: one of train_models(); data: a dataset matching the model's input.
+  TrainWorkload(const std::string& model, const ImageSet& data, const PipelineOptions& options);
+  PhaseTimes step();
+  double last_loss() const;  // forces a sync on CUDA: not for timed code
+  int64_t batch() const { return options_.batch; }
+
+ private:
+  std::string model_;
+  PipelineOptions options_;
+  torch::nn::AnyModule model_any_;
+  std::shared_ptr<torch::nn::Module> module_;
+  std::unique_ptr<StepOptimizer> optimizer_;
+  std::unique_ptr<BatchSource> source_;
+  torch::Tensor loss_;
+};
+
+// The dataset a model trains on: real files from data_dir when given, else
+// deterministic synthetic images of the right shape (n examples).
+ImageSet dataset_for(const std::string& model, const std::string& data_dir, int64_t synthetic_n);
+
+// seeds/000's optimizer-only step: `params` floats in tensors of at most
+// 1 << 20 elements (a layer-sized chunk), grads filled once with fixed noise.
+class OptimizerWorkload {
+ public:
+  OptimizerWorkload(const std::string& kind, int64_t params, const torch::Device& device);
+  void step();  // optimizer.step() + zero_grad(), as in the seed
+ private:
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<StepOptimizer> optimizer_;
+  torch::Device device_;
+};
+
+// Names the intra-op OpenMP workers "tb-omp-N" so per-thread breakdowns can
+// tell them apart; runs one at::parallel_for with one chunk per thread.
+void name_intraop_workers();
+
+// ATen and torch facts for the benchmark context.
+Context torch_context(const torch::Device& device);
+
+}  // namespace threadburn
