@@ -15,6 +15,7 @@
 #include "core/clock.h"
 #include "core/probe.h"
 #include "core/procfs.h"
+#include "core/stats.h"
 
 namespace threadburn::bench {
 namespace {
@@ -168,8 +169,14 @@ void run_steps(benchmark::State& state, const std::string& name, const LoopOptio
   }
   const double step_ms = avg(&StepRecord::step_ms);
   const double step_cpu_ms = avg(&StepRecord::step_cpu_ms);
+  std::vector<double> step_times;
+  for (const auto& r : records) step_times.push_back(r.step_ms);
+  const Summary spread = summarize(step_times);
   auto& c = state.counters;
   c["step_ms"] = step_ms;
+  // Spread across the steps of this run: a high cv says the machine was noisy.
+  c["step_ms_median"] = spread.median;
+  c["step_ms_cv"] = spread.cv;
   if (o.report_phases) {
     c["data_ms"] = sum.data_ms / n;
     c["forward_ms"] = sum.forward_ms / n;
@@ -180,6 +187,14 @@ void run_steps(benchmark::State& state, const std::string& name, const LoopOptio
   c["cores_busy"] = step_ms > 0 ? step_cpu_ms / step_ms : 0;
   c["gap_ms"] = avg(&StepRecord::gap_ms);
   c["residual_cpu_ms"] = avg(&StepRecord::residual_cpu_ms);
+  // Medians resist a step whose burning thread another process preempted.
+  std::vector<double> residuals, tails;
+  for (const auto& r : records) {
+    residuals.push_back(r.residual_cpu_ms);
+    tails.push_back(r.tail_ms);
+  }
+  c["residual_cpu_ms_median"] = median(residuals);
+  c["tail_ms_median"] = median(tails);
   c["residual_cores"] = avg(&StepRecord::residual_cores);
   c["tail_ms"] = avg(&StepRecord::tail_ms);
   c["threads"] = threads;

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   flags.add("batch", "64", "batch sizes, comma list");
   flags.add("workers", "0,2", "DataLoader worker threads, comma list (0: load on the main thread)");
   flags.add("preload", "0", "1: whole dataset in one tensor, batches by index (seeds/002 gpu mode); comma list of 0/1");
+  flags.add("loader", "torch", "loaders: torch (libtorch DataLoader threads), tbb (TBB parallel_pipeline); comma list");
+  flags.add("mkldnn", "1", "1: convolutions through oneDNN (ATen's default), 0: ATen's native path; comma list");
   flags.add("augment", "1", "1: CIFAR random crop (pad 4) + flip per example in the loader (cifar_sgd only)");
   flags.add("data-dir", "", "read real MNIST IDX / CIFAR-10 binary files here (default: synthetic data)");
   flags.add("synthetic_n", "4096", "examples in the synthetic dataset");
@@ -26,7 +28,8 @@ int main(int argc, char** argv) {
   if (!tb::bench::init(&flags, &argc, argv, &code)) return code;
 
   std::vector<std::string> models;
-  std::vector<int64_t> batches, workers, gaps, preloads;
+  std::vector<int64_t> batches, workers, gaps, preloads, mkldnns;
+  std::vector<std::string> loaders;
   tb::bench::LoopOptions loop;
   torch::Device device = torch::kCPU;
   int64_t steps = 0;
@@ -38,6 +41,8 @@ int main(int argc, char** argv) {
     workers = tb::parse_int_list("workers", flags.get("workers"), 0, 256);
     gaps = tb::parse_int_list("gap_ms", flags.get("gap_ms"), 0, 60000);
     preloads = tb::parse_int_list("preload", flags.get("preload"), 0, 1);
+    loaders = tb::parse_choice_list("loader", flags.get("loader"), {"torch", "tbb"});
+    mkldnns = tb::parse_int_list("mkldnn", flags.get("mkldnn"), 0, 1);
     steps = tb::parse_int("steps", flags.get("steps"), 1, 1000000);
     augment = tb::parse_int("augment", flags.get("augment"), 0, 1) == 1;
     const int64_t synthetic_n = tb::parse_int("synthetic_n", flags.get("synthetic_n"), 1, 10000000);
@@ -73,11 +78,16 @@ int main(int argc, char** argv) {
       for (int64_t b : batches) {
         for (int64_t w : workers) {
           if (p == 1 && w != 0) continue;  // preloaded data has no loader workers
+          for (const auto& loader : loaders) {
+          const int64_t tbb = loader == "tbb" ? 1 : 0;
+          if (tbb == 1 && (p == 1 || w == 0)) continue;  // the TBB loader needs workers, no preload
+          for (int64_t mk : mkldnns) {
           for (int64_t g : gaps) {
             auto fn = [=, &datasets](benchmark::State& state) {
               const std::string name = prefix + m + "/batch:" + std::to_string(b) + "/workers:" +
                                        std::to_string(w) + "/gap_ms:" + std::to_string(g) +
-                                       "/preload:" + std::to_string(p);
+                                       "/preload:" + std::to_string(p) + "/tbb_loader:" + std::to_string(tbb) +
+                                       "/mkldnn:" + std::to_string(mk);
               if (!skip.empty()) {
                 state.SkipWithError(skip.c_str());
                 for (auto _ : state) {
@@ -88,8 +98,15 @@ int main(int argc, char** argv) {
               po.batch = b;
               po.workers = w;
               po.preload = p == 1;
+              po.tbb_loader = tbb == 1;
               po.augment = augment && m == "cifar_sgd";
               po.device = device;
+              // Restored on every exit: later benchmarks must not inherit it.
+              struct MkldnnScope {
+                bool saved = at::globalContext().userEnabledMkldnn();
+                explicit MkldnnScope(bool on) { at::globalContext().setUserEnabledMkldnn(on); }
+                ~MkldnnScope() { at::globalContext().setUserEnabledMkldnn(saved); }
+              } mkldnn_scope(mk == 1);
               std::unique_ptr<tb::TrainWorkload> work;
               try {
                 work = std::make_unique<tb::TrainWorkload>(m, datasets.at(m), po);
@@ -111,11 +128,13 @@ int main(int argc, char** argv) {
               state.counters["workers"] = static_cast<double>(w);
             };
             benchmark::RegisterBenchmark((prefix + m).c_str(), fn)
-                ->ArgNames({"batch", "workers", "gap_ms", "preload"})
-                ->Args({b, w, g, p})
+                ->ArgNames({"batch", "workers", "gap_ms", "preload", "tbb_loader", "mkldnn"})
+                ->Args({b, w, g, p, tbb, mk})
                 ->Iterations(steps)
                 ->UseManualTime()
                 ->Unit(benchmark::kMillisecond);
+          }
+          }
           }
         }
       }

@@ -12,6 +12,8 @@ PACKAGES=(
   libdnnl-dev             # oneDNN 2.6 (its CMake config also wants OpenCL:)
   ocl-icd-opencl-dev opencl-c-headers
   libomp-dev              # LLVM OpenMP runtime, for the runtime axis (LD_PRELOAD)
+  libopenblas0-openmp     # BLAS for libtorch's matmuls, threaded by the same OpenMP runtime
+                          # (without it libblas.so.3 is netlib's single-threaded reference BLAS)
   python3 python3-numpy python3-matplotlib   # sweep / compare / plot scripts
 )
 

@@ -3,6 +3,9 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <limits.h>
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -132,6 +135,28 @@ OmpInfo detect_openmp() {
   return info;
 }
 
+namespace {
+
+// The BLAS that serves sgemm_ (libtorch's matmuls when oneDNN does not take
+// them): Debian switches libblas.so.3 between netlib, OpenBLAS and others.
+std::string blas_library() {
+  void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
+  Dl_info where{};
+  if (!sgemm || !dladdr(sgemm, &where) || !where.dli_fname) return "none";
+  char real[4096];
+  const std::string path = realpath(where.dli_fname, real) ? real : where.dli_fname;
+  std::string kind = "other";
+  if (auto parallel = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"))) {
+    const int p = parallel();  // 0 sequential, 1 pthreads, 2 OpenMP
+    kind = p == 2 ? "openblas-openmp" : p == 1 ? "openblas-pthreads" : "openblas-serial";
+  } else if (path.find("/blas/") != std::string::npos) {
+    kind = "netlib-reference";
+  }
+  return kind + ":" + path;
+}
+
+}  // namespace
+
 Context runtime_context() {
   const OmpInfo omp = detect_openmp();
   Context ctx = {
@@ -146,6 +171,7 @@ Context runtime_context() {
       {"dnnl_cpu_runtime", dnnl_cpu_runtime_string()},
       {"tbb_version", tbb_version_string()},
       {"tbb_default_concurrency", std::to_string(tbb_default_concurrency())},
+      {"blas_library", blas_library()},
   };
   EnvGetter env = [](const char* n) { return std::getenv(n); };
   std::string ignored;

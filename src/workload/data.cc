@@ -1,5 +1,7 @@
 #include "workload/data.h"
 
+#include <sys/syscall.h>
+
 #include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +10,8 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
+
+#include "workload/loader_impl.h"
 
 namespace threadburn {
 namespace {
@@ -181,17 +185,11 @@ namespace {
 // What the DataLoader's worker threads run, one example at a time.
 class ExampleDataset : public torch::data::datasets::Dataset<ExampleDataset> {
  public:
-  ExampleDataset(ImageSet set, Normalization norm, bool augment, uint64_t seed, pthread_t owner)
-      : set_(std::move(set)), norm_(std::move(norm)), augment_(augment), seed_(seed), owner_(owner) {}
+  ExampleDataset(ImageSet set, Normalization norm, bool augment, uint64_t seed)
+      : set_(std::move(set)), norm_(std::move(norm)), augment_(augment), seed_(seed) {}
 
   torch::data::Example<> get(size_t index) override {
-    // Name worker threads so per-thread breakdowns can tell loaders from
-    // OpenMP workers (both otherwise inherit the program's name).
-    thread_local bool named = false;
-    if (!named) {
-      named = true;
-      if (!pthread_equal(pthread_self(), owner_)) pthread_setname_np(pthread_self(), "tb-loader");
-    }
+    name_loader_thread();
     const uint64_t draw = seed_ ^ splitmix64(index) ^ splitmix64(calls_->fetch_add(1) + 0x51ed);
     const int64_t i = static_cast<int64_t>(index);
     return {transform_example(set_.images[i], norm_, augment_, draw), set_.labels[i]};
@@ -203,7 +201,6 @@ class ExampleDataset : public torch::data::datasets::Dataset<ExampleDataset> {
   Normalization norm_;
   bool augment_;
   uint64_t seed_;
-  pthread_t owner_;
   // shared: the DataLoader moves and copies the dataset.
   std::shared_ptr<std::atomic<uint64_t>> calls_ = std::make_shared<std::atomic<uint64_t>>(0);
 };
@@ -215,7 +212,7 @@ using Loader = torch::data::StatelessDataLoader<
 class LoaderSource : public BatchSource {
  public:
   LoaderSource(const ImageSet& set, const Normalization& norm, const PipelineOptions& o) : o_(o) {
-    auto dataset = ExampleDataset(set, norm, o.augment, o.seed, pthread_self())
+    auto dataset = ExampleDataset(set, norm, o.augment, o.seed)
                        .map(torch::data::transforms::Stack<>());
     loader_ = std::make_unique<Loader>(
         std::move(dataset), torch::data::samplers::RandomSampler(static_cast<int64_t>(set.size())),
@@ -278,6 +275,15 @@ class PreloadedSource : public BatchSource {
 
 }  // namespace
 
+void name_loader_thread() {
+  // Loader threads otherwise inherit the program's name, like OpenMP workers;
+  // the main thread (tid == pid) runs the loader itself when workers = 0.
+  thread_local bool named = false;
+  if (named) return;
+  named = true;
+  if (static_cast<pid_t>(::syscall(SYS_gettid)) != ::getpid()) pthread_setname_np(pthread_self(), "tb-loader");
+}
+
 std::unique_ptr<BatchSource> make_batch_source(const ImageSet& set, const Normalization& norm,
                                                const PipelineOptions& o) {
   if (o.batch < 1) throw std::invalid_argument("--batch: must be >= 1");
@@ -287,7 +293,12 @@ std::unique_ptr<BatchSource> make_batch_source(const ImageSet& set, const Normal
   }
   if (o.preload) {
     if (o.workers != 0) throw std::invalid_argument("--workers: must be 0 with --preload=1 (no loader runs)");
+    if (o.tbb_loader) throw std::invalid_argument("--tbb_loader: cannot be combined with --preload=1");
     return std::make_unique<PreloadedSource>(set, norm, o);
+  }
+  if (o.tbb_loader) {
+    if (o.workers < 1) throw std::invalid_argument("--workers: the TBB loader needs at least 1 worker");
+    return make_tbb_loader(set, norm, o);
   }
   return std::make_unique<LoaderSource>(set, norm, o);
 }

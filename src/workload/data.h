@@ -53,6 +53,7 @@ struct PipelineOptions {
   int64_t batch = 64;
   int64_t workers = 0;      // DataLoader worker threads; 0 = load on the calling thread
   bool preload = false;     // whole set in one tensor on the device, batches by index
+  bool tbb_loader = false;  // a TBB parallel_pipeline instead of DataLoader threads
   bool augment = false;     // random crop (pad 4) + horizontal flip, per example
   bool pin_memory = false;  // CUDA only: page-locked host batches
   bool non_blocking = false;
