@@ -33,6 +33,7 @@ std::string role_of(const ThreadDelta& t, pid_t main_tid, pid_t sampler_tid) {
   if (t.tid == sampler_tid) return "sampler";
   if (t.name.rfind("tb-omp", 0) == 0) return "omp-worker";
   if (t.name.rfind("tb-loader", 0) == 0) return "loader";
+  if (t.name.rfind("cuda", 0) == 0) return "cuda-driver";
   return "other";
 }
 
@@ -150,6 +151,9 @@ void run_steps(benchmark::State& state, const std::string& name, const LoopOptio
     sum.forward_ms += ph.forward_ms;
     sum.backward_ms += ph.backward_ms;
     sum.optim_ms += ph.optim_ms;
+    sum.sync_ms += ph.sync_ms;
+    sum.sync_cpu_ms += ph.sync_cpu_ms;
+    sum.gpu_ms += ph.gpu_ms;
     records.push_back(std::move(r));
   }
   if (records.empty()) return;
@@ -182,6 +186,9 @@ void run_steps(benchmark::State& state, const std::string& name, const LoopOptio
     c["forward_ms"] = sum.forward_ms / n;
     c["backward_ms"] = sum.backward_ms / n;
     c["optim_ms"] = sum.optim_ms / n;
+    c["sync_ms"] = sum.sync_ms / n;
+    c["sync_cpu_ms"] = sum.sync_cpu_ms / n;
+    if (o.report_gpu) c["gpu_ms"] = sum.gpu_ms / n;
   }
   c["step_cpu_ms"] = step_cpu_ms;
   c["cores_busy"] = step_ms > 0 ? step_cpu_ms / step_ms : 0;

@@ -17,6 +17,7 @@ namespace threadburn::bench {
 
 struct Phases {
   double data_ms = 0, forward_ms = 0, backward_ms = 0, optim_ms = 0;
+  double sync_ms = 0, sync_cpu_ms = 0, gpu_ms = 0;
 };
 
 struct LoopOptions {
@@ -24,6 +25,7 @@ struct LoopOptions {
   int64_t warmup = 2;
   double samples_per_step = 0;      // batch size; 0: no samples_per_s counter
   bool report_phases = false;       // train steps have phases; optimizer steps don't
+  bool report_gpu = false;          // CUDA steps: GPU time from events
   std::string timeline_dir;         // write <name>.timeline.csv here when set
   bool timeline_threads = false;    // add per-thread series to the timeline
   std::string threads_csv;          // append the per-thread breakdown here when set

@@ -12,10 +12,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <vector>
+#if THREADBURN_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
+#endif
+#if THREADBURN_HAVE_TBB
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
-#include <vector>
+#endif
 
 #include "bench_common.h"
 #include "core/clock.h"
@@ -71,6 +75,7 @@ struct Aten : Kernel {
   int threads() const override { return at::get_num_threads(); }
 };
 
+#if THREADBURN_HAVE_TBB
 struct Tbb : Kernel {
   void run(Data& d) override {
     oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<int64_t>(0, static_cast<int64_t>(d.p.size()), kGrain),
@@ -78,7 +83,9 @@ struct Tbb : Kernel {
   }
   int threads() const override { return tb::tbb_default_concurrency(); }
 };
+#endif
 
+#if THREADBURN_HAVE_DNNL
 struct OneDnn : Kernel {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
@@ -99,13 +106,20 @@ struct OneDnn : Kernel {
   }
   int threads() const override { return omp_get_max_threads(); }
 };
+#endif
 
 std::unique_ptr<Kernel> make_kernel(const std::string& kind, Data& d) {
   if (kind == "serial") return std::make_unique<Serial>();
   if (kind == "omp") return std::make_unique<RawOmp>();
   if (kind == "aten") return std::make_unique<Aten>();
+#if THREADBURN_HAVE_TBB
   if (kind == "tbb") return std::make_unique<Tbb>();
-  return std::make_unique<OneDnn>(d);
+#endif
+#if THREADBURN_HAVE_DNNL
+  if (kind == "onednn") return std::make_unique<OneDnn>(d);
+#endif
+  (void)d;
+  throw std::invalid_argument("--kernel: " + kind + ": not in this build");
 }
 
 // Median wall time of `reps` back-to-back runs, in ms.
@@ -125,7 +139,10 @@ int main(int argc, char** argv) {
   tb::FlagParser flags("runtime_bench",
                        "One SGD-update kernel through raw OpenMP, ATen, TBB and oneDNN: region time, "
                        "wake-up cost after a gap, residual CPU and tail.");
-  flags.add("kernel", "serial,omp,aten,tbb,onednn", "runtimes: serial, omp, aten, tbb, onednn");
+  std::string kernels = "serial,omp,aten";
+  if (tb::have_tbb()) kernels += ",tbb";
+  if (tb::have_dnnl()) kernels += ",onednn";
+  flags.add("kernel", kernels, "runtimes: serial, omp, aten, tbb, onednn");
   flags.add("n", "1048576", "floats per array (32768: in cache ... 16777216: memory-bound), comma list");
   tb::bench::add_common_flags(&flags, "0,1,10,100");
   int code = 0;
@@ -136,6 +153,12 @@ int main(int argc, char** argv) {
   int64_t steps = 0;
   try {
     kinds = tb::parse_choice_list("kernel", flags.get("kernel"), {"serial", "omp", "aten", "tbb", "onednn"});
+    for (const auto& k : kinds) {
+      if ((k == "tbb" && !tb::have_tbb()) || (k == "onednn" && !tb::have_dnnl())) {
+        throw tb::FlagError("--kernel: " + k + ": this build has no " + (k == "tbb" ? "TBB" : "oneDNN") +
+                            " (configure with THREADBURN_WITH_" + (k == "tbb" ? "TBB" : "DNNL") + "=ON)");
+      }
+    }
     sizes = tb::parse_int_list("n", flags.get("n"), 1, 1LL << 30);
     gaps = tb::parse_int_list("gap_ms", flags.get("gap_ms"), 0, 60000);
     steps = tb::parse_int("steps", flags.get("steps"), 1, 1000000);

@@ -71,6 +71,18 @@ class BadInput(unittest.TestCase):
     def test_preload_with_workers(self):
         self.assertOneLineError(TRAIN, ["--preload=1", "--workers=2"], "--workers: must be 0 with --preload=1")
 
+    def test_cuda_flag_on_cpu(self):
+        self.assertOneLineError(TRAIN, ["--cuda_sync=spin"], "--cuda_sync: only with --device=cuda")
+        self.assertOneLineError(TRAIN, ["--pin_memory=1"], "--pin_memory: only with --device=cuda")
+
+    def test_unknown_cuda_policy(self):
+        self.assertOneLineError(TRAIN, ["--device=cuda", "--cuda_sync=busy"], "--cuda_sync: unknown policy 'busy'")
+
+    def test_cuda_without_gpu_skips(self):
+        code, out, err = run(TRAIN, "--device=cuda:3", "--model=cifar_sgd", "--workers=0", "--gap_ms=0", "--steps=1")
+        self.assertEqual(code, 0, err)
+        self.assertIn("skipped:", out)
+
     def test_help(self):
         code, out, _ = run(TRAIN, "--help")
         self.assertEqual(code, 0)

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "bench_common.h"
+#include "cuda/cuda_host.h"
 #include "workload/train.h"
 
 namespace tb = threadburn;
@@ -20,6 +21,10 @@ int main(int argc, char** argv) {
   flags.add("preload", "0", "1: whole dataset in one tensor, batches by index (seeds/002 gpu mode); comma list of 0/1");
   flags.add("loader", "torch", "loaders: torch (libtorch DataLoader threads), tbb (TBB parallel_pipeline); comma list");
   flags.add("mkldnn", "1", "1: convolutions through oneDNN (ATen's default), 0: ATen's native path; comma list");
+  flags.add("cuda_sync", "auto", "CUDA host wait policy, set before the context exists: auto, spin, yield, blocking_sync");
+  flags.add("pin_memory", "0", "CUDA: 1 = page-locked host batches before the copy; comma list of 0/1");
+  flags.add("non_blocking", "0", "CUDA: 1 = asynchronous host->device copies; comma list of 0/1");
+  flags.add("item_sync", "0", "CUDA: 1 = loss.item() every step (seeds/002), a host-device sync; comma list of 0/1");
   flags.add("augment", "1", "1: CIFAR random crop (pad 4) + flip per example in the loader (cifar_sgd only)");
   flags.add("data-dir", "", "read real MNIST IDX / CIFAR-10 binary files here (default: synthetic data)");
   flags.add("synthetic_n", "4096", "examples in the synthetic dataset");
@@ -30,6 +35,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> models;
   std::vector<int64_t> batches, workers, gaps, preloads, mkldnns;
   std::vector<std::string> loaders;
+  std::vector<int64_t> pins{0}, nonblocks{0}, items{0};
+  std::string cuda_sync;
   tb::bench::LoopOptions loop;
   torch::Device device = torch::kCPU;
   int64_t steps = 0;
@@ -42,12 +49,34 @@ int main(int argc, char** argv) {
     gaps = tb::parse_int_list("gap_ms", flags.get("gap_ms"), 0, 60000);
     preloads = tb::parse_int_list("preload", flags.get("preload"), 0, 1);
     loaders = tb::parse_choice_list("loader", flags.get("loader"), {"torch", "tbb"});
+    for (const auto& l : loaders) {
+      if (l == "tbb" && !tb::have_tbb()) {
+        throw tb::FlagError("--loader: tbb: this build has no TBB (configure with THREADBURN_WITH_TBB=ON)");
+      }
+    }
     mkldnns = tb::parse_int_list("mkldnn", flags.get("mkldnn"), 0, 1);
     steps = tb::parse_int("steps", flags.get("steps"), 1, 1000000);
     augment = tb::parse_int("augment", flags.get("augment"), 0, 1) == 1;
     const int64_t synthetic_n = tb::parse_int("synthetic_n", flags.get("synthetic_n"), 1, 10000000);
     loop = tb::bench::common_loop_options(flags);
     device = tb::parse_device(flags.get("device"));
+    cuda_sync = flags.get("cuda_sync");
+    if (tb::cuda::parse_sync_policy(cuda_sync) < 0) {
+      throw tb::FlagError("--cuda_sync: unknown policy '" + cuda_sync + "' (auto, spin, yield, blocking_sync)");
+    }
+    for (const char* f : {"cuda_sync", "pin_memory", "non_blocking", "item_sync"}) {
+      if (!device.is_cuda() && flags.was_set(f) && flags.get(f) != "0" && flags.get(f) != "auto") {
+        throw tb::FlagError(std::string("--") + f + ": only with --device=cuda");
+      }
+    }
+    if (cuda_sync != "auto" && !tb::cuda::toolkit_compiled()) {
+      throw tb::FlagError("--cuda_sync: this build has no CUDA toolkit (configure where CMake finds CUDAToolkit)");
+    }
+    if (device.is_cuda()) {
+      pins = tb::parse_int_list("pin_memory", flags.get("pin_memory"), 0, 1);
+      nonblocks = tb::parse_int_list("non_blocking", flags.get("non_blocking"), 0, 1);
+      items = tb::parse_int_list("item_sync", flags.get("item_sync"), 0, 1);
+    }
     for (int64_t p : preloads) {
       for (int64_t w : workers) {
         if (p == 1 && w != 0 && workers.size() == 1 && preloads.size() == 1) {
@@ -70,7 +99,12 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  const std::string skip = tb::device_unavailable_reason(device);
+  // The wait policy must reach the device before anything creates its context.
+  std::string skip = tb::device_unavailable_reason(device);
+  if (skip.empty() && device.is_cuda()) {
+    const std::string err = tb::cuda::set_sync_policy(device.index(), cuda_sync);
+    if (!err.empty()) skip = "skipped: --cuda_sync: " + err;
+  }
   if (skip.empty()) tb::name_intraop_workers();
   const std::string prefix = device.is_cuda() ? "train_step_cuda/" : "train_step/";
   for (const auto& m : models) {
@@ -82,12 +116,18 @@ int main(int argc, char** argv) {
           const int64_t tbb = loader == "tbb" ? 1 : 0;
           if (tbb == 1 && (p == 1 || w == 0)) continue;  // the TBB loader needs workers, no preload
           for (int64_t mk : mkldnns) {
+          for (int64_t pin : pins) {
+          for (int64_t nb : nonblocks) {
+          for (int64_t item : items) {
           for (int64_t g : gaps) {
             auto fn = [=, &datasets](benchmark::State& state) {
               const std::string name = prefix + m + "/batch:" + std::to_string(b) + "/workers:" +
                                        std::to_string(w) + "/gap_ms:" + std::to_string(g) +
                                        "/preload:" + std::to_string(p) + "/tbb_loader:" + std::to_string(tbb) +
-                                       "/mkldnn:" + std::to_string(mk);
+                                       "/mkldnn:" + std::to_string(mk) +
+                                       (device.is_cuda() ? "/pin_memory:" + std::to_string(pin) + "/non_blocking:" +
+                                                               std::to_string(nb) + "/item_sync:" + std::to_string(item)
+                                                         : std::string());
               if (!skip.empty()) {
                 state.SkipWithError(skip.c_str());
                 for (auto _ : state) {
@@ -99,6 +139,8 @@ int main(int argc, char** argv) {
               po.workers = w;
               po.preload = p == 1;
               po.tbb_loader = tbb == 1;
+              po.pin_memory = pin == 1;
+              po.non_blocking = nb == 1;
               po.augment = augment && m == "cifar_sgd";
               po.device = device;
               // Restored on every exit: later benchmarks must not inherit it.
@@ -116,23 +158,42 @@ int main(int argc, char** argv) {
                 }
                 return;
               }
+              work->set_item_sync(item == 1);
               tb::bench::LoopOptions lo = loop;
               lo.gap_ms = g;
               lo.samples_per_step = static_cast<double>(b);
               lo.report_phases = true;
+              std::unique_ptr<tb::cuda::GpuTimer> gpu;
+              if (device.is_cuda()) gpu = std::make_unique<tb::cuda::GpuTimer>();
+              lo.report_gpu = gpu && gpu->ok();
               tb::bench::run_steps(state, name, lo, [&] {
+                if (lo.report_gpu) gpu->start();
                 const tb::PhaseTimes t = work->step();
-                return tb::bench::Phases{t.data_ms, t.forward_ms, t.backward_ms, t.optim_ms};
+                double gpu_ms = 0;
+                if (lo.report_gpu) {
+                  gpu->stop();
+                  gpu_ms = gpu->elapsed_ms();
+                }
+                return tb::bench::Phases{t.data_ms, t.forward_ms, t.backward_ms, t.optim_ms,
+                                         t.sync_ms,  t.sync_cpu_ms, gpu_ms};
               });
               state.counters["batch"] = static_cast<double>(b);
               state.counters["workers"] = static_cast<double>(w);
             };
             benchmark::RegisterBenchmark((prefix + m).c_str(), fn)
-                ->ArgNames({"batch", "workers", "gap_ms", "preload", "tbb_loader", "mkldnn"})
-                ->Args({b, w, g, p, tbb, mk})
+                ->ArgNames(device.is_cuda() ? std::vector<std::string>{"batch", "workers", "gap_ms", "preload",
+                                                                        "tbb_loader", "mkldnn", "pin_memory",
+                                                                        "non_blocking", "item_sync"}
+                                            : std::vector<std::string>{"batch", "workers", "gap_ms", "preload",
+                                                                        "tbb_loader", "mkldnn"})
+                ->Args(device.is_cuda() ? std::vector<int64_t>{b, w, g, p, tbb, mk, pin, nb, item}
+                                        : std::vector<int64_t>{b, w, g, p, tbb, mk})
                 ->Iterations(steps)
                 ->UseManualTime()
                 ->Unit(benchmark::kMillisecond);
+          }
+          }
+          }
           }
           }
           }
@@ -140,5 +201,11 @@ int main(int argc, char** argv) {
       }
     }
   }
-  return tb::bench::run(tb::torch_context(device), argc, argv);
+  tb::Context ctx = tb::torch_context(device);
+  ctx.emplace_back("cuda_toolkit_compiled", tb::cuda::toolkit_compiled() ? "1" : "0");
+  ctx.emplace_back("cuda_runtime_version", tb::cuda::runtime_version());
+  ctx.emplace_back("cuda_sync_requested", cuda_sync);
+  ctx.emplace_back("cuda_sync_in_force",
+                   device.is_cuda() && skip.empty() ? tb::cuda::sync_policy_in_force(device.index()) : "n/a");
+  return tb::bench::run(ctx, argc, argv);
 }

@@ -1,8 +1,12 @@
 // oneDNN and TBB identify themselves; kept apart from runtime.cc so the OpenMP
-// detection has no link dependency on either.
+// detection has no link dependency on either. Each is optional at build time.
+#if THREADBURN_HAVE_DNNL
 #include <dnnl.h>
+#endif
+#if THREADBURN_HAVE_TBB
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/version.h>
+#endif
 
 #include <string>
 
@@ -10,6 +14,10 @@
 
 namespace threadburn {
 
+bool have_tbb() { return THREADBURN_HAVE_TBB + 0 == 1; }
+bool have_dnnl() { return THREADBURN_HAVE_DNNL + 0 == 1; }
+
+#if THREADBURN_HAVE_DNNL
 std::string dnnl_version_string() {
   const dnnl_version_t* v = dnnl_version();
   return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
@@ -24,9 +32,17 @@ std::string dnnl_cpu_runtime_string() {
     default: return "other";
   }
 }
+#else
+std::string dnnl_version_string() { return "not built"; }
+std::string dnnl_cpu_runtime_string() { return "not built"; }
+#endif
 
+#if THREADBURN_HAVE_TBB
 std::string tbb_version_string() { return TBB_runtime_version(); }
-
 int tbb_default_concurrency() { return oneapi::tbb::info::default_concurrency(); }
+#else
+std::string tbb_version_string() { return "not built"; }
+int tbb_default_concurrency() { return -1; }
+#endif
 
 }  // namespace threadburn

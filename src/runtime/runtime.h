@@ -51,6 +51,9 @@ OmpInfo detect_openmp();
 // the knob variables as set ("unset" when not), and the ignored knobs.
 Context runtime_context();
 
+// Whether this build has TBB / oneDNN (THREADBURN_WITH_TBB / _DNNL).
+bool have_tbb();
+bool have_dnnl();
 std::string dnnl_version_string();
 std::string dnnl_cpu_runtime_string();
 std::string tbb_version_string();

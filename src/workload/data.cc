@@ -297,8 +297,12 @@ std::unique_ptr<BatchSource> make_batch_source(const ImageSet& set, const Normal
     return std::make_unique<PreloadedSource>(set, norm, o);
   }
   if (o.tbb_loader) {
+#if THREADBURN_HAVE_TBB
     if (o.workers < 1) throw std::invalid_argument("--workers: the TBB loader needs at least 1 worker");
     return make_tbb_loader(set, norm, o);
+#else
+    throw std::invalid_argument("--loader: tbb: this build has no TBB (configure with THREADBURN_WITH_TBB=ON)");
+#endif
   }
   return std::make_unique<LoaderSource>(set, norm, o);
 }

@@ -7,6 +7,9 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "core/clock.h"
+#include "cuda/cuda_host.h"
+
 namespace threadburn {
 namespace {
 
@@ -48,7 +51,15 @@ torch::Device parse_device(const std::string& text) {
 
 std::string device_unavailable_reason(const torch::Device& device) {
   if (!device.is_cuda()) return "";
-  if (!torch::cuda::is_available()) return "skipped: no CUDA device";
+  if (!torch::cuda::is_available()) {
+    std::string why;
+    const int n = cuda::device_count(&why);
+    if (n > 0) {
+      return "skipped: this libtorch is built without CUDA (" + std::to_string(n) +
+             " CUDA device(s) present; see docs/cuda.md)";
+    }
+    return "skipped: no CUDA device";
+  }
   const auto n = torch::cuda::device_count();
   if (device.index() >= static_cast<int64_t>(n)) {
     return "skipped: CUDA device " + std::to_string(device.index()) + " does not exist (" +
@@ -116,8 +127,16 @@ PhaseTimes TrainWorkload::step() {
 
   t0 = std::chrono::steady_clock::now();
   optimizer_->step();
-  sync_if_cuda(options_.device);  // a CUDA step ends when the device is done
   t.optim_ms = ms_since(t0);
+
+  if (item_sync_ || options_.device.is_cuda()) {
+    const int64_t cpu0 = thread_cpu_ns();
+    t0 = std::chrono::steady_clock::now();
+    if (item_sync_) last_item_ = loss_.item<double>();  // the host reads the loss: a sync point
+    sync_if_cuda(options_.device);  // a CUDA step ends when the device is done
+    t.sync_ms = ms_since(t0);
+    t.sync_cpu_ms = static_cast<double>(thread_cpu_ns() - cpu0) / 1e6;
+  }
   return t;
 }
 

@@ -22,6 +22,8 @@ struct PhaseTimes {
   double forward_ms = 0;   // zero_grad + forward + loss
   double backward_ms = 0;
   double optim_ms = 0;     // optimizer step
+  double sync_ms = 0;      // loss.item() and/or waiting for the device at the step's end
+  double sync_cpu_ms = 0;  // CPU the main thread used meanwhile (spin vs blocking_sync)
 };
 
 // Returns "" when the device can run, else the reason to skip
@@ -35,6 +37,8 @@ class TrainWorkload {
   // model: one of train_models(); data: a dataset matching the model's input.
   TrainWorkload(const std::string& model, const ImageSet& data, const PipelineOptions& options);
   PhaseTimes step();
+  // seeds/002 prints loss.item() every step: a host-device sync point.
+  void set_item_sync(bool on) { item_sync_ = on; }
   double last_loss() const;  // forces a sync on CUDA: not for timed code
   int64_t batch() const { return options_.batch; }
 
@@ -46,6 +50,8 @@ class TrainWorkload {
   std::unique_ptr<StepOptimizer> optimizer_;
   std::unique_ptr<BatchSource> source_;
   torch::Tensor loss_;
+  bool item_sync_ = false;
+  double last_item_ = 0;
 };
 
 // The dataset a model trains on: real files from data_dir when given, else

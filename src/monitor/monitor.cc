@@ -1,0 +1,363 @@
+#include "monitor/monitor.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <sstream>
+
+namespace threadburn::monitor {
+namespace {
+
+constexpr double kNsPerMs = 1e6;
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+// Splits one CSV line (RFC 4180 quoting, no embedded newlines across lines).
+bool split_csv(const std::string& line, std::vector<std::string>* out) {
+  out->clear();
+  std::string cur;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        cur += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        cur += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out->push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out->push_back(cur);
+  return !quoted;
+}
+
+bool to_double(const std::string& s, double* v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  *v = std::strtod(s.c_str(), &end);
+  return *end == '\0';
+}
+
+bool to_int(const std::string& s, int64_t* v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  *v = std::strtoll(s.c_str(), &end, 10);
+  return *end == '\0';
+}
+
+Row make_row(const Snapshot& prev, const Snapshot& cur, int64_t unix0_ns, pid_t tid,
+             const std::string& name, int64_t cpu_ns, const char* change) {
+  Row r;
+  // Floor, also for instants before 1970 (never, but keeps the math honest).
+  const int64_t unix_ns = unix0_ns + cur.t_ns;
+  r.unix_ms = unix_ns / 1000000 - (unix_ns % 1000000 < 0 ? 1 : 0);
+  r.t_ms = static_cast<double>(cur.t_ns) / kNsPerMs;
+  r.dt_ms = static_cast<double>(cur.t_ns - prev.t_ns) / kNsPerMs;
+  r.tid = tid;
+  r.name = name;
+  r.cpu_ms = static_cast<double>(cpu_ns) / kNsPerMs;
+  r.cores = r.dt_ms > 0 ? r.cpu_ms / r.dt_ms : 0;
+  r.threads = static_cast<int>(cur.threads.size());
+  r.change = change;
+  return r;
+}
+
+}  // namespace
+
+std::vector<Row> interval_rows(const Snapshot& prev, const Snapshot& cur, int64_t unix0_ns) {
+  std::map<pid_t, const ThreadStat*> before;
+  for (const auto& s : prev.threads) before[s.tid] = &s;
+  std::vector<Row> rows(1);
+  int64_t total_ns = 0;
+  for (const auto& s : cur.threads) {
+    auto it = before.find(s.tid);
+    const char* change = "";
+    int64_t delta = s.cpu_ns;
+    if (it == before.end() || s.cpu_ns < it->second->cpu_ns) {
+      change = "new";
+    } else {
+      delta = s.cpu_ns - it->second->cpu_ns;
+      if (s.name != it->second->name) change = "renamed";
+    }
+    if (it != before.end()) before.erase(it);
+    total_ns += delta;
+    if (delta > 0 || *change != '\0') {
+      rows.push_back(make_row(prev, cur, unix0_ns, s.tid, s.name, delta, change));
+    }
+  }
+  for (const auto& [tid, s] : before) {
+    rows.push_back(make_row(prev, cur, unix0_ns, tid, s->name, 0, "gone"));
+  }
+  rows[0] = make_row(prev, cur, unix0_ns, kProcessTid, kProcessName, total_ns, "");
+  return rows;
+}
+
+std::string csv_header() { return "unix_ms,t_ms,dt_ms,tid,name,cpu_ms,cores,threads,change\n"; }
+
+std::string format_row(const Row& r) {
+  // us resolution for times and CPU, 1e-4 cores: enough for a 1 ms period.
+  return std::to_string(r.unix_ms) + "," + fixed(r.t_ms, 3) + "," + fixed(r.dt_ms, 3) + "," +
+         std::to_string(r.tid) + "," + csv_field(r.name) + "," + fixed(r.cpu_ms, 3) + "," +
+         fixed(r.cores, 4) + "," + std::to_string(r.threads) + "," + r.change + "\n";
+}
+
+bool parse_row(const std::string& raw, Row* r) {
+  std::string line = raw;
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+  std::vector<std::string> f;
+  if (!split_csv(line, &f) || f.size() != kCsvColumns) return false;
+  int64_t tid = 0, threads = 0;
+  if (!to_int(f[0], &r->unix_ms) || !to_double(f[1], &r->t_ms) || !to_double(f[2], &r->dt_ms) ||
+      !to_int(f[3], &tid) || !to_double(f[5], &r->cpu_ms) || !to_double(f[6], &r->cores) ||
+      !to_int(f[7], &threads)) {
+    return false;
+  }
+  r->tid = static_cast<pid_t>(tid);
+  r->name = f[4];
+  r->threads = static_cast<int>(threads);
+  r->change = f[8];
+  return true;
+}
+
+void SummaryBuilder::close_bucket(ThreadTotals* t) const {
+  if (t->bucket < 0) return;
+  const double cores = t->bucket_cpu_ms / bucket_ms_;
+  t->max_cores = std::max(t->max_cores, cores);
+  if (cores > threshold_) {
+    const double end = static_cast<double>(t->bucket + 1) * bucket_ms_;
+    t->busy_ms += bucket_ms_;
+    if (t->first_busy_ms < 0) t->first_busy_ms = end;
+    t->last_busy_ms = end;
+  }
+  t->bucket = -1;
+  t->bucket_cpu_ms = 0;
+}
+
+void SummaryBuilder::add_to(ThreadTotals* t, const Row& row) const {
+  t->cpu_ms += row.cpu_ms;
+  // Spread the interval (t - dt, t] over the buckets it overlaps: when the
+  // monitor itself is starved (2 busy cores), one interval can span 30 ms.
+  const double end = row.t_ms, start = std::max(0.0, row.t_ms - row.dt_ms);
+  const int64_t last = std::max<int64_t>(0, static_cast<int64_t>(std::ceil(end / bucket_ms_ - 1e-9)) - 1);
+  const int64_t first = std::min(last, static_cast<int64_t>(start / bucket_ms_ + 1e-9));
+  for (int64_t k = first; k <= last; ++k) {
+    const double lo = std::max(start, static_cast<double>(k) * bucket_ms_);
+    const double hi = std::min(end, static_cast<double>(k + 1) * bucket_ms_);
+    const double share = end > start ? row.cpu_ms * std::max(0.0, hi - lo) / (end - start)
+                                     : (k == last ? row.cpu_ms : 0.0);
+    if (k != t->bucket) close_bucket(t);
+    t->bucket = k;
+    t->bucket_cpu_ms += share;
+  }
+}
+
+void SummaryBuilder::add(const Row& row) {
+  if (row.tid == kProcessTid) {
+    ++samples_;
+    span_ms_ = std::max(span_ms_, row.t_ms);
+    max_threads_ = std::max(max_threads_, row.threads);
+    add_to(&process_, row);
+    return;
+  }
+  ThreadTotals& t = threads_[row.tid];
+  t.tid = row.tid;
+  t.name = row.name;
+  add_to(&t, row);
+}
+
+ThreadTotals SummaryBuilder::process() const {
+  ThreadTotals p = process_;
+  close_bucket(&p);
+  return p;
+}
+
+std::vector<ThreadTotals> SummaryBuilder::threads() const {
+  std::vector<ThreadTotals> out;
+  for (const auto& [tid, t] : threads_) {
+    out.push_back(t);
+    close_bucket(&out.back());
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const ThreadTotals& a, const ThreadTotals& b) { return a.cpu_ms > b.cpu_ms; });
+  return out;
+}
+
+std::string format_summary(const SummaryBuilder& s, size_t top) {
+  std::ostringstream out;
+  char line[256];
+  auto row = [&](const std::string& tid, const std::string& name, const ThreadTotals& t) {
+    const std::string last = t.last_busy_ms < 0 ? "-" : fixed(t.last_busy_ms / 1000, 3);
+    std::snprintf(line, sizeof line, "  %-8s %-16s %10.1f %9.2f %9.1f %10s\n", tid.c_str(),
+                  name.c_str(), t.cpu_ms, t.max_cores, t.busy_ms, last.c_str());
+    out << line;
+  };
+  std::snprintf(line, sizeof line, "  %-8s %-16s %10s %9s %9s %10s\n", "tid", "name", "cpu_ms",
+                "max_cores", "busy_ms", "last_busy_s");
+  out << line;
+  const auto threads = s.threads();
+  ThreadTotals rest;
+  size_t rest_n = 0;
+  for (size_t i = 0; i < threads.size(); ++i) {
+    if (i < top) {
+      row(std::to_string(threads[i].tid), threads[i].name, threads[i]);
+    } else {
+      ++rest_n;
+      rest.cpu_ms += threads[i].cpu_ms;
+      rest.max_cores = std::max(rest.max_cores, threads[i].max_cores);
+      rest.busy_ms += threads[i].busy_ms;
+      rest.last_busy_ms = std::max(rest.last_busy_ms, threads[i].last_busy_ms);
+    }
+  }
+  if (rest_n > 0) row("", "(" + std::to_string(rest_n) + " others)", rest);
+  row("", kProcessName, s.process());
+  std::snprintf(line, sizeof line,
+                "rates over %g ms buckets; busy = buckets above %.2f cores; last_busy_s = end of "
+                "the last such bucket\n",
+                s.bucket_ms(), s.threshold());
+  out << line;
+  return out.str();
+}
+
+std::optional<Mark> parse_log_line(const std::string& line) {
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0, ms = 0, used = 0;
+  // %n: where the timestamp ended; every field has a fixed width in the format.
+  if (std::sscanf(line.c_str(), "%4d-%2d-%2d %2d:%2d:%2d,%3d%n", &y, &mo, &d, &h, &mi, &sec, &ms,
+                  &used) != 7 ||
+      used != 23) {
+    return std::nullopt;
+  }
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 || ms < 0 || ms > 999 ||
+      h < 0 || mi < 0 || sec < 0) {
+    return std::nullopt;
+  }
+  const std::string rest = line.substr(used);
+  if (rest.rfind(" - ", 0) != 0) return std::nullopt;
+  const auto sep = rest.find(" - ", 3);
+  if (sep == std::string::npos) return std::nullopt;
+  Mark m;
+  m.name = rest.substr(3, sep - 3);
+  m.event = rest.substr(sep + 3);
+  while (!m.event.empty() && (m.event.back() == '\r' || m.event.back() == ' ')) m.event.pop_back();
+  if (m.name.empty() || m.event.empty()) return std::nullopt;
+  std::tm tm{};
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = sec;
+  tm.tm_isdst = -1;  // let the zone rules decide, as Python's localtime did
+  const time_t t = std::mktime(&tm);
+  if (t == static_cast<time_t>(-1)) return std::nullopt;  // also 1969-12-31 23:59:59 UTC: fine
+  m.unix_ms = static_cast<int64_t>(t) * 1000 + ms;
+  return m;
+}
+
+std::vector<Mark> read_marks(std::istream& in) {
+  std::vector<Mark> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (auto m = parse_log_line(line)) out.push_back(std::move(*m));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Mark& a, const Mark& b) { return a.unix_ms < b.unix_ms; });
+  return out;
+}
+
+TailBuilder::TailBuilder(const std::vector<Mark>& marks, const std::string& event,
+                         double threshold_cores)
+    : threshold_(threshold_cores) {
+  for (size_t i = 0; i < marks.size(); ++i) {
+    if (marks[i].event != event) continue;
+    MarkWindow w;
+    w.mark = marks[i];
+    for (size_t j = i + 1; j < marks.size(); ++j) {
+      if (marks[j].unix_ms > marks[i].unix_ms) {
+        w.horizon_unix_ms = marks[j].unix_ms;
+        break;
+      }
+    }
+    windows_.push_back(std::move(w));
+  }
+}
+
+void TailBuilder::add(const Row& row) {
+  // Strict at both ends: a row ending in the same ms as a mark mostly ran
+  // before the mark was logged (a thread waking from sleep, then logging).
+  while (next_ < windows_.size() && row.unix_ms >= windows_[next_].horizon_unix_ms) ++next_;
+  // Windows are disjoint and sorted, so a row lands in at most one of them.
+  if (next_ >= windows_.size()) return;
+  MarkWindow& w = windows_[next_];
+  if (row.unix_ms <= w.mark.unix_ms) return;
+  Tail& t = w.by_tid[row.tid];
+  t.burn_ms += row.cpu_ms;
+  if (row.cores > threshold_) {
+    t.tail_ms = std::max(t.tail_ms, static_cast<double>(row.unix_ms - w.mark.unix_ms));
+  }
+}
+
+std::string format_tails(const TailBuilder& tails, const SummaryBuilder& summary,
+                         const std::string& event, size_t top) {
+  std::ostringstream out;
+  char line[256];
+  // Only windows the recording saw (a log appended to by earlier runs holds
+  // marks from before the monitor started).
+  std::vector<const MarkWindow*> seen;
+  for (const auto& w : tails.windows()) {
+    if (!w.by_tid.empty()) seen.push_back(&w);
+  }
+  std::snprintf(line, sizeof line,
+                "after '%s' (%zu events recorded; window = until the next mark; tail = end of "
+                "the last interval above %.2f cores):\n",
+                event.c_str(), seen.size(), summary.threshold());
+  out << line;
+  if (seen.empty()) return out.str();
+  std::snprintf(line, sizeof line, "  %-8s %-16s %12s %11s %12s\n", "tid", "name", "mean_tail_ms",
+                "max_tail_ms", "mean_burn_ms");
+  out << line;
+  auto print = [&](pid_t tid, const std::string& name) {
+    double sum_tail = 0, max_tail = 0, sum_burn = 0;
+    for (const MarkWindow* w : seen) {
+      auto it = w->by_tid.find(tid);
+      if (it == w->by_tid.end()) continue;
+      sum_tail += it->second.tail_ms;
+      max_tail = std::max(max_tail, it->second.tail_ms);
+      sum_burn += it->second.burn_ms;
+    }
+    const double n = static_cast<double>(seen.size());
+    std::snprintf(line, sizeof line, "  %-8s %-16s %12.1f %11.1f %12.1f\n",
+                  tid == kProcessTid ? "" : std::to_string(tid).c_str(), name.c_str(),
+                  sum_tail / n, max_tail, sum_burn / n);
+    out << line;
+  };
+  const auto threads = summary.threads();
+  for (size_t i = 0; i < threads.size() && i < top; ++i) print(threads[i].tid, threads[i].name);
+  print(kProcessTid, kProcessName);
+  return out.str();
+}
+
+}  // namespace threadburn::monitor

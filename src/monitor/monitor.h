@@ -1,0 +1,148 @@
+// The pure part of threadburn_monitor: per-thread rates between two /proc
+// snapshots, the CSV rows they become, the end-of-run summary, and the marks
+// read from a seed-000-style log ("2022-11-23 14:47:19,534 - ckpt - update_end")
+// with the CPU tail after each. No I/O on /proc here, so all of it is unit-tested.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <istream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/procfs.h"
+
+namespace threadburn::monitor {
+
+// The per-sample whole-process row: tid 0 (no thread has it) and a name in
+// brackets (comm names cannot be told apart from it otherwise, but 0 can).
+constexpr pid_t kProcessTid = 0;
+inline const char* const kProcessName = "[process]";
+
+// One read of every thread of the target. t_ns: monotonic ns since the
+// monitor started (the midpoint of the read, which takes ~10 us per thread).
+struct Snapshot {
+  int64_t t_ns = 0;
+  std::vector<ThreadStat> threads;  // sorted by tid, as read_threads returns them
+};
+
+// One CSV line. unix_ms is the END of the interval on CLOCK_REALTIME (integer
+// ms, like the log's timestamps); t_ms the same instant on the monotonic clock
+// since the monitor started; dt_ms the interval length.
+struct Row {
+  int64_t unix_ms = 0;
+  double t_ms = 0, dt_ms = 0;
+  pid_t tid = 0;
+  std::string name;
+  double cpu_ms = 0, cores = 0;
+  int threads = 0;     // threads alive at the end of the interval
+  std::string change;  // "", "new", "gone", "renamed"
+};
+
+// Rows for the interval prev -> cur: first the process row (always, so the
+// sample clock is in the file even when nothing ran), then one row per thread
+// that used CPU or was born, renamed or gone. A thread born in between counts
+// from 0; a tid whose CPU went backwards was reused and counts as new; a thread
+// gone since prev gets a row with cpu_ms 0 (what it ran after prev is lost:
+// at most one period). unix0_ns: CLOCK_REALTIME at monotonic t_ns == 0.
+std::vector<Row> interval_rows(const Snapshot& prev, const Snapshot& cur, int64_t unix0_ns);
+
+// CSV: a header and rows; a name with a comma, quote or newline is quoted.
+std::string csv_header();
+std::string format_row(const Row& row);
+// Parses one line written by format_row (false on a malformed line).
+bool parse_row(const std::string& line, Row* row);
+constexpr int kCsvColumns = 9;
+
+// Per-thread totals over a recording. Rates (max_cores, busy) are taken over
+// buckets of bucket_ms, not single intervals: schedstat advances only at
+// context switches and scheduler ticks (4 ms at Debian's HZ=250), so a thread
+// that runs without a break shows up in 4 ms lumps, and one 1 ms interval
+// can claim 4 cores. busy_ms: time in buckets above the threshold;
+// first/last_busy_ms: end (t_ms) of the first/last such bucket (-1: never).
+struct ThreadTotals {
+  pid_t tid = 0;
+  std::string name;  // the latest name seen
+  double cpu_ms = 0, max_cores = 0, busy_ms = 0;
+  double first_busy_ms = -1, last_busy_ms = -1;
+  int64_t bucket = -1;      // the bucket being filled
+  double bucket_cpu_ms = 0;  // its CPU so far
+};
+
+class SummaryBuilder {
+ public:
+  SummaryBuilder(double threshold_cores, double bucket_ms)
+      : threshold_(threshold_cores), bucket_ms_(bucket_ms) {}
+  void add(const Row& row);
+  // Threads by CPU, most first, their last buckets closed; the process apart.
+  std::vector<ThreadTotals> threads() const;
+  ThreadTotals process() const;
+  int64_t samples() const { return samples_; }
+  double span_ms() const { return span_ms_; }
+  int max_threads() const { return max_threads_; }
+  double threshold() const { return threshold_; }
+  double bucket_ms() const { return bucket_ms_; }
+
+ private:
+  void close_bucket(ThreadTotals* t) const;
+  void add_to(ThreadTotals* t, const Row& row) const;
+  double threshold_, bucket_ms_;
+  std::map<pid_t, ThreadTotals> threads_;
+  ThreadTotals process_{kProcessTid, kProcessName};
+  int64_t samples_ = 0;
+  double span_ms_ = 0;
+  int max_threads_ = 0;
+};
+
+// The summary table (top `top` threads, the rest as one line, then the process).
+std::string format_summary(const SummaryBuilder& summary, size_t top = 15);
+
+// One line of a seed-000-style log.
+struct Mark {
+  int64_t unix_ms = 0;
+  std::string name, event;
+};
+
+// "YYYY-MM-DD HH:MM:SS,mmm - name - event". The time is LOCAL time (Python's
+// logging asctime uses time.localtime), converted with mktime under the TZ of
+// the environment, so the monitor and the logger must run with the same TZ.
+// In a DST fall-back hour the repeated times are ambiguous; mktime picks one.
+// nullopt for lines of any other shape (comments, tracebacks).
+std::optional<Mark> parse_log_line(const std::string& line);
+std::vector<Mark> read_marks(std::istream& in);
+
+// CPU after one mark: over the intervals ending in (mark, horizon), where the
+// horizon is the next mark (of any event) later than it, or the end of data.
+// tail_ms: from the mark to the end of the last interval above the threshold
+// (0 when none); burn_ms: CPU used in the window.
+struct Tail {
+  double tail_ms = 0, burn_ms = 0;
+};
+struct MarkWindow {
+  Mark mark;
+  int64_t horizon_unix_ms = INT64_MAX;
+  std::map<pid_t, Tail> by_tid;  // kProcessTid: the whole process
+};
+
+// Streams rows (in time order) into the windows after every mark whose event
+// is `event`. Only the windows' per-thread maps are kept, not the rows.
+class TailBuilder {
+ public:
+  TailBuilder(const std::vector<Mark>& marks, const std::string& event, double threshold_cores);
+  void add(const Row& row);
+  const std::vector<MarkWindow>& windows() const { return windows_; }
+
+ private:
+  std::vector<MarkWindow> windows_;
+  size_t next_ = 0;  // first window whose horizon the rows have not passed
+  double threshold_;
+};
+
+// Per-thread mean/max tail and mean burn over the windows; names from `summary`.
+std::string format_tails(const TailBuilder& tails, const SummaryBuilder& summary,
+                         const std::string& event, size_t top = 15);
+
+}  // namespace threadburn::monitor
