@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "core/clock.h"
+#include "core/thread_clocks.h"
 
 namespace threadburn {
 
@@ -20,7 +21,7 @@ std::vector<BurnPoint> burn_rates(const std::vector<BurnSample>& samples, int64_
     if (dt <= 0) continue;
     BurnPoint p;
     p.t_ms = static_cast<double>(b.t_ns - origin_ns) / kNsPerMs;
-    p.others_cores = static_cast<double>(b.others_cpu_ns() - a.others_cpu_ns()) / dt;
+    p.others_cores = static_cast<double>(b.others_cpu_ns - a.others_cpu_ns) / dt;
     p.main_cores = static_cast<double>(b.main_cpu_ns - a.main_cpu_ns) / dt;
     out.push_back(p);
   }
@@ -36,7 +37,7 @@ double tail_ms(const std::vector<BurnPoint>& points, double threshold_cores) {
 }
 
 BurnSampler::BurnSampler(Options options)
-    : options_(options), measured_(pthread_self()), ring_(options.capacity) {
+    : options_(options), measured_(pthread_self()), measured_tid_(current_tid()), ring_(options.capacity) {
   if (options_.per_thread) thread_ring_.resize(std::max<size_t>(options.capacity / 16, 1024));
   thread_ = std::thread([this] { run(); });
   while (!clock_ready_.load()) std::this_thread::yield();
@@ -56,13 +57,16 @@ void BurnSampler::run() {
   sampler_tid_.store(current_tid());
   clock_ready_.store(true);
   const ThreadCpuClock main_clock(measured_);
+  const std::vector<pid_t> exclude = {measured_tid_, sampler_tid_.load()};
+  ThreadClocks clocks;
   int64_t next = wall_ns();
   int64_t n = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
+    if (n % options_.refresh_every == 0) clocks.refresh();
     BurnSample s;
     s.sampler_cpu_ns = thread_cpu_ns();
     s.main_cpu_ns = main_clock.now_ns();
-    s.process_cpu_ns = process_cpu_ns();
+    s.others_cpu_ns = clocks.sum_ns(exclude);
     s.t_ns = wall_ns();
     ring_[static_cast<size_t>(n % static_cast<int64_t>(ring_.size()))] = s;
     head_.store(++n, std::memory_order_release);

@@ -1,7 +1,7 @@
 // The burn sampler: a background thread that reads, every period (<= 1 ms), the
-// process CPU clock, the measured (main) thread's CPU clock and its own, so that
-//   others = process - main - sampler
-// is the CPU burned by every other thread (OpenMP/TBB workers, loader threads).
+// CPU clock of every thread of the process (see thread_clocks.h for why not the
+// process clock) and keeps apart the measured (main) thread and itself, so that
+// "others" is the CPU burned by every other thread (OpenMP/TBB workers, loaders).
 // The rate between two samples is the burn rate in cores. The sampler's own CPU
 // is kept apart so it can be subtracted and reported as overhead.
 #pragma once
@@ -26,10 +26,9 @@ constexpr int64_t kDefaultSamplerPeriodNs = 500000;
 
 struct BurnSample {
   int64_t t_ns = 0;            // CLOCK_MONOTONIC
-  int64_t process_cpu_ns = 0;  // all threads
+  int64_t others_cpu_ns = 0;   // every thread but the measured one and the sampler
   int64_t main_cpu_ns = 0;     // the measured thread
   int64_t sampler_cpu_ns = 0;  // the sampler thread itself
-  int64_t others_cpu_ns() const { return process_cpu_ns - main_cpu_ns - sampler_cpu_ns; }
 };
 
 // Burn rate over one sampling interval, placed at the interval's end.
@@ -59,6 +58,7 @@ class BurnSampler {
     size_t capacity = 1 << 18;   // ring of samples: ~2 min at 0.5 ms
     bool per_thread = false;     // also snapshot /proc/self/task/* (costly)
     int per_thread_every = 2;    // ... every Nth sample
+    int refresh_every = 10;      // re-list threads every Nth sample (5 ms at 0.5 ms)
   };
 
   // measured: the thread whose CPU is not "others" (default: the caller).
@@ -78,6 +78,7 @@ class BurnSampler {
   // CPU the sampler thread used so far, read from the measured thread.
   int64_t sampler_cpu_ns() const;
   pid_t sampler_tid() const { return sampler_tid_.load(); }
+  pid_t measured_tid() const { return measured_tid_; }
   int64_t samples_taken() const { return head_.load(); }
 
  private:
@@ -85,6 +86,7 @@ class BurnSampler {
 
   Options options_;
   pthread_t measured_;
+  pid_t measured_tid_;
   std::vector<BurnSample> ring_;
   std::vector<ThreadSnapshot> thread_ring_;
   std::atomic<int64_t> head_{0};         // samples written

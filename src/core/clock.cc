@@ -40,4 +40,10 @@ void spin_for_ns(int64_t ns) {
   }
 }
 
+void spin_cpu_ns(int64_t ns) {
+  const int64_t end = thread_cpu_ns() + ns;
+  while (thread_cpu_ns() < end) {
+  }
+}
+
 }  // namespace threadburn

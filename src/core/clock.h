@@ -37,7 +37,10 @@ class ThreadCpuClock {
 void sleep_until_ns(int64_t deadline_ns);
 inline void sleep_for_ns(int64_t ns) { sleep_until_ns(wall_ns() + ns); }
 
-// Busy-waits on the wall clock: the known-answer load for the tests.
+// Busy-waits on the wall clock.
 void spin_for_ns(int64_t ns);
+// Busy-waits until the calling thread has used `ns` of CPU: the known-answer
+// load for the tests, exact even when other processes preempt the spinner.
+void spin_cpu_ns(int64_t ns);
 
 }  // namespace threadburn

@@ -10,12 +10,13 @@
 
 #include "core/burn.h"
 #include "core/procfs.h"
+#include "core/thread_clocks.h"
 
 namespace threadburn {
 
 struct StepRecord {
   double step_ms = 0;
-  double step_cpu_ms = 0;       // process CPU during the step, sampler excluded
+  double step_cpu_ms = 0;       // CPU of every thread during the step, sampler excluded
   double gap_ms = 0;            // the gap actually slept
   double residual_cpu_ms = 0;   // CPU of every thread but main and sampler in the gap
   double residual_cores = 0;    // residual_cpu_ms / gap_ms
@@ -49,12 +50,16 @@ class StepProbe {
   StepRecord gap(int64_t gap_ns);
 
  private:
+  int64_t others_now();  // refreshes the thread list, then sums their clocks
+
   const BurnSampler* sampler_;
   ProbeOptions options_;
   StepRecord rec_;
+  ThreadClocks clocks_;
+  std::vector<pid_t> exclude_;  // the calling (measuring) thread and the sampler
   int64_t t0_ = 0, t1_ = 0;
-  int64_t proc0_ = 0, proc1_ = 0;
-  int64_t main1_ = 0;
+  int64_t others0_ = 0, others1_ = 0;
+  int64_t main0_ = 0, main1_ = 0;
   int64_t sampler0_ = 0, sampler1_ = 0;
   CtxSwitches ctx0_;
   std::vector<ThreadStat> threads0_, threads1_;

@@ -14,7 +14,7 @@ BurnSample sample(int64_t t_us, int64_t others_us, int64_t main_us = 0, int64_t 
   s.t_ns = t_us * 1000;
   s.main_cpu_ns = main_us * 1000;
   s.sampler_cpu_ns = sampler_us * 1000;
-  s.process_cpu_ns = (others_us + main_us + sampler_us) * 1000;
+  s.others_cpu_ns = others_us * 1000;
   return s;
 }
 
