@@ -114,7 +114,8 @@ struct Mark {
 std::optional<Mark> parse_log_line(const std::string& line);
 std::vector<Mark> read_marks(std::istream& in);
 
-// CPU after one mark: over the intervals ending in (mark, horizon), where the
+// CPU after one mark: over the intervals ending in (mark, horizon) (unix ms,
+// exclusive: a row ending in a mark's own ms ran mostly before it), where the
 // horizon is the next mark (of any event) later than it, or the end of data.
 // tail_ms: from the mark to the end of the last interval above the threshold
 // (0 when none); burn_ms: CPU used in the window.
@@ -141,7 +142,8 @@ class TailBuilder {
   double threshold_;
 };
 
-// Per-thread mean/max tail and mean burn over the windows; names from `summary`.
+// Per-thread mean/max tail and mean burn over the windows the rows reached
+// (marks from before the recording are skipped); names from `summary`.
 std::string format_tails(const TailBuilder& tails, const SummaryBuilder& summary,
                          const std::string& event, size_t top = 15);
 

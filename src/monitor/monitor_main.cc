@@ -74,7 +74,9 @@ void on_signal(int sig, siginfo_t* info, void*) {
 void install_handlers() {
   struct sigaction sa {};
   sa.sa_sigaction = on_signal;
-  sa.sa_flags = SA_SIGINFO;  // no SA_RESTART: the sleep and waitpid see EINTR
+  // No SA_RESTART: waitpid sees EINTR. The sampling sleep restarts (core's
+  // sleep_until_ns), so a stop request waits at most one period.
+  sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
 }
@@ -94,8 +96,9 @@ double parse_double(const std::string& flag, const std::string& text, double min
   errno = 0;
   const double v = std::strtod(text.c_str(), &end);
   if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < min || v > max) {
-    throw tb::FlagError("--" + flag + ": expected a number in [" + std::to_string(min) + ", " +
-                        std::to_string(max) + "], got '" + text + "'");
+    char range[96];
+    std::snprintf(range, sizeof range, "a number in [%g, %g]", min, max);
+    throw tb::FlagError("--" + flag + ": expected " + range + ", got '" + text + "'");
   }
   return v;
 }
@@ -281,6 +284,12 @@ int main(int argc, char** argv) {
     return s;
   };
   mon::Snapshot prev = snapshot();
+  std::string leader = "?";  // the process's name, as of the last sample that saw it
+  auto note_leader = [&](const mon::Snapshot& s) {
+    for (const auto& t : s.threads) {
+      if (t.tid == o.pid) leader = t.name;
+    }
+  };
   if (launched) {
     ::close(gate_fd);  // EOF on the gate: the child execs now
     int err = 0;
@@ -323,6 +332,7 @@ int main(int argc, char** argv) {
                si.si_pid == o.pid;
     }
     mon::Snapshot cur = snapshot();
+    note_leader(cur);
     const auto rows = mon::interval_rows(prev, cur, unix0);
     for (const auto& r : rows) {
       csv.add(mon::format_row(r));
@@ -352,14 +362,10 @@ int main(int argc, char** argv) {
   csv.close();
   const double own_cpu_ms = static_cast<double>(tb::thread_cpu_ns()) / 1e6;
 
-  std::string name = "?";
-  for (const auto& t : summary.threads()) {
-    if (t.tid == o.pid) name = t.name;
-  }
   std::fprintf(stderr,
                "%s: pid %d (%s): %.3f s, %lld samples every %lld us (%lld missed), up to %d "
                "threads, %lld rows in %s\n%s",
-               kProg, static_cast<int>(o.pid), name.c_str(), summary.span_ms() / 1000,
+               kProg, static_cast<int>(o.pid), leader.c_str(), summary.span_ms() / 1000,
                static_cast<long long>(summary.samples()), static_cast<long long>(o.period_ns / 1000),
                static_cast<long long>(late), summary.max_threads(),
                static_cast<long long>(csv.rows()), o.out.c_str(),

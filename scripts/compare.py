@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""Compare two results CSVs: per matched setting, medians, change, significance.
+
+    scripts/compare.py results/A.csv results/B.csv [--format md|text]
+                       [--fail-if-regress step_ms:10 ...]
+
+Rows match on every knob column plus the benchmark name (results/README.md);
+only status=ok rows count, and the repetitions and concurrent processes of
+one setting are pooled. Per group and metric (step_ms, residual_cpu_ms,
+samples_per_s where present): median in A and B, relative change B/A - 1,
+and a two-sided Mann-Whitney U p-value (exact distribution when both sides
+have <= 20 values and no ties, else the normal approximation with tie and
+continuity correction; see threadburn_py/stats.py). A geometric-mean row
+summarises the ratios; groups whose median in A is zero within noise
+(ZERO_FLOOR) have no ratio and are left out of it. Cells whose coefficient
+of variation exceeds NOISE_CV_THRESHOLD are marked "(! CV%)".
+
+--fail-if-regress METRIC:PCT exits 1 when the metric's geometric mean OR any
+single matched group is worse by more than PCT percent (worse = higher for
+step_ms and residual_cpu_ms, lower for samples_per_s). Bad input (missing
+columns, different schema_version, nothing in common) exits 2 with one line.
+Standard library only.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from threadburn_py import results, schema, stats  # noqa: E402
+
+METRICS = ("step_ms", "residual_cpu_ms", "samples_per_s")
+# Below this a metric is indistinguishable from zero: residual burn under half
+# a millisecond per step is sampler noise (the sampler's period is <= 1 ms and
+# idle gaps measure within +-0.01 ms of 0). Such a baseline gives no ratio,
+# and such a sample no noise flag (its CV would only measure that noise).
+ZERO_FLOOR = {"step_ms": 0.0, "residual_cpu_ms": 0.5, "samples_per_s": 0.0}
+REQUIRED = ("schema_version", "status", "benchmark") + schema.KNOB_COLUMNS + METRICS
+
+
+class CompareError(Exception):
+    pass
+
+
+def parse_regress(text):
+    metric, sep, pct = text.partition(":")
+    try:
+        value = float(pct)
+    except ValueError:
+        value = -1.0
+    if not sep or metric not in METRICS or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"expected METRIC:PCT with METRIC one of {', '.join(METRICS)} and PCT >= 0, "
+            f"got {text!r}")
+    return metric, value
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("a", help="baseline results CSV")
+    p.add_argument("b", help="contender results CSV")
+    p.add_argument("--format", choices=("md", "text"), default="text")
+    p.add_argument("--fail-if-regress", type=parse_regress, action="append", default=[],
+                   metavar="METRIC:PCT", help="exit 1 if METRIC's geomean or any group is "
+                   "worse than A by more than PCT percent (repeatable)")
+    return p.parse_args(argv)
+
+
+def match_key(row):
+    return tuple(row.get(k, "") for k in schema.KNOB_COLUMNS) + (row.get("benchmark", ""),)
+
+
+def load(path):
+    rows = results.read_rows(path, REQUIRED)
+    versions = {r["schema_version"] for r in rows}
+    if len(versions) > 1:
+        raise CompareError(f"{path}: mixes schema versions {', '.join(sorted(versions))}")
+    if versions and versions != {schema.SCHEMA_VERSION}:
+        raise CompareError(f"{path}: schema_version {versions.pop()}, this compare.py reads "
+                           f"{schema.SCHEMA_VERSION}")
+    groups = {}
+    for row in rows:
+        if row["status"] == "ok":
+            groups.setdefault(match_key(row), []).append(row)
+    statuses = {s: sum(1 for r in rows if r["status"] == s) for s in ("skipped", "failed")}
+    return groups, statuses
+
+
+def compare_metric(rows_a, rows_b, metric):
+    a = results.metric_values(rows_a, metric)
+    b = results.metric_values(rows_b, metric)
+    if not a or not b:
+        return None
+    med_a, med_b = stats.median(a), stats.median(b)
+    floor = ZERO_FLOOR[metric]
+    ratio = med_b / med_a if med_a > floor else None
+    _, p_value, method = stats.mann_whitney_u(a, b)
+
+    def cv(values):
+        if abs(stats.median(values)) <= floor:
+            return None
+        return stats.coefficient_of_variation(values)
+    return {"n_a": len(a), "n_b": len(b), "median_a": med_a, "median_b": med_b,
+            "ratio": ratio, "change": None if ratio is None else ratio - 1,
+            "p": p_value, "method": method, "cv_a": cv(a), "cv_b": cv(b)}
+
+
+def compare(groups_a, groups_b):
+    common = [k for k in groups_a if k in groups_b]
+    table = []
+    for key in common:
+        rows_a, rows_b = groups_a[key], groups_b[key]
+        entry = {"key": key, "label": group_label(rows_a[0]),
+                 "workload": results.workload_label(rows_a[0]),
+                 "setting": schema.env_label(rows_a[0]),
+                 "n_a": len(rows_a), "n_b": len(rows_b), "metrics": {}}
+        for metric in METRICS:
+            result = compare_metric(rows_a, rows_b, metric)
+            if result:
+                entry["metrics"][metric] = result
+        table.append(entry)
+    table.sort(key=lambda e: e["label"])
+    geomeans = {}
+    for metric in METRICS:
+        ratios = [e["metrics"][metric]["ratio"] for e in table if metric in e["metrics"]]
+        usable = [r for r in ratios if r is not None]
+        if usable:
+            geomeans[metric] = {"ratio": stats.geometric_mean(usable), "n": len(usable),
+                                "left_out": len(ratios) - len(usable)}
+    only_a = sorted(group_label(groups_a[k][0]) for k in groups_a if k not in groups_b)
+    only_b = sorted(group_label(groups_b[k][0]) for k in groups_b if k not in groups_a)
+    return table, geomeans, only_a, only_b
+
+
+def group_label(row):
+    return f"{results.workload_label(row)} | {schema.env_label(row)}"
+
+
+def is_worse(metric, change, pct):
+    limit = pct / 100
+    return change > limit if schema.LOWER_IS_BETTER[metric] else change < -limit
+
+
+def regressions(table, geomeans, rules):
+    found = []
+    for metric, pct in rules:
+        geo = geomeans.get(metric)
+        if geo and is_worse(metric, geo["ratio"] - 1, pct):
+            found.append(f"{metric} geomean {geo['ratio'] - 1:+.1%} (limit {pct:g}%)")
+        for entry in table:
+            m = entry["metrics"].get(metric)
+            if m and m["change"] is not None and is_worse(metric, m["change"], pct):
+                found.append(f"{metric} {m['change']:+.1%} (limit {pct:g}%): {entry['label']}")
+    return found
+
+
+def fmt_num(value):
+    if value is None:
+        return "-"
+    return "0" if abs(value) < 5e-4 else f"{value:.4g}"
+
+
+def fmt_cell(value, cv):
+    text = fmt_num(value)
+    if cv is not None and cv > stats.NOISE_CV_THRESHOLD:
+        text += f" (! {cv:.1%})" if cv < 0.1 else f" (! {cv:.0%})"
+    return text
+
+
+def fmt_change(m):
+    return "n/a (A~0)" if m["change"] is None else f"{m['change']:+.1%}"
+
+
+def render(table, geomeans, only_a, only_b, statuses, names, fmt):
+    metrics = [m for m in METRICS if any(m in e["metrics"] for e in table)]
+    header = ["benchmark", "setting", "n A/B"]
+    for metric in metrics:
+        header += [f"{metric} A", f"{metric} B", "change", "p"]
+    body = []
+    for entry in table:
+        cells = [entry["workload"], entry["setting"], f"{entry['n_a']}/{entry['n_b']}"]
+        for metric in metrics:
+            m = entry["metrics"].get(metric)
+            if m is None:
+                cells += ["-"] * 4
+            else:
+                cells += [fmt_cell(m["median_a"], m["cv_a"]), fmt_cell(m["median_b"], m["cv_b"]),
+                          fmt_change(m), fmt_num(m["p"])]
+        body.append(cells)
+    geo = [f"geomean ({len(table)} groups)", "", ""]
+    for metric in metrics:
+        g = geomeans.get(metric)
+        geo += ["", "", "-" if g is None else f"{g['ratio'] - 1:+.1%}", ""]
+    body.append(geo)
+    out = [f"A = {names[0]}", f"B = {names[1]}", ""]
+    out += markdown_table(header, body) if fmt == "md" else text_table(header, body)
+    notes = []
+    few = sum(1 for e in table if min(e["n_a"], e["n_b"]) < stats.MIN_REPETITIONS_FOR_UTEST)
+    if few:
+        notes.append(f"warning: {few} of {len(table)} groups have fewer than "
+                     f"{stats.MIN_REPETITIONS_FOR_UTEST} samples on a side; their p-values "
+                     "cannot be trusted (run more --repetitions)")
+    if any("(!" in c for row in body for c in row):
+        notes.append(f"noisy: (! X%) marks a coefficient of variation above "
+                     f"{stats.NOISE_CV_THRESHOLD:.0%}")
+    for metric, g in geomeans.items():
+        if g["left_out"]:
+            notes.append(f"{metric}: {g['left_out']} group(s) with a median in A of at most "
+                         f"{ZERO_FLOOR[metric]:g} (zero within noise) have no ratio; left out "
+                         "of the geomean and of --fail-if-regress")
+    for name, counts in zip(names, statuses):
+        if any(counts.values()):
+            notes.append(f"{name}: not compared: {counts['failed']} failed, "
+                         f"{counts['skipped']} skipped rows")
+    for name, labels in ((names[0], only_a), (names[1], only_b)):
+        if labels:
+            notes.append(f"only in {name} ({len(labels)}):")
+            notes += [f"  {'- ' if fmt == 'md' else ''}{label}" for label in labels]
+    if notes:
+        out.append("")
+        out += [("- " + n if fmt == "md" and not n.startswith("  ") else n) for n in notes]
+    return "\n".join(out)
+
+
+def markdown_table(header, body):
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|"]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
+    return lines
+
+
+def text_table(header, body):
+    widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
+    def line(row):
+        return "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+    return [line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in body]
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        groups_a, statuses_a = load(args.a)
+        groups_b, statuses_b = load(args.b)
+        table, geomeans, only_a, only_b = compare(groups_a, groups_b)
+        if not table:
+            raise CompareError(f"no common rows: no (knobs, benchmark) with status ok is in "
+                               f"both {args.a} and {args.b}")
+    except (CompareError, results.ResultsError) as e:
+        print(f"compare: {e}", file=sys.stderr)
+        return 2
+    print(render(table, geomeans, only_a, only_b, (statuses_a, statuses_b),
+                 (args.a, args.b), args.format))
+    found = regressions(table, geomeans, args.fail_if_regress)
+    for line in found:
+        print(f"regression: {line}", file=sys.stderr)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""scripts/compare.py and its statistics, on hand-checked fixtures.
+
+Fixtures (tests/python/fixtures/compare_{a,b}.csv), status ok rows:
+  G1 optimizer llvm T=2 bt=200: step A 10,11,12  B 13,14,15; residual A 200,201,202 B 0.5,1,1.5
+  G2 optimizer gomp (no env):   step A 10 x4     B 10 x4;    residual A 0 x4        B 1 x4
+  G3 train mnist gap 100 gomp:  step A 19,20,21  B 24,25,26; residual A 6,7,8      B 0,0.5,1
+                                samples_per_s A 3400,3200,3050  B 2700,2560,2460
+  G4 only in A, G5 only in B; A has one failed row of G1, B one skipped cuda row.
+"""
+import csv
+import math
+import os
+import shutil
+import tempfile
+import unittest
+
+import helpers
+import compare
+from threadburn_py import stats
+
+A = os.path.join(helpers.FIXTURES, "compare_a.csv")
+B = os.path.join(helpers.FIXTURES, "compare_b.csv")
+
+
+class MannWhitney(unittest.TestCase):
+    def test_exact_without_ties(self):
+        # n=3,3 fully separated: U=0; P(U<=0) = 1/C(6,3) = 1/20; two-sided 2/20.
+        self.assertEqual(stats.mann_whitney_u([1, 2, 3], [4, 5, 6]), (0.0, 0.1, "exact"))
+        self.assertEqual(stats.mann_whitney_u([4, 5, 6], [1, 2, 3]), (9.0, 0.1, "exact"))
+        # n=4,5 separated: 2 / C(9,4) = 2/126.
+        u, p, method = stats.mann_whitney_u([1, 2, 3, 4], [5, 6, 7, 8, 9])
+        self.assertEqual((u, method), (0.0, "exact"))
+        self.assertAlmostEqual(p, 2 / 126, places=15)
+        # n=2,2, one swap: U=1; counts of U=0,1,2,3,4 are 1,1,2,1,1 -> P(U<=1)=2/6.
+        self.assertAlmostEqual(stats.mann_whitney_u([1, 3], [2, 4])[1], 2 * 2 / 6, places=15)
+        # identical order interleaved: U at its mean -> p = 1
+        self.assertEqual(stats.mann_whitney_u([1, 4], [2, 3])[1], 1.0)
+
+    def test_normal_approximation_with_ties(self):
+        # a=[1,2,2,3] b=[2,3,4,5]: ranks 1 | 3,3,3 | 5.5,5.5 | 7 | 8; R_a = 12.5, U = 2.5;
+        # mean 8; tie groups 3 and 2: sum(t^3-t) = 30; var = 16/12*(9 - 30/56) = 11.2857;
+        # z = (5.5 - 0.5)/sqrt(var) = 1.48835; p = erfc(z/sqrt 2) = 0.136658
+        u, p, method = stats.mann_whitney_u([1, 2, 2, 3], [2, 3, 4, 5])
+        self.assertEqual((u, method), (2.5, "normal"))
+        self.assertAlmostEqual(p, math.erfc(5 / math.sqrt(16 / 12 * (9 - 30 / 56)) / math.sqrt(2)),
+                               places=15)
+        self.assertAlmostEqual(p, 0.136658, places=6)
+
+    def test_degenerate_samples(self):
+        self.assertEqual(stats.mann_whitney_u([5, 5, 5], [5, 5]), (3.0, 1.0, "normal"))
+        self.assertEqual(stats.mann_whitney_u([], [1, 2]), (None, None, None))
+
+    def test_large_samples_use_normal(self):
+        a = list(range(0, 42, 2))  # 21 values: beyond EXACT_MAX_N
+        b = list(range(1, 43, 2))
+        self.assertEqual(stats.mann_whitney_u(a, b)[2], "normal")
+
+    def test_u_distribution_counts(self):
+        self.assertEqual(stats._u_counts(2, 2), (1, 1, 2, 1, 1))
+        self.assertEqual(sum(stats._u_counts(5, 7)), math.comb(12, 5))
+
+    def test_cv_and_geomean(self):
+        self.assertAlmostEqual(stats.coefficient_of_variation([10, 11, 12]), 1 / 11, places=15)
+        self.assertIsNone(stats.coefficient_of_variation([3]))
+        self.assertIsNone(stats.coefficient_of_variation([0, 0]))
+        self.assertAlmostEqual(stats.geometric_mean([2, 8]), 4.0, places=15)
+        self.assertEqual(stats.geometric_mean([None, 0]), None)
+
+
+class CompareFixtures(unittest.TestCase):
+    def setUp(self):
+        groups_a, _ = compare.load(A)
+        groups_b, _ = compare.load(B)
+        self.table, self.geo, self.only_a, self.only_b = compare.compare(groups_a, groups_b)
+        self.by_setting = {(e["workload"].split("/")[0], e["setting"]): e for e in self.table}
+
+    def test_groups_medians_changes_p_values(self):
+        self.assertEqual(len(self.table), 3)
+        g1 = self.by_setting[("optimizer_step", "llvm OMP_NUM_THREADS=2 KMP_BLOCKTIME=200")]
+        self.assertEqual((g1["n_a"], g1["n_b"]), (3, 3))  # the failed row is not a sample
+        step = g1["metrics"]["step_ms"]
+        self.assertEqual((step["median_a"], step["median_b"], step["p"]), (11.0, 14.0, 0.1))
+        self.assertAlmostEqual(step["change"], 3 / 11, places=15)
+        self.assertAlmostEqual(step["cv_a"], 1 / 11, places=15)
+        res = g1["metrics"]["residual_cpu_ms"]
+        self.assertEqual((res["median_a"], res["median_b"], res["p"]), (201.0, 1.0, 0.1))
+        self.assertNotIn("samples_per_s", g1["metrics"])
+
+        g2 = self.by_setting[("optimizer_step", "gomp (no env)")]
+        self.assertEqual(g2["metrics"]["step_ms"]["p"], 1.0)  # all 8 values tied
+        self.assertEqual(g2["metrics"]["step_ms"]["change"], 0.0)
+        res = g2["metrics"]["residual_cpu_ms"]
+        self.assertIsNone(res["change"])  # A median 0: no ratio
+        # 4 zeros vs 4 ones: U=0, var = 16/12*(9 - 120/56) = 64/7, z = 7.5/sqrt(64/7)
+        self.assertAlmostEqual(res["p"], math.erfc(7.5 / math.sqrt(64 / 7) / math.sqrt(2)), places=15)
+        self.assertAlmostEqual(res["p"], 0.013124, places=6)
+
+        g3 = self.by_setting[("train_step", "gomp (no env)")]
+        sps = g3["metrics"]["samples_per_s"]
+        self.assertEqual((sps["median_a"], sps["median_b"], sps["p"]), (3200.0, 2560.0, 0.1))
+        self.assertAlmostEqual(sps["change"], -0.2, places=15)
+
+    def test_geomeans_and_unmatched(self):
+        self.assertAlmostEqual(self.geo["step_ms"]["ratio"], (14 / 11 * 1.0 * 1.25) ** (1 / 3),
+                               places=14)
+        self.assertAlmostEqual(self.geo["residual_cpu_ms"]["ratio"], math.sqrt(1 / 201 * 0.5 / 7),
+                               places=14)
+        self.assertEqual(self.geo["residual_cpu_ms"]["left_out"], 1)
+        self.assertAlmostEqual(self.geo["samples_per_s"]["ratio"], 0.8, places=14)
+        self.assertEqual(self.only_a, ["optimizer_step/sgd/params:4000000/gap_ms:300 | "
+                                       "llvm OMP_NUM_THREADS=1 KMP_BLOCKTIME=0"])
+        self.assertEqual(self.only_b, ["train_step/cifar_sgd/batch:64/workers:0/gap_ms:0/"
+                                       "preload:0 | gomp (no env)"])
+
+    def test_text_output(self):
+        result = helpers.run_script("compare.py", A, B)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        out = result.stdout
+        row = next(ln for ln in out.splitlines() if "KMP_BLOCKTIME=200" in ln).split()
+        self.assertEqual(row[-19:], ["3/3", "11", "(!", "9.1%)", "14", "(!", "7.1%)", "+27.3%",
+                                     "0.1", "201", "1", "(!", "50%)", "-99.5%", "0.1",
+                                     "-", "-", "-", "-"])
+        geo = next(ln for ln in out.splitlines() if ln.startswith("geomean")).split()
+        self.assertEqual(geo, ["geomean", "(3", "groups)", "+16.7%", "-98.1%", "-20.0%"])
+        self.assertIn("warning: 3 of 3 groups have fewer than 9 samples on a side", out)
+        self.assertIn("noisy: (! X%) marks a coefficient of variation above 5%", out)
+        self.assertIn(f"{A}: not compared: 1 failed, 0 skipped rows", out)
+        self.assertIn(f"{B}: not compared: 0 failed, 1 skipped rows", out)
+        self.assertIn(f"only in {A} (1):\n  optimizer_step/sgd/params:4000000/gap_ms:300 | "
+                      "llvm OMP_NUM_THREADS=1 KMP_BLOCKTIME=0", out)
+        self.assertIn("n/a (A~0)", out)
+
+    def test_markdown_output(self):
+        result = helpers.run_script("compare.py", A, B, "--format", "md")
+        lines = result.stdout.splitlines()
+        table = [ln for ln in lines if ln.startswith("|")]
+        self.assertEqual(len(table), 2 + 3 + 1)
+        self.assertEqual({ln.count("|") for ln in table}, {16})  # 15 columns everywhere
+        self.assertEqual(table[0], "| benchmark | setting | n A/B | step_ms A | step_ms B | change "
+                         "| p | residual_cpu_ms A | residual_cpu_ms B | change | p | "
+                         "samples_per_s A | samples_per_s B | change | p |")
+        # B's burn median 0.5 ms is zero within noise (ZERO_FLOOR): no CV flag there
+        self.assertIn("| train_step/mnist_adadelta/batch:64/workers:0/gap_ms:100/preload:0 | "
+                      "gomp (no env) | 3/3 | 20 | 25 | +25.0% | 0.1 | 7 (! 14%) | 0.5 "
+                      "| -92.9% | 0.1 | 3200 (! 5.5%) | 2560 | -20.0% | 0.1 |", table)
+
+    def test_fail_if_regress(self):
+        cases = [(["step_ms:10"], 1),   # geomean +16.7 % (and rows) > 10 %
+                 (["step_ms:30"], 0),   # geomean 16.7, rows 27.3 and 25: all within 30
+                 (["step_ms:26"], 1),   # geomean fine, but G1's row +27.3 % > 26
+                 (["samples_per_s:19"], 1),  # -20 % throughput
+                 (["samples_per_s:21"], 0),
+                 (["residual_cpu_ms:0"], 0),  # burn only fell; the A~0 group is left out
+                 (["step_ms:30", "samples_per_s:10"], 1)]
+        for rules, code in cases:
+            with self.subTest(rules=rules):
+                args = [A, B] + [x for r in rules for x in ("--fail-if-regress", r)]
+                result = helpers.run_script("compare.py", *args)
+                self.assertEqual(result.returncode, code, result.stderr)
+                self.assertEqual(bool(result.stderr), bool(code))
+        result = helpers.run_script("compare.py", A, B, "--fail-if-regress", "step_ms:26")
+        self.assertEqual(result.stderr, "regression: step_ms +27.3% (limit 26%): optimizer_step/"
+                         "sgd/params:4000000/gap_ms:300 | llvm OMP_NUM_THREADS=2 KMP_BLOCKTIME=200\n")
+
+    def test_same_file_shows_no_change(self):
+        result = helpers.run_script("compare.py", A, A, "--fail-if-regress", "step_ms:0")
+        self.assertEqual(result.returncode, 0)
+        self.assertIn("geomean (4 groups)", result.stdout)
+
+
+class BadInput(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="tb-compare-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def rewrite(self, name, edit_header=None, edit_row=None):
+        with open(A, newline="") as f:
+            rows = list(csv.reader(f))
+        header, body = rows[0], rows[1:]
+        if edit_header:
+            header, body = edit_header(header, body)
+        if edit_row:
+            body = [edit_row(header, r) for r in body]
+        path = os.path.join(self.tmp, name)
+        with open(path, "w", newline="") as f:
+            csv.writer(f, lineterminator="\n").writerows([header] + body)
+        return path
+
+    def assert_exit_2(self, args, message):
+        result = helpers.run_script("compare.py", *args)
+        self.assertEqual(result.returncode, 2)
+        self.assertEqual(result.stdout, "")
+        self.assertEqual(result.stderr.count("\n"), 1, result.stderr)
+        self.assertIn(message, result.stderr)
+
+    def test_missing_columns(self):
+        def drop(header, body):
+            keep = [i for i, c in enumerate(header) if c not in ("residual_cpu_ms", "KMP_BLOCKTIME")]
+            return [header[i] for i in keep], [[r[i] for i in keep] for r in body]
+        path = self.rewrite("missing.csv", edit_header=drop)
+        self.assert_exit_2([path, B], f"compare: {path}: missing columns: KMP_BLOCKTIME, "
+                           "residual_cpu_ms")
+
+    def test_other_schema_version(self):
+        def bump(header, row):
+            return ["2" if c == "schema_version" else v for c, v in zip(header, row)]
+        path = self.rewrite("v2.csv", edit_row=bump)
+        self.assert_exit_2([A, path], f"compare: {path}: schema_version 2, this compare.py reads 1")
+
+    def test_no_common_rows(self):
+        def other_steps(header, row):
+            return ["99" if c == "steps" else v for c, v in zip(header, row)]
+        path = self.rewrite("other.csv", edit_row=other_steps)
+        self.assert_exit_2([A, path], "compare: no common rows")
+
+    def test_unreadable_and_bad_rule(self):
+        self.assert_exit_2([os.path.join(self.tmp, "none.csv"), B], "cannot read")
+        result = helpers.run_script("compare.py", A, B, "--fail-if-regress", "speed:10")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("expected METRIC:PCT", result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

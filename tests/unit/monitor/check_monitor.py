@@ -1,0 +1,206 @@
+#!/usr/bin/python3
+"""Live checks of threadburn_monitor against spin_child (stdlib only).
+
+spin_child's "spinner" thread burns a known 200 ms of CPU, so the CSV must
+show 200 ms +-10 % for it; every file the monitor leaves must be complete
+(a header, then rows of 9 columns, each ending in a newline).
+Usage: check_monitor.py CASE --monitor BIN --child BIN --fixtures DIR --plot SCRIPT
+"""
+import argparse
+import csv
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+COLUMNS = "unix_ms,t_ms,dt_ms,tid,name,cpu_ms,cores,threads,change".split(",")
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def read_complete_csv(path):
+    """Rows as dicts; fails unless every line is whole."""
+    data = open(path, "rb").read()
+    check(data.endswith(b"\n"), f"{path} does not end with a newline (partial row)")
+    lines = data.decode().splitlines()
+    check(lines[0].split(",") == COLUMNS, f"bad header {lines[0]!r}")
+    rows = list(csv.reader(lines))
+    for i, r in enumerate(rows):
+        check(len(r) == len(COLUMNS), f"line {i + 1} has {len(r)} columns: {lines[i]!r}")
+    return [dict(zip(COLUMNS, r)) for r in rows[1:]]
+
+
+def cpu_by_name(rows):
+    out = {}
+    for r in rows:
+        out[r["name"]] = out.get(r["name"], 0.0) + float(r["cpu_ms"])
+    return out
+
+
+def check_spin(rows, stderr):
+    cpu = cpu_by_name(rows)
+    print(f"CPU by thread name (ms): {cpu}")
+    check(180 <= cpu.get("spinner", 0) <= 220, f"spinner used {cpu.get('spinner')} ms, expected 200 +-10 %")
+    check(cpu.get("idler", 0) < 10, f"idler used {cpu.get('idler')} ms, expected ~0")
+    procs = [r for r in rows if r["tid"] == "0"]
+    check(len(procs) >= 100, f"only {len(procs)} samples for a ~300 ms run at 1 ms")
+    check(any(r["name"] == "spinner" and r["change"] == "gone" for r in rows), "spinner's exit not recorded")
+    check("spinner" in stderr and "[process]" in stderr, "summary missing:\n" + stderr)
+
+
+def run(cmd, **kw):
+    print("$ " + " ".join(cmd))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=15, **kw)
+    sys.stdout.write(p.stderr)
+    return p
+
+
+def one_error_line(p, rc, start):
+    check(p.returncode == rc, f"exit {p.returncode}, expected {rc}")
+    lines = p.stderr.splitlines()
+    check(len(lines) == 1, f"expected one line on stderr, got {lines}")
+    check(lines[0].startswith(start), f"expected '{start}...', got '{lines[0]}'")
+
+
+def case_launch(a, tmp):
+    out = os.path.join(tmp, "m.csv")
+    t0 = time.monotonic()
+    p = run([a.monitor, "--out=" + out, "--", a.child, "--spin_ms=200", "--sleep_ms=100", "--exit=3"])
+    check(p.returncode == 3, f"monitor returned {p.returncode}, expected the child's 3")
+    check("ended (exit code 3) while recording" in p.stderr, "no exit note")
+    check(time.monotonic() - t0 < 5, "took too long")
+    rows = read_complete_csv(out)
+    check_spin(rows, p.stderr)
+    # The gate: the baseline is read before exec, so the rename is recorded.
+    check(any(r["change"] == "renamed" and r["name"] == "spin_child" for r in rows), "exec rename missing")
+
+
+def case_attach(a, tmp):
+    out = os.path.join(tmp, "m.csv")
+    child = subprocess.Popen([a.child, "--wait_usr1", "--spin_ms=200", "--sleep_ms=100"])
+    try:
+        cmd = [a.monitor, f"--pid={child.pid}", "--out=" + out, "--period_us=500"]
+        print("$ " + " ".join(cmd))
+        mon = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        # Start the spin once the monitor has written (so has read a baseline).
+        deadline = time.monotonic() + 5
+        while (not os.path.exists(out) or os.path.getsize(out) == 0) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        child.send_signal(signal.SIGUSR1)
+        _, err = mon.communicate(timeout=10)
+        sys.stdout.write(err)
+    finally:
+        # The child stays a zombie until this wait(): the monitor had to notice anyway.
+        child.wait()
+    check(mon.returncode == 0, f"monitor returned {mon.returncode}")
+    check(f"process {child.pid} exited while recording" in err, "no exit note")
+    check_spin(read_complete_csv(out), err)
+
+
+def case_sigint(a, tmp):
+    # Attached: SIGINT stops the recording, the target is left alone.
+    out = os.path.join(tmp, "a.csv")
+    child = subprocess.Popen([a.child, "--spin_ms=0", "--sleep_ms=5000"])
+    mon = subprocess.Popen([a.monitor, f"--pid={child.pid}", "--out=" + out], stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    mon.send_signal(signal.SIGINT)
+    _, err = mon.communicate(timeout=5)
+    sys.stdout.write(err)
+    check(mon.returncode == 0, f"attached monitor returned {mon.returncode} after SIGINT")
+    check("stopped by Interrupt" in err and "[process]" in err, "no summary after SIGINT")
+    check(child.poll() is None, "the attached target was touched")
+    check(len(read_complete_csv(out)) >= 300, "too few rows for 0.5 s")
+    # Even SIGKILL of the monitor leaves whole rows: it writes whole lines only.
+    out = os.path.join(tmp, "k.csv")
+    mon = subprocess.Popen([a.monitor, f"--pid={child.pid}", "--out=" + out], stderr=subprocess.DEVNULL)
+    time.sleep(0.35)
+    mon.kill()
+    mon.wait()
+    check(len(read_complete_csv(out)) >= 100, "too few rows after SIGKILL at 0.35 s")
+    child.kill()
+    child.wait()
+    # Launched: a SIGINT sent to the monitor alone is forwarded; CMD's status comes back.
+    out = os.path.join(tmp, "l.csv")
+    mon = subprocess.Popen([a.monitor, "--out=" + out, "--", a.child, "--spin_ms=0", "--sleep_ms=5000"],
+                           stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    mon.send_signal(signal.SIGINT)
+    _, err = mon.communicate(timeout=5)
+    sys.stdout.write(err)
+    check(mon.returncode == 128 + signal.SIGINT, f"launched monitor returned {mon.returncode}, expected 130")
+    check("killed by signal" in err, "no note of the child's signal")
+    read_complete_csv(out)
+
+
+def case_bad_pid(a, tmp):
+    p = run([a.monitor, "--pid=99999999", "--out=" + os.path.join(tmp, "m.csv")])
+    one_error_line(p, 2, "threadburn_monitor: error: --pid=99999999: no such process")
+    check(not os.path.exists(os.path.join(tmp, "m.csv")), "a CSV was left for a bad pid")
+
+
+def case_bad_flags(a, tmp):
+    out = "--out=" + os.path.join(tmp, "m.csv")
+    for args in (["--period_us=50", "--pid=1"], ["--pid=abc"], ["--frobnicate=1"], [], ["--pid=1", "--", "true"],
+                 ["--threshold=-1", "--pid=1"], ["--duration_s=soon", "--pid=1"]):
+        p = run([a.monitor, out] + args)
+        one_error_line(p, 2, "threadburn_monitor: error: --")
+    p = run([a.monitor, "--pid=1"])
+    one_error_line(p, 2, "threadburn_monitor: error: --out: required")
+    p = run([a.monitor, "--help"])
+    check(p.returncode == 0 and "usage: threadburn_monitor" in p.stdout, "--help")
+
+
+def case_no_overwrite(a, tmp):
+    path = os.path.join(tmp, "m.csv")
+    with open(path, "w") as f:
+        f.write("keep\n")
+    p = run([a.monitor, "--out=" + path, "--", a.child, "--spin_ms=1", "--sleep_ms=0"])
+    one_error_line(p, 2, f"threadburn_monitor: error: --out={path}: file exists (use --force")
+    check(open(path).read() == "keep\n", "the existing file was changed")
+    p = run([a.monitor, "--out=" + path, "--force", "--duration_s=0.05", "--", a.child, "--spin_ms=1",
+             "--sleep_ms=200"])
+    check(p.returncode == 0, f"--force run returned {p.returncode}")
+    check("stopped after --duration_s" in p.stderr, "no duration note")
+    read_complete_csv(path)
+
+
+def case_exec_error(a, tmp):
+    path = os.path.join(tmp, "m.csv")
+    p = run([a.monitor, "--out=" + path, "--", "/nonexistent/threadburn-cmd"])
+    one_error_line(p, 127, "threadburn_monitor: error: cannot run '/nonexistent/threadburn-cmd'")
+    check(not os.path.exists(path), "a CSV was left for a command that never ran")
+
+
+def case_plot(a, tmp):
+    png = os.path.join(tmp, "m.png")
+    p = run([sys.executable, a.plot, os.path.join(a.fixtures, "recording.csv"), "--marks",
+             os.path.join(a.fixtures, "ckpt.log"), "--out", png])
+    check(p.returncode == 0, f"plot_monitor.py returned {p.returncode}")
+    check(open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "not a PNG")
+    p = run([sys.executable, a.plot, os.path.join(tmp, "missing.csv"), "--out", png])
+    one_error_line(p, 2, "plot_monitor.py: error:")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case")
+    for name in ("--monitor", "--child", "--fixtures", "--plot"):
+        ap.add_argument(name, required=True)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        globals()["case_" + a.case](a, tmp)
+    print("OK " + a.case)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+// The monitor's pure logic against hand-computed answers: rows from two
+// snapshots, the CSV round trip, the summary and the tails after the marks of
+// fixtures/ckpt.log over fixtures/recording.csv (10 ms samples; two OpenMP
+// workers spin 200 ms after the first update_end, 41 ms after the second).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "monitor/monitor.h"
+
+namespace threadburn::monitor {
+namespace {
+
+const std::string kFixtures = MONITOR_FIXTURES_DIR;
+
+void set_tz(const char* tz) {
+  setenv("TZ", tz, 1);
+  tzset();
+}
+
+ThreadStat stat(pid_t tid, const std::string& name, int64_t cpu_ms) {
+  ThreadStat s;
+  s.tid = tid;
+  s.name = name;
+  s.cpu_ns = cpu_ms * 1000000;
+  return s;
+}
+
+const Row* find(const std::vector<Row>& rows, pid_t tid) {
+  for (const auto& r : rows) {
+    if (r.tid == tid) return &r;
+  }
+  return nullptr;
+}
+
+std::vector<Row> read_fixture_rows() {
+  std::ifstream in(kFixtures + "/recording.csv");
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line + "\n", csv_header());
+  std::vector<Row> rows;
+  Row r;
+  while (std::getline(in, line)) {
+    EXPECT_TRUE(parse_row(line, &r)) << line;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+TEST(Interval, RatesForBornLivingAndGoneThreads) {
+  Snapshot prev{10000000, {stat(1, "main", 10), stat(2, "idle", 5), stat(4, "dying", 7)}};
+  Snapshot cur{12000000, {stat(1, "main", 12), stat(2, "idle", 5), stat(3, "born", 1)}};
+  const auto rows = interval_rows(prev, cur, 1000000000000LL * 1000000);
+  ASSERT_EQ(rows.size(), 4u);  // process, main, born, dying; idle used nothing
+  EXPECT_EQ(rows[0].tid, kProcessTid);
+  EXPECT_EQ(rows[0].name, "[process]");
+  EXPECT_DOUBLE_EQ(rows[0].cpu_ms, 3.0);
+  EXPECT_DOUBLE_EQ(rows[0].cores, 1.5);
+  EXPECT_DOUBLE_EQ(rows[0].dt_ms, 2.0);
+  EXPECT_DOUBLE_EQ(rows[0].t_ms, 12.0);
+  EXPECT_EQ(rows[0].unix_ms, 1000000000012LL);
+  EXPECT_EQ(rows[0].threads, 3);
+  EXPECT_DOUBLE_EQ(find(rows, 1)->cores, 1.0);
+  EXPECT_EQ(find(rows, 1)->change, "");
+  EXPECT_EQ(find(rows, 2), nullptr);
+  EXPECT_DOUBLE_EQ(find(rows, 3)->cpu_ms, 1.0);  // born in between: counts from 0
+  EXPECT_EQ(find(rows, 3)->change, "new");
+  EXPECT_DOUBLE_EQ(find(rows, 4)->cpu_ms, 0.0);
+  EXPECT_EQ(find(rows, 4)->change, "gone");
+  EXPECT_EQ(find(rows, 4)->name, "dying");
+}
+
+TEST(Interval, ReusedTidCountsAsNewAndRenameIsAChange) {
+  Snapshot prev{0, {stat(5, "old", 50), stat(6, "python3", 1)}};
+  Snapshot cur{1000000, {stat(5, "fresh", 2), stat(6, "tb-omp-1", 1)}};
+  const auto rows = interval_rows(prev, cur, 0);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_DOUBLE_EQ(find(rows, 5)->cpu_ms, 2.0);
+  EXPECT_EQ(find(rows, 5)->change, "new");
+  EXPECT_DOUBLE_EQ(find(rows, 6)->cpu_ms, 0.0);  // no CPU, but the name changed
+  EXPECT_EQ(find(rows, 6)->change, "renamed");
+  EXPECT_DOUBLE_EQ(rows[0].cpu_ms, 2.0);
+}
+
+TEST(Interval, UnixMsIsTheFlooredEndOfTheInterval) {
+  Snapshot prev{0, {stat(1, "a", 0)}};
+  Snapshot cur{1999999, {stat(1, "a", 1)}};
+  EXPECT_EQ(interval_rows(prev, cur, 5000000LL * 1000000 + 400000)[0].unix_ms, 5000002LL);
+}
+
+TEST(Csv, FormatsAndQuotes) {
+  Row r{1669214839551, 60.0, 1.0004, 101, "tb-omp-1", 0.9996, 0.99910, 3, "new"};
+  EXPECT_EQ(format_row(r), "1669214839551,60.000,1.000,101,tb-omp-1,1.000,0.9991,3,new\n");
+  r.name = "say \"a,b\"";
+  EXPECT_EQ(format_row(r), "1669214839551,60.000,1.000,101,\"say \"\"a,b\"\"\",1.000,0.9991,3,new\n");
+  Row back;
+  ASSERT_TRUE(parse_row(format_row(r), &back));
+  EXPECT_EQ(back.name, r.name);
+  EXPECT_EQ(back.unix_ms, r.unix_ms);
+  EXPECT_EQ(back.change, "new");
+  EXPECT_EQ(csv_header(), "unix_ms,t_ms,dt_ms,tid,name,cpu_ms,cores,threads,change\n");
+}
+
+TEST(Csv, RejectsPartialAndMalformedLines) {
+  Row r;
+  EXPECT_FALSE(parse_row("1669214839551,60.000,1.000,101,tb-omp-1,1.0", &r));
+  EXPECT_FALSE(parse_row("1669214839551,60.000,1.000,101,\"open,1.000,0.9,3,", &r));
+  EXPECT_FALSE(parse_row("x,60.000,1.000,101,a,1.000,0.9991,3,", &r));
+  EXPECT_TRUE(parse_row("1,60.000,1.000,101,a,1.000,0.9991,3,\r\n", &r));
+}
+
+TEST(Summary, TotalsFromTheFixture) {
+  SummaryBuilder s(0.05, 10.0);
+  for (const auto& r : read_fixture_rows()) s.add(r);
+  EXPECT_EQ(s.samples(), 227);
+  EXPECT_DOUBLE_EQ(s.span_ms(), 2270.0);
+  EXPECT_EQ(s.max_threads(), 4);
+  const auto threads = s.threads();
+  ASSERT_EQ(threads.size(), 4u);
+  EXPECT_EQ(threads[0].name, "tb-omp-2");  // most CPU first
+  EXPECT_NEAR(threads[0].cpu_ms, 280.3, 1e-9);
+  EXPECT_DOUBLE_EQ(threads[0].busy_ms, 280.0);  // its 0.03-core interval is below 0.05
+  EXPECT_EQ(threads[1].tid, 101);
+  EXPECT_DOUBLE_EQ(threads[1].last_busy_ms, 2120.0);
+  EXPECT_EQ(threads[2].name, "python3");
+  EXPECT_DOUBLE_EQ(threads[2].cpu_ms, 33.0);
+  EXPECT_DOUBLE_EQ(threads[2].first_busy_ms, 50.0);
+  EXPECT_EQ(threads[3].name, "a,b");
+  EXPECT_DOUBLE_EQ(threads[3].max_cores, 0.5);
+  EXPECT_NEAR(s.process().cpu_ms, 598.3, 1e-9);
+  EXPECT_DOUBLE_EQ(s.process().busy_ms, 290.0);
+  EXPECT_DOUBLE_EQ(s.process().max_cores, 3.0);
+
+  const std::string text = format_summary(s, 2);
+  EXPECT_NE(text.find("tb-omp-2"), std::string::npos) << text;
+  EXPECT_NE(text.find("(2 others)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("python3"), std::string::npos) << text;  // folded into the others
+  EXPECT_NE(text.find("[process]"), std::string::npos) << text;
+}
+
+TEST(Summary, RatesAreTakenOverBucketsNotTickLumps) {
+  // A thread that runs without a break: schedstat moves in 5 ms lumps, so a
+  // 1 ms interval shows 5 cores; over 10 ms buckets it is one core.
+  SummaryBuilder s(0.05, 10.0);
+  for (int t = 1; t <= 20; ++t) {
+    const double cpu = t % 5 == 0 ? 5.0 : 0.0;
+    s.add(Row{0, static_cast<double>(t), 1.0, 0, "[process]", cpu, cpu, 1, ""});
+    if (cpu > 0) s.add(Row{0, static_cast<double>(t), 1.0, 9, "worker", cpu, cpu, 1, ""});
+  }
+  ASSERT_EQ(s.threads().size(), 1u);
+  EXPECT_DOUBLE_EQ(s.threads()[0].max_cores, 1.0);
+  EXPECT_DOUBLE_EQ(s.threads()[0].busy_ms, 20.0);
+  EXPECT_DOUBLE_EQ(s.threads()[0].last_busy_ms, 20.0);
+  EXPECT_DOUBLE_EQ(s.process().max_cores, 1.0);
+  EXPECT_DOUBLE_EQ(s.process().cpu_ms, 20.0);
+}
+
+TEST(Summary, ALongIntervalIsSpreadOverItsBuckets) {
+  // The monitor was starved for 30 ms: 15 ms of CPU over (10, 40] is 0.5 cores
+  // in each of three buckets, not 1.5 cores in the last one.
+  SummaryBuilder s(0.6, 10.0);
+  s.add(Row{0, 10.0, 10.0, 3, "w", 0.0, 0.0, 1, ""});
+  s.add(Row{0, 40.0, 30.0, 3, "w", 15.0, 0.5, 1, ""});
+  EXPECT_DOUBLE_EQ(s.threads()[0].max_cores, 0.5);
+  EXPECT_DOUBLE_EQ(s.threads()[0].busy_ms, 0.0);
+  EXPECT_DOUBLE_EQ(s.threads()[0].cpu_ms, 15.0);
+}
+
+TEST(Log, ParsesSeedLineAsLocalTime) {
+  set_tz("UTC");
+  auto m = parse_log_line("2022-11-23 14:47:19,534 - ckpt - update_start");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->unix_ms, 1669214839534LL);
+  EXPECT_EQ(m->name, "ckpt");
+  EXPECT_EQ(m->event, "update_start");
+  // The same wall-clock text one hour east of UTC is one hour earlier.
+  set_tz("CET-1");
+  m = parse_log_line("2022-11-23 14:47:19,534 - ckpt - update_start\r");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->unix_ms, 1669214839534LL - 3600000);
+  EXPECT_EQ(m->event, "update_start");
+  set_tz("UTC");
+  // seed 000's other log has the same shape; the event is the value.
+  m = parse_log_line("2022-11-23 14:47:19,553 - sgd_profiler - 1783.5");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->event, "1783.5");
+}
+
+TEST(Log, RejectsOtherShapes) {
+  set_tz("UTC");
+  for (const char* line : {"", " # time.sleep(2)", "2022-11-23 14:47:19 - ckpt - x",
+                           "2022-13-23 14:47:19,534 - ckpt - x", "2022-11-23 14:47:19,534 - ckpt",
+                           "2022-11-23 14:47:19,534 ckpt update_start", "22-11-23 14:47:19,534 - a - b",
+                           "2022-11-23 14:47:19,534 -  - b"}) {
+    EXPECT_FALSE(parse_log_line(line)) << line;
+  }
+}
+
+TEST(Log, ReadsTheFixtureSkippingJunk) {
+  set_tz("UTC");
+  std::ifstream in(kFixtures + "/ckpt.log");
+  const auto marks = read_marks(in);
+  ASSERT_EQ(marks.size(), 7u);
+  EXPECT_EQ(marks[0].event, "sleep_start");
+  EXPECT_EQ(marks[2].unix_ms, 1669214839551LL);
+  EXPECT_EQ(marks[6].event, "sleep_end");
+}
+
+TEST(Tails, AfterEachUpdateEndUntilTheNextMark) {
+  set_tz("UTC");
+  std::ifstream in(kFixtures + "/ckpt.log");
+  TailBuilder tails(read_marks(in), "update_end", 0.05);
+  for (const auto& r : read_fixture_rows()) tails.add(r);
+  const auto& w = tails.windows();
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].horizon_unix_ms, 1669214841554LL);  // sleep_end
+  EXPECT_DOUBLE_EQ(w[0].by_tid.at(101).tail_ms, 200.0);
+  EXPECT_DOUBLE_EQ(w[0].by_tid.at(101).burn_ms, 200.0);
+  EXPECT_DOUBLE_EQ(w[0].by_tid.at(102).tail_ms, 200.0);  // 0.03 cores after it: below
+  EXPECT_NEAR(w[0].by_tid.at(102).burn_ms, 200.3, 1e-9);
+  EXPECT_DOUBLE_EQ(w[0].by_tid.at(100).tail_ms, 10.0);
+  EXPECT_DOUBLE_EQ(w[0].by_tid.at(100).burn_ms, 3.0);
+  EXPECT_DOUBLE_EQ(w[0].by_tid.at(kProcessTid).tail_ms, 200.0);
+  EXPECT_NEAR(w[0].by_tid.at(kProcessTid).burn_ms, 403.3, 1e-9);
+  // Second update_end at 21.570: the row ending 21.561 is before it.
+  EXPECT_EQ(w[1].by_tid.count(100), 0u);
+  EXPECT_DOUBLE_EQ(w[1].by_tid.at(101).tail_ms, 41.0);
+  EXPECT_DOUBLE_EQ(w[1].by_tid.at(101).burn_ms, 50.0);
+  EXPECT_EQ(w[1].horizon_unix_ms, 1669214843571LL);
+
+  SummaryBuilder s(0.05, 10.0);
+  for (const auto& r : read_fixture_rows()) s.add(r);
+  const std::string text = format_tails(tails, s, "update_end");
+  EXPECT_NE(text.find("2 events recorded"), std::string::npos) << text;
+  EXPECT_NE(text.find("120.5"), std::string::npos) << text;  // tb-omp-1: (200 + 41) / 2
+}
+
+TEST(Tails, OnlyRowsStrictlyBetweenTheMarksCount) {
+  std::vector<Mark> marks{{1000, "ckpt", "update_end"}, {1100, "ckpt", "sleep_end"}};
+  TailBuilder tails(marks, "update_end", 0.05);
+  Row r;
+  r.tid = 7;
+  r.cores = 1;
+  r.cpu_ms = 1;
+  for (int64_t end : {1000, 1050, 1100, 1150}) {
+    r.unix_ms = end;
+    tails.add(r);
+  }
+  ASSERT_EQ(tails.windows().size(), 1u);
+  // Only the row ending at 1050: 1000 and 1100 end in the marks' own ms.
+  EXPECT_DOUBLE_EQ(tails.windows()[0].by_tid.at(7).tail_ms, 50.0);
+  EXPECT_DOUBLE_EQ(tails.windows()[0].by_tid.at(7).burn_ms, 1.0);
+  EXPECT_TRUE(TailBuilder(marks, "no_such_event", 0.05).windows().empty());
+  // A mark from before the recording (an appended log) is not averaged in.
+  marks.insert(marks.begin(), {{10, "ckpt", "update_end"}, {20, "ckpt", "sleep_end"}});
+  TailBuilder old_too(marks, "update_end", 0.05);
+  for (int64_t end : {1050, 1099}) {
+    r.unix_ms = end;
+    old_too.add(r);
+  }
+  SummaryBuilder s(0.05, 10.0);
+  r.t_ms = 1;
+  s.add(r);
+  const std::string text = format_tails(old_too, s, "update_end");
+  EXPECT_NE(text.find("(1 events recorded"), std::string::npos) << text;
+  EXPECT_NE(text.find(" 99.0"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace threadburn::monitor
