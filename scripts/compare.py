@@ -70,13 +70,18 @@ def match_key(row):
 
 
 def load(path):
-    rows = results.read_rows(path, REQUIRED)
+    header, rows = results.read_table(path)
+    # The version first: a file of another schema lacks columns for a reason,
+    # and "missing columns" would hide it.
+    results.check_columns(path, header, ("schema_version",))
     versions = {r["schema_version"] for r in rows}
     if len(versions) > 1:
         raise CompareError(f"{path}: mixes schema versions {', '.join(sorted(versions))}")
     if versions and versions != {schema.SCHEMA_VERSION}:
         raise CompareError(f"{path}: schema_version {versions.pop()}, this compare.py reads "
-                           f"{schema.SCHEMA_VERSION}")
+                           f"{schema.SCHEMA_VERSION} (columns differ between versions: compare "
+                           "files of one version, e.g. re-run the older sweep)")
+    results.check_columns(path, header, REQUIRED)
     groups = {}
     for row in rows:
         if row["status"] == "ok":

@@ -13,6 +13,9 @@ Writes into --out-dir (default: <csv without .csv>.plots/):
       environment; square) are marked, the Pareto front is drawn
   timeline_<workload>.png  cores busy vs time around the step, one line per
       setting whose run saved a timeline (first repetition), step shaded
+  oversubscription.png  when the CSV has processes > 1: aggregate throughput
+      (summed over the copies) and per-process step time vs processes, one
+      row of panels per workload, one line per setting (results.oversubscription)
 """
 import argparse
 import csv
@@ -35,6 +38,9 @@ MAX_LABELLED_POINTS = 30
 METRIC_TITLES = {"step_ms": "Median step time",
                  "residual_cpu_ms": "Median CPU burned after the step"}
 METRIC_SHORT = {"step_ms": "step time (ms)", "residual_cpu_ms": "residual CPU (ms per step)"}
+# Setting knobs a heatmap does not lay out as cells: each value gets its own figure.
+FIXED_KNOBS = ("OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY", "cuda_sync", "preset")
+MAX_OVERSUB_WORKLOADS = 4
 
 
 def parse_args(argv):
@@ -81,8 +87,7 @@ def heatmaps(rows, plt, out_dir):
     for workload, by_env in results.group_points(rows).items():
         for env_rows in by_env.values():
             row = env_rows[0]
-            fixed = tuple(row.get(k, "") for k in ("OMP_PROC_BIND", "OMP_PLACES",
-                                                    "KMP_AFFINITY", "preset"))
+            fixed = tuple(row.get(k, "") for k in FIXED_KNOBS)
             panel = (row.get("OMP_WAIT_POLICY", schema.UNSET), row["runtime"])
             cell = (row["OMP_NUM_THREADS"], row.get(wait_knob(row["runtime"]), schema.UNSET))
             fig_data = figures.setdefault((workload, fixed), {"row": row, "panels": {}})
@@ -151,8 +156,8 @@ def heatmap_figure(plt, fig_data, metric, fixed, out_dir):
                                 fontsize=8.5,
                                 color="black" if bright else "white")
     row = fig_data["row"]
-    extra = ", ".join(f"{k}={v}" for k, v in zip(("OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY",
-                                                  "preset"), fixed) if v not in ("", schema.UNSET))
+    extra = ", ".join(f"{k}={v}" for k, v in zip(FIXED_KNOBS, fixed)
+                      if v not in ("", schema.UNSET))
     label = results.workload_label(row)
     fig.suptitle(f"{METRIC_TITLES[metric]}: {label}{' (' + extra + ')' if extra else ''}",
                  fontsize=10)
@@ -264,6 +269,50 @@ def short_label(row):
                         ("OMP_PROC_BIND=", "bind="), ("OMP_PLACES=", "places=")):
         text = text.replace(long, short)
     return text
+
+
+def oversubscription(rows, plt, out_dir):
+    """Per workload (one row of two panels): throughput summed over the
+    copies, and mean step time per copy, against the number of copies; one
+    line per setting. Medians over runs (results.oversubscription)."""
+    by_workload = {}
+    for e in results.oversubscription(rows):
+        by_workload.setdefault(e["workload"], {}).setdefault(e["setting"], []).append(e)
+    workloads = sorted(by_workload)
+    written = []
+    for start in range(0, len(workloads), MAX_OVERSUB_WORKLOADS):
+        chunk = workloads[start:start + MAX_OVERSUB_WORKLOADS]
+        fig, axes = plt.subplots(len(chunk), 2, squeeze=False,
+                                 figsize=(13, 0.6 + 3.6 * len(chunk)))
+        for (ax_tp, ax_step), workload in zip(axes, chunk):
+            settings = by_workload[workload]
+            procs = sorted({e["processes"] for lines in settings.values() for e in lines})
+            for setting, entries in sorted(settings.items()):
+                entries.sort(key=lambda e: e["processes"])
+                label = short_label(dict(entries[0]["row"], processes="1"))
+                for ax, metric in ((ax_tp, "throughput"), (ax_step, "step_ms")):
+                    pts = [(e["processes"], e[metric]) for e in entries if e[metric] is not None]
+                    if pts:
+                        ax.plot(*zip(*pts), marker="o", label=label)
+            unit = next(iter(settings.values()))[0]["unit"]
+            ax_tp.set_ylabel(f"aggregate throughput ({unit}, all copies)")
+            ax_step.set_ylabel("step time per process (ms, mean of copies)")
+            for ax in (ax_tp, ax_step):
+                ax.set_xlabel("processes (copies running at once)")
+                ax.set_xticks(procs)
+                ax.set_ylim(bottom=0)
+                ax.grid(alpha=0.3)
+                ax.set_title(workload, fontsize=8.5)
+            ax_step.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        fig.suptitle("Oversubscription: independent copies of one training at once "
+                     "(median over runs)", fontsize=10)
+        fig.tight_layout()
+        suffix = "" if start == 0 else f"_{start // MAX_OVERSUB_WORKLOADS + 1}"
+        path = os.path.join(out_dir, f"oversubscription{suffix}.png")
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        written.append(path)
+    return written
 
 
 def read_timeline(path):
@@ -404,6 +453,7 @@ def main(argv=None):
                                                 "residual_cpu_ms") + schema.ENV_KNOBS)
             written += heatmaps(rows, plt, args.out_dir)
             written += pareto(rows, plt, args.out_dir)
+            written += oversubscription(rows, plt, args.out_dir)
             written += timelines(rows, os.path.dirname(os.path.abspath(args.csv)), plt,
                                  args.out_dir, args.max_timelines)
         for path in args.timeline:

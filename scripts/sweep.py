@@ -381,10 +381,18 @@ def check_effective(point, row):
         row.update(status="failed", reason=f"asked for runtime {point.runtime} but the "
                    f"process reports {live} ({row.get('omp_library', '?')})")
         return
+    notes = []
     ignored = [k for k in str(row.get("ignored_knobs", "")).split(",")
                if k in point.env and point.env[k] != schema.UNSET]
     if ignored:
-        row["reason"] = "note: the process reports ignoring " + ",".join(ignored)
+        notes.append("the process reports ignoring " + ",".join(ignored))
+    # The driver may refuse a wait policy (e.g. a context that already exists).
+    in_force = row.get("cuda_sync_in_force", "")
+    if point.cuda_sync not in ("", "auto") and in_force in schema.CUDA_SYNC \
+            and in_force != point.cuda_sync:
+        notes.append(f"asked for cuda_sync {point.cuda_sync} but {in_force} is in force")
+    if notes:
+        row["reason"] = "note: " + "; ".join(notes)
 
 
 # Name components Google Benchmark appends to the registered name; a program
@@ -431,7 +439,8 @@ def choose_out(args, grid_name):
 
 
 def load_points(args):
-    settings, points = gridmod.load_grid(grid_path(args.grid))
+    # The build dir's CMakeCache.txt says whether TBB / oneDNN were built in.
+    settings, points = gridmod.load_grid(grid_path(args.grid), args.build_dir)
     for point in points:
         if args.repetitions:
             point.repetitions = args.repetitions

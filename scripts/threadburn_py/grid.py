@@ -2,10 +2,12 @@
 
 A point is one environment setting of one benchmark program: everything that
 needs a fresh process (OpenMP runtime, OMP_*/KMP_*/GOMP_* variables, device,
-number of concurrent processes). The in-process axes (model, batch, gap, ...)
-stay lists: one process runs all their combinations. configs/default.toml
-explains the format to users; the rules are enforced here, before anything
-runs, so a typo costs one line of output instead of a half-finished sweep.
+number of concurrent processes, CUDA wait policy). The in-process axes
+(model, batch, gap, kernel, ...) stay lists: one process runs all their
+combinations. configs/default.toml explains the format to users; the rules
+are enforced here, before anything runs, so a typo costs one line of output
+instead of a half-finished sweep. With a build directory, the grid is also
+checked against what that build has (threadburn_py/build.py).
 """
 import hashlib
 import itertools
@@ -19,7 +21,11 @@ try:
 except ImportError:  # Python < 3.11
     tomllib = None
 
-from . import schema
+from . import names, schema
+from .build import BuildInfo, read_build
+
+# Re-exported: sweep.py and the tests read names through this module.
+parse_benchmark_name = names.parse_benchmark_name
 
 
 class GridError(Exception):
@@ -86,6 +92,10 @@ def _preload_check(value):
     raise _Bad
 
 
+def _zero_one_spec():
+    return Spec("0 or 1 (or true/false)", _preload_check)
+
+
 def _str_spec():
     def check(value):
         if not isinstance(value, str) or not value:
@@ -116,30 +126,48 @@ ENV_SPECS = {
                                 r"[A-Za-z0-9_=,.\[\]\-]+"),
 }
 
+# The order of each table is the order of the program's flags in repro lines.
 INPROC_SPECS = {
     "train_step": {
         "model": _choice_spec(schema.MODELS), "batch": _int_spec(1),
         "workers": _int_spec(0), "gap_ms": _int_spec(0, unit=" (ms)"),
-        "preload": Spec("0 or 1 (or true/false)", _preload_check),
+        "preload": _zero_one_spec(), "loader": _choice_spec(schema.LOADERS),
+        "mkldnn": _zero_one_spec(),
+        # CUDA only (schema.CUDA_ONLY_INPROC): passed to cuda processes only.
+        "pin_memory": _zero_one_spec(), "non_blocking": _zero_one_spec(),
+        "item_sync": _zero_one_spec(),
     },
     "optimizer_step": {
         "optimizer": _choice_spec(schema.OPTIMIZERS), "params": _int_spec(1),
         "gap_ms": _int_spec(0, unit=" (ms)"),
     },
+    "runtime": {
+        "kernel": _choice_spec(schema.KERNELS),
+        # runtime_bench's own bound: 2^30 floats (three arrays of 4 GiB).
+        "n": _int_spec(1, 1 << 30, unit=" (floats)"),
+        "gap_ms": _int_spec(0, unit=" (ms)"),
+    },
 }
 # What a study gets for an in-process axis it does not name: stated here so a
-# row never depends on a default compiled into the benchmark.
+# row never depends on a default compiled into the benchmark. (kernel: every
+# kernel the build has; see _check_build.)
 INPROC_DEFAULTS = {"model": ["mnist_adadelta"], "batch": ["64"], "workers": ["0"],
                    "gap_ms": ["0"], "preload": ["0"], "optimizer": ["sgd"],
-                   "params": ["4000000"]}
+                   "params": ["4000000"], "loader": ["torch"], "mkldnn": ["1"],
+                   "pin_memory": ["0"], "non_blocking": ["0"], "item_sync": ["0"],
+                   "kernel": list(schema.KERNELS), "n": ["1048576"]}
+# Which build feature (threadburn_py/build.py) an axis value needs.
+NEEDS_FEATURE = {("loader", "tbb"): "TBB", ("kernel", "tbb"): "TBB",
+                 ("kernel", "onednn"): "DNNL"}
+FEATURE_NAME = {"TBB": "TBB", "DNNL": "oneDNN"}
 
 TOP_SPECS = {"name": _str_spec(), "description": Spec("a string", lambda v: _str_or_bad(v)),
              "repetitions": _int_spec(1), "timeout_s": _int_spec(1, unit=" (s)"),
              "seed": _int_spec(0), "timeline": _bool_spec()}
 # Flags the sweep sets itself: extra_args may not name them.
-RESERVED_FLAGS = {"model", "optimizer", "batch", "workers", "gap_ms", "preload", "params",
-                  "device", "steps", "warmup", "data-dir", "data_dir", "timeline-dir",
-                  "threads-csv", "help"}
+RESERVED_FLAGS = set(schema.INPROC_KNOBS) | {
+    "device", "cuda_sync", "steps", "warmup", "data-dir", "data_dir", "timeline-dir",
+    "threads-csv", "help"}
 STUDY_SCALARS = {"name": _str_spec(), "preset": _str_spec(), "repetitions": _int_spec(1),
                  "timeout_s": _int_spec(1, unit=" (s)"), "timeline": _bool_spec(),
                  "steps": _int_spec(1), "warmup": _int_spec(0), "threads_csv": _bool_spec()}
@@ -169,6 +197,7 @@ class Point:
     inproc: dict  # in-process knob -> list of values (strings)
     steps: int
     warmup: int
+    cuda_sync: str = ""  # CUDA host wait policy; "" on cpu (not applicable)
     data_dir: str = ""
     extra_args: dict = field(default_factory=dict)  # flag -> value, passed verbatim
     timeline: bool = False
@@ -184,20 +213,23 @@ class Point:
                  "data_dir": self.data_dir}
         if self.extra_args:  # absent from the hash when unused: keys stay stable
             ident["extra_args"] = self.extra_args
+        if self.cuda_sync:
+            ident["cuda_sync"] = self.cuda_sync
         digest = hashlib.sha1(json.dumps(ident, sort_keys=True).encode()).hexdigest()
         self.key = digest[:12]
 
     @property
     def label(self):
         row = dict(self.env, runtime=self.runtime, processes=str(self.processes),
-                   preset=self.preset)
+                   preset=self.preset, cuda_sync=self.cuda_sync)
         device = " cuda" if self.device == "cuda" else ""
         return f"{self.bench}{device} {schema.env_label(row)}"
 
     def knobs(self):
         """Knob columns shared by every row of this point."""
         row = {"bench": self.bench, "runtime": self.runtime, "processes": str(self.processes),
-               "device": self.device, "steps": str(self.steps), "warmup": str(self.warmup),
+               "device": self.device, "cuda_sync": self.cuda_sync,
+               "steps": str(self.steps), "warmup": str(self.warmup),
                "extra_args": ";".join(f"{k}={v}" for k, v in self.extra_args.items())}
         row.update(self.env)
         for knob in schema.INPROC_KNOBS:
@@ -209,7 +241,10 @@ class Point:
     def bench_args(self, timeline_dir=None, threads_csv=None):
         """The program's own flags (comma lists for the in-process axes)."""
         args = [f"--{knob}={','.join(values)}" for knob, values in self.inproc.items()]
-        args += [f"--device={self.device}", f"--steps={self.steps}", f"--warmup={self.warmup}"]
+        args.append(f"--device={self.device}")
+        if self.cuda_sync:
+            args.append(f"--cuda_sync={self.cuda_sync}")
+        args += [f"--steps={self.steps}", f"--warmup={self.warmup}"]
         if self.data_dir:
             args.append(f"--data-dir={self.data_dir}")
         args += [f"--{k}={v}" for k, v in self.extra_args.items()]
@@ -232,35 +267,7 @@ class Point:
     def expected_benchmarks(self):
         """(name, in-process knobs) of each benchmark the program should run;
         used to record failed rows when a process dies before reporting."""
-        suffix = "_cuda" if self.device == "cuda" else ""
-        names = list(self.inproc)
-        out = []
-        for combo in itertools.product(*(self.inproc[n] for n in names)):
-            knobs = dict(zip(names, combo))
-            if self.bench == "train_step":
-                name = (f"train_step{suffix}/{knobs['model']}/batch:{knobs['batch']}"
-                        f"/workers:{knobs['workers']}/gap_ms:{knobs['gap_ms']}"
-                        f"/preload:{knobs['preload']}/manual_time")
-            else:
-                name = (f"optimizer_step{suffix}/{knobs['optimizer']}/params:{knobs['params']}"
-                        f"/gap_ms:{knobs['gap_ms']}/manual_time")
-            out.append((name, knobs))
-        return out
-
-
-def parse_benchmark_name(name):
-    """In-process knobs encoded in a benchmark name, e.g.
-    train_step/mnist_adadelta/batch:64/workers:2/gap_ms:100/preload:0/manual_time."""
-    parts = name.split("/")
-    knobs = {}
-    family = parts[0]
-    if len(parts) > 1 and ":" not in parts[1]:
-        knobs["model" if family.startswith("train_step") else "optimizer"] = parts[1]
-    for part in parts[1:]:
-        key, sep, value = part.partition(":")
-        if sep and key in schema.INPROC_KNOBS:
-            knobs[key] = value
-    return knobs
+        return names.expected_benchmarks(self.bench, self.device, self.inproc, self.steps)
 
 
 def _check(spec, value, where):
@@ -330,8 +337,9 @@ def _resolve_threads(value):
     return str(os.cpu_count() or 1) if value == "cores" else value
 
 
-def load_grid(path):
-    """Read, check and expand a grid file. Raises GridError naming the file."""
+def load_grid(path, build_dir=None):
+    """Read, check and expand a grid file; with build_dir, also against what
+    that build has. Raises GridError naming the file."""
     if tomllib is None:
         raise GridError(f"{path}: reading TOML needs Python >= 3.11 (tomllib)")
     try:
@@ -343,13 +351,14 @@ def load_grid(path):
         raise GridError(f"{path}: not valid TOML: {e}") from None
     default_name = os.path.splitext(os.path.basename(path))[0]
     try:
-        return expand(data, default_name)
+        return expand(data, default_name, read_build(build_dir))
     except GridError as e:
         raise GridError(f"{path}: {e}") from None
 
 
-def expand(data, default_name="grid"):
+def expand(data, default_name="grid", build=None):
     """Expand parsed TOML into (grid settings dict, list of Point)."""
+    build = build or BuildInfo()
     top = {}
     for key, value in data.items():
         if key == "study":
@@ -369,7 +378,7 @@ def expand(data, default_name="grid"):
                 "timeline": top.get("timeline", False)}
     points, seen = [], {}
     for index, raw in enumerate(studies):
-        for point in _expand_study(_table(raw, f"study[{index}]"), index, settings):
+        for point in _expand_study(_table(raw, f"study[{index}]"), index, settings, build):
             if point.key in seen:
                 raise GridError(f"{point.where}: duplicate point ({point.label}); it is "
                                 f"already produced by {seen[point.key]}")
@@ -378,7 +387,58 @@ def expand(data, default_name="grid"):
     return settings, points
 
 
-def _expand_study(study, index, settings):
+def _launch_specs(bench):
+    specs = {"processes": _int_spec(1, max_processes())}
+    if bench == "runtime":
+        specs["device"] = Spec('"cpu" (runtime_bench runs on cpu only)',
+                               _choice_spec(("cpu",)).check)
+    else:
+        specs["device"] = _choice_spec(schema.DEVICES)
+    if bench == "train_step":
+        # The wait policy is set before the CUDA context exists: one process each.
+        specs["cuda_sync"] = _choice_spec(schema.CUDA_SYNC)
+    return specs
+
+
+def _values_text(values):
+    return "[" + ", ".join(values) + "]"
+
+
+def _check_axes(bench, study, inproc, launch, where):
+    """Rules across axes, each mirroring what the program itself would do."""
+    if bench != "train_step":
+        return
+    if "1" in inproc["preload"] and inproc["workers"] != ["0"]:
+        raise GridError(f"{where}.preload: preload = 1 needs workers = [0] (a preloaded "
+                        "dataset has no loader); put preload = 1 in its own [[study]]")
+    # train_step_bench silently skips the TBB loader without workers or with
+    # preload: asking for it where it never runs would only drop rows.
+    if "tbb" in inproc["loader"] and not ("0" in inproc["preload"]
+                                          and any(w != "0" for w in inproc["workers"])):
+        raise GridError(f"{where}.loader: tbb needs workers >= 1 and preload = 0 (the "
+                        "program skips the TBB loader otherwise), but this study has "
+                        f"workers = {_values_text(inproc['workers'])}, preload = "
+                        f"{_values_text(inproc['preload'])}")
+    if "cuda" not in launch.get("device", ["cpu"]):
+        for key in schema.CUDA_ONLY_INPROC + schema.CUDA_ONLY_LAUNCH:
+            if key in study:
+                raise GridError(f"{where}.{key}: a CUDA-only axis, but this study's device "
+                                'list is only cpu (add device = ["cuda"] or drop the key)')
+
+
+def _check_build(inproc, named, build, where):
+    """Reject what the build lacks; an unnamed kernel axis means 'every
+    kernel this build has'."""
+    if "kernel" in inproc and "kernel" not in named:
+        inproc["kernel"] = [k for k in inproc["kernel"] if ("kernel", k) not in NEEDS_FEATURE
+                            or build.has(NEEDS_FEATURE[("kernel", k)])]
+    for (knob, value), feature in NEEDS_FEATURE.items():
+        if value in inproc.get(knob, ()) and not build.has(feature):
+            raise GridError(f"{where}.{knob}: {value} needs a build with "
+                            f"{FEATURE_NAME[feature]} {build.why_missing(feature)}")
+
+
+def _expand_study(study, index, settings, build):
     where = f"study[{index}]"
     if "bench" not in study:
         raise GridError(f"{where}.bench: missing: expected one of "
@@ -386,8 +446,7 @@ def _expand_study(study, index, settings):
     bench = _check(_choice_spec(schema.BENCHES), study["bench"], f"{where}.bench")
     inproc_specs = INPROC_SPECS[bench]
     scalars = dict(STUDY_SCALARS, **(TRAIN_SCALARS if bench == "train_step" else {}))
-    launch_specs = {"processes": _int_spec(1, max_processes()),
-                    "device": _choice_spec(schema.DEVICES)}
+    launch_specs = _launch_specs(bench)
     allowed = (["bench", "env", "runtimes", "extra_args"] + list(scalars) + list(inproc_specs)
                + list(launch_specs))
 
@@ -406,11 +465,11 @@ def _expand_study(study, index, settings):
                            "env table or in a runtimes entry)")
         else:
             raise _unknown(key, where, allowed)
+    named = set(inproc)
     for knob in inproc_specs:
         inproc.setdefault(knob, list(INPROC_DEFAULTS[knob]))
-    if bench == "train_step" and "1" in inproc["preload"] and inproc["workers"] != ["0"]:
-        raise GridError(f"{where}.preload: preload = 1 needs workers = [0] (a preloaded "
-                        "dataset has no loader); put preload = 1 in its own [[study]]")
+    _check_axes(bench, study, inproc, launch, where)
+    _check_build(inproc, named, build, where)
 
     extra_args = _extra_args(study.get("extra_args", {}), f"{where}.extra_args")
     common_env = {}
@@ -418,7 +477,6 @@ def _expand_study(study, index, settings):
         if key not in COMMON_ENV:
             raise _unknown(key, f"{where}.env", COMMON_ENV, _runtime_hint(key))
         common_env[key] = _axis(value, ENV_SPECS[key], f"{where}.env.{key}")
-
     runtimes = study.get("runtimes", [{"name": "gomp"}])
     if not isinstance(runtimes, list) or not runtimes:
         raise GridError(f"{where}.runtimes: expected a non-empty array of tables such as "
@@ -445,15 +503,22 @@ def _expand_study(study, index, settings):
         axes = [env_axes.get(k, [schema.UNSET]) for k in knobs]
         # "cores" may equal a number also listed: keep each thread count once.
         axes[0] = list(dict.fromkeys(_resolve_threads(v) for v in axes[0]))
-        axes.append(launch.get("device", ["cpu"]))
+        # (device, CUDA wait policy): the policy and the CUDA-only in-process
+        # axes exist only for cuda processes.
+        devices = [(d, s) for d in launch.get("device", ["cpu"])
+                   for s in (launch.get("cuda_sync", ["auto"])
+                             if d == "cuda" and bench == "train_step" else [""])]
+        axes.append(devices)
         axes.append(launch.get("processes", ["1"]))
         for combo in itertools.product(*axes):
             env = dict(zip(knobs, combo[:len(knobs)]))
+            device, cuda_sync = combo[-2]
             yield Point(
                 grid=settings["name"], study=name, where=r_where, bench=bench,
                 preset=r_opts.get("preset", opts.get("preset", "")), runtime=runtime,
-                env=env, device=combo[-2], processes=int(combo[-1]),
-                inproc={k: inproc[k] for k in inproc_specs},
+                env=env, device=device, processes=int(combo[-1]), cuda_sync=cuda_sync,
+                inproc={k: inproc[k] for k in inproc_specs
+                        if device == "cuda" or k not in schema.CUDA_ONLY_INPROC},
                 steps=int(opts.get("steps", 10)), warmup=int(opts.get("warmup", 2)),
                 data_dir=opts.get("data_dir", ""), extra_args=extra_args,
                 timeline=bool(r_opts.get("timeline", opts.get("timeline", settings["timeline"]))),

@@ -1,5 +1,7 @@
-"""Reading results CSVs, grouping rows into points, and the end-of-sweep summary."""
+"""Reading results CSVs, grouping rows into points, the oversubscription
+aggregate, and the end-of-sweep summary."""
 import csv
+import re
 import statistics
 
 from . import schema
@@ -9,7 +11,10 @@ from . import schema
 # near-ties the setting that burns the least CPU is the one to recommend.
 STEP_TOLERANCE = 0.05
 
-ENV_KEY_COLUMNS = ("runtime",) + schema.ENV_KNOBS + ("preset",)
+# A "setting": what a user picks for a given workload (runtime, environment,
+# and on CUDA the host wait policy). Everything else in KNOB_COLUMNS is the workload.
+ENV_KEY_COLUMNS = ("runtime",) + schema.ENV_KNOBS + ("cuda_sync", "preset")
+SETTING_KNOBS = {"runtime", "cuda_sync"} | set(schema.ENV_KNOBS)
 
 
 class ResultsError(Exception):
@@ -18,14 +23,24 @@ class ResultsError(Exception):
 
 def read_rows(path, required=()):
     """Rows of a results CSV as dicts; checks the columns named in required."""
+    header, rows = read_table(path)
+    check_columns(path, header, required)
+    return rows
+
+
+def check_columns(path, header, required):
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise ResultsError(f"{path}: missing columns: {', '.join(missing)}")
+
+
+def read_table(path):
+    """(header, rows as dicts) of a results CSV."""
     try:
         with open(path, newline="") as f:
             reader = csv.DictReader(f)
-            header = reader.fieldnames or []
-            missing = [c for c in required if c not in header]
-            if missing:
-                raise ResultsError(f"{path}: missing columns: {', '.join(missing)}")
-            return list(reader)
+            rows = list(reader)
+            return list(reader.fieldnames or []), rows
     except OSError as e:
         raise ResultsError(f"{path}: cannot read: {e.strerror}") from None
     except (csv.Error, UnicodeDecodeError) as e:
@@ -35,12 +50,12 @@ def read_rows(path, required=()):
 def workload_key(row):
     """What was measured, apart from the runtime and environment."""
     return (row.get("benchmark", ""),) + tuple(
-        row.get(k, "") for k in schema.KNOB_COLUMNS
-        if k != "runtime" and k not in schema.ENV_KNOBS)
+        row.get(k, "") for k in schema.KNOB_COLUMNS if k not in SETTING_KNOBS)
 
 
 def workload_label(row):
-    label = row.get("benchmark", "").removesuffix("/manual_time")
+    # GB's /iterations:N/manual_time only repeat the steps column: not shown.
+    label = re.sub(r"(/iterations:\d+)?/manual_time$", "", row.get("benchmark", ""))
     extra = []
     if row.get("processes", "1") not in ("1", ""):
         extra.append(f"{row['processes']} processes")
@@ -102,6 +117,111 @@ def best_settings(rows):
     return table
 
 
+# --- oversubscription: P copies of one setting at once --------------------------
+
+def base_workload_key(row):
+    """workload_key without processes: the P = 1 and P = 4 rows of a setting match."""
+    return (row.get("benchmark", ""),) + tuple(
+        row.get(k, "") for k in schema.KNOB_COLUMNS
+        if k not in SETTING_KNOBS and k != "processes")
+
+
+def throughput_unit(bench):
+    return "samples/s" if bench == "train_step" else "steps/s"
+
+
+def _sum_or_none(values):
+    return None if any(v is None for v in values) else sum(values)
+
+
+def run_aggregate(copies):
+    """One run's P copies (its ok rows of one benchmark) -> per step:
+    mean step_ms per copy, throughput summed over copies (samples/s for
+    train_step, else steps/s = 1000 / step_ms of each copy), CPU of all
+    copies (step_cpu_ms + residual_cpu_ms, summed) and involuntary context
+    switches (summed). A metric some copy lacks is None."""
+    def col(name):
+        return [schema.to_float(r.get(name)) for r in copies]
+    steps = col("step_ms")
+    step_ms = None if None in steps else sum(steps) / len(steps)
+    if copies[0].get("bench") == "train_step":
+        throughput = _sum_or_none(col("samples_per_s"))
+    else:
+        throughput = None if None in steps or 0 in steps else sum(1000.0 / s for s in steps)
+    cpu = [None if a is None or b is None else a + b
+           for a, b in zip(col("step_cpu_ms"), col("residual_cpu_ms"))]
+    return {"step_ms": step_ms, "throughput": throughput, "cpu_ms": _sum_or_none(cpu),
+            "invol_ctxsw": _sum_or_none(col("invol_ctxsw"))}
+
+
+AGGREGATE_METRICS = ("step_ms", "throughput", "cpu_ms", "invol_ctxsw")
+
+
+def oversubscription(rows):
+    """For every (workload, setting) run with processes P > 1, and its P = 1
+    point if the file has one: run_aggregate per run (only runs whose P
+    copies all reported ok), then the median over the runs, and the slowdown
+    = per-copy step_ms at P / the same at P = 1. Sorted by workload,
+    setting, P. Each entry: workload, setting, processes, runs, unit, the
+    AGGREGATE_METRICS, slowdown, throughput_ratio (vs P = 1) and row."""
+    runs = {}
+    for row in rows:
+        if row.get("status") != "ok":
+            continue
+        try:
+            procs = int(row.get("processes") or 1)
+        except ValueError:
+            continue
+        key = (base_workload_key(row), env_key(row), procs)
+        runs.setdefault(key, {}).setdefault(row.get("run_key", ""), []).append(row)
+    crowded = {(base, env) for base, env, procs in runs if procs > 1}
+    points = {}
+    for (base, env, procs), by_run in runs.items():
+        if (base, env) not in crowded:
+            continue
+        aggregates = [run_aggregate(c) for c in by_run.values() if len(c) == procs]
+        if not aggregates:
+            continue
+        row = next(iter(by_run.values()))[0]
+        entry = {"workload": workload_label(dict(row, processes="1")),
+                 "setting": schema.env_label(dict(row, processes="1")),
+                 "processes": procs, "runs": len(aggregates),
+                 "unit": throughput_unit(row.get("bench")), "row": row}
+        for metric in AGGREGATE_METRICS:
+            values = [a[metric] for a in aggregates if a[metric] is not None]
+            entry[metric] = statistics.median(values) if values else None
+        points[(base, env, procs)] = entry
+    for (base, env, procs), entry in points.items():
+        alone = points.get((base, env, 1))
+        entry["slowdown"] = entry["throughput_ratio"] = None
+        if alone and alone["step_ms"] and entry["step_ms"] is not None:
+            entry["slowdown"] = entry["step_ms"] / alone["step_ms"]
+        if alone and alone["throughput"] and entry["throughput"] is not None:
+            entry["throughput_ratio"] = entry["throughput"] / alone["throughput"]
+    return sorted(points.values(), key=lambda e: (e["workload"], e["setting"], e["processes"]))
+
+
+def oversubscription_text(entries):
+    if not entries:
+        return []
+    lines = ["oversubscription: P copies at once; per step, medians over runs of the mean "
+             "step per copy, the throughput, CPU (step + residual) and involuntary context "
+             "switches summed over the copies; slowdown = step vs P=1"]
+    last = (None, None)
+    for e in entries:
+        if e["workload"] != last[0]:
+            lines.append(e["workload"])
+        if (e["workload"], e["setting"]) != last:
+            lines.append(f"  {e['setting']}")
+        last = (e["workload"], e["setting"])
+        slowdown = "x n/a" if e["slowdown"] is None else f"x{e['slowdown']:.2f}"
+        lines.append(f"    P={e['processes']:<3} step {_fmt_ms(e['step_ms']):>9} ({slowdown:>6}), "
+                     f"{fmt_number(e['throughput'])} {e['unit']}, CPU {_fmt_ms(e['cpu_ms'])}, "
+                     f"invol ctxsw {fmt_number(e['invol_ctxsw'])}  "
+                     f"[{e['runs']} run{'s' if e['runs'] != 1 else ''}]")
+    return lines
+
+
 def fmt_number(value):
     """3 significant digits; |x| < 0.0005 prints as 0 (sampler noise around
     zero burn would otherwise read like -0.000197)."""
@@ -146,4 +266,5 @@ def summary_text(rows):
         lines.append(
             f"  {'default (gomp, no env)':<28} step {_fmt_ms(med['step_ms']):>9}, burn "
             f"{_fmt_ms(med['residual_cpu_ms']):>9}  " + ", ".join(versus))
+    lines += oversubscription_text(oversubscription(rows))
     return "\n".join(lines)

@@ -6,13 +6,17 @@ compare.py refuses to mix files it cannot match.
 """
 import math
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
-BENCHES = ("train_step", "optimizer_step")
+# bench -> program <build>/bench/<bench>_bench ("runtime" is runtime_bench).
+BENCHES = ("train_step", "optimizer_step", "runtime")
 RUNTIMES = ("gomp", "llvm")
 MODELS = ("mnist_adadelta", "cifar_sgd")
 OPTIMIZERS = ("sgd", "adadelta")
 DEVICES = ("cpu", "cuda")
+KERNELS = ("serial", "omp", "aten", "tbb", "onednn")  # runtime_bench --kernel
+LOADERS = ("torch", "tbb")                             # train_step_bench --loader
+CUDA_SYNC = ("auto", "spin", "yield", "blocking_sync")  # train_step_bench --cuda_sync
 
 # Environment knobs, in the order they appear in rows and repro lines.
 ENV_KNOBS = ("OMP_NUM_THREADS", "KMP_BLOCKTIME", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY",
@@ -28,21 +32,33 @@ CONTROLLED_ENV = ENV_KNOBS + ("LD_PRELOAD",)
 UNSET = "unset"
 
 # In-process knobs: benchmark arguments, one process runs all combinations.
-INPROC_KNOBS = ("model", "optimizer", "batch", "workers", "gap_ms", "preload", "params")
+# The first seven are schema 1's; the rest came with schema 2.
+INPROC_KNOBS = ("model", "optimizer", "batch", "workers", "gap_ms", "preload", "params",
+                "loader", "mkldnn", "pin_memory", "non_blocking", "item_sync", "kernel", "n")
+# Knobs only a CUDA process reads: train_step_bench refuses them with
+# --device=cpu, so they are passed to cuda processes only, and their columns
+# stay empty in cpu rows.
+CUDA_ONLY_INPROC = ("pin_memory", "non_blocking", "item_sync")
+CUDA_ONLY_LAUNCH = ("cuda_sync",)
 
 # The match key of compare.py: everything that was asked for.
-KNOB_COLUMNS = (("bench", "runtime") + ENV_KNOBS + ("processes", "device")
+KNOB_COLUMNS = (("bench", "runtime") + ENV_KNOBS + ("processes", "device", "cuda_sync")
                 + INPROC_KNOBS + ("steps", "warmup", "extra_args"))
 LABEL_COLUMNS = ("grid", "study", "preset")
 
 # Counters the benchmarks report (numeric top-level keys of a GB JSON entry).
 COUNTER_COLUMNS = ("step_ms", "step_ms_median", "step_ms_cv",
                    "data_ms", "forward_ms", "backward_ms", "optim_ms",
-                   "step_cpu_ms", "cores_busy", "residual_cpu_ms", "residual_cores",
-                   "tail_ms", "threads", "vol_ctxsw", "invol_ctxsw", "samples_per_s",
-                   "sampler_cpu_ms", "sampler_period_us")
+                   "sync_ms", "sync_cpu_ms", "gpu_ms",
+                   "step_cpu_ms", "cores_busy", "residual_cpu_ms", "residual_cpu_ms_median",
+                   "residual_cores", "tail_ms", "tail_ms_median",
+                   "threads", "vol_ctxsw", "invol_ctxsw", "samples_per_s",
+                   "sampler_cpu_ms", "sampler_period_us",
+                   # runtime_bench only
+                   "serial_ms", "backtoback_ms", "wakeup_ms", "kernel_threads",
+                   "overhead_ms", "speedup")
 # Counters that are also knobs: they fill the knob column when the name lacks it.
-KNOB_COUNTERS = ("gap_ms", "batch", "workers", "params")
+KNOB_COUNTERS = ("gap_ms", "batch", "workers", "params", "n")
 
 # JSON context key -> CSV column (effective settings, then machine/libraries).
 CONTEXT_COLUMNS = (
@@ -61,6 +77,10 @@ CONTEXT_COLUMNS = (
     ("dnnl_version", "dnnl_version"), ("dnnl_cpu_runtime", "dnnl_cpu_runtime"),
     ("blas_library", "blas_library"), ("mkldnn_enabled", "mkldnn_enabled"),
     ("tbb_version", "tbb_version"), ("tbb_default_concurrency", "tbb_default_concurrency"),
+    ("cuda_toolkit_compiled", "cuda_toolkit_compiled"),
+    ("cuda_runtime_version", "cuda_runtime_version"),
+    ("cuda_sync_requested", "cuda_sync_requested"),
+    ("cuda_sync_in_force", "cuda_sync_in_force"),
     ("date", "bench_date"), ("executable", "executable"),
 )
 # Context keys GB always writes that carry nothing a row needs.
@@ -111,9 +131,10 @@ def to_float(text):
 
 
 def is_default_env(row):
-    """The point a user gets without touching anything: libgomp, no OpenMP env."""
-    return row.get("runtime") == "gomp" and all(row.get(k, UNSET) == UNSET
-                                                for k in ENV_KNOBS)
+    """The point a user gets without touching anything: libgomp, no OpenMP env
+    (and, on CUDA, the driver's own wait policy)."""
+    return (row.get("runtime") == "gomp" and row.get("cuda_sync", "") in ("", "auto")
+            and all(row.get(k, UNSET) == UNSET for k in ENV_KNOBS))
 
 
 def env_label(row):
@@ -125,6 +146,8 @@ def env_label(row):
             parts.append(f"{knob}={value}")
     if len(parts) == 1:
         parts.append("(no env)")
+    if row.get("cuda_sync", "") not in ("", "auto"):
+        parts.append(f"cuda_sync={row['cuda_sync']}")
     if row.get("processes", "1") not in ("1", ""):
         parts.append(f"x{row['processes']} procs")
     if row.get("preset"):

@@ -13,11 +13,17 @@ FAKE_BENCH = os.path.join(HERE, "fake_bench.py")
 sys.path.insert(0, SCRIPTS)
 
 
-def make_build_dir(root):
-    """root/bench/<program>_bench wrappers around fake_bench.py."""
+def make_build_dir(root, cache=None):
+    """root/bench/<program>_bench wrappers around fake_bench.py; with cache
+    (e.g. {"THREADBURN_WITH_TBB": "OFF"}), a CMakeCache.txt holding those
+    variables as a configured build would."""
     bench = os.path.join(root, "bench")
     os.makedirs(bench, exist_ok=True)
-    for program in ("train_step", "optimizer_step"):
+    if cache is not None:
+        lines = ["# This is the CMakeCache file.", "CMAKE_BUILD_TYPE:STRING=Release"]
+        lines += [f"//Build the parts\n{k}:BOOL={v}" for k, v in cache.items()]
+        write_file(os.path.join(root, "CMakeCache.txt"), "\n".join(lines) + "\n")
+    for program in ("train_step", "optimizer_step", "runtime"):
         path = os.path.join(bench, f"{program}_bench")
         with open(path, "w") as f:
             f.write(f"#!/bin/sh\nexec '{sys.executable}' '{FAKE_BENCH}' {program} \"$@\"\n")

@@ -6,6 +6,8 @@ Fixtures (tests/python/fixtures/compare_{a,b}.csv), status ok rows:
   G3 train mnist gap 100 gomp:  step A 19,20,21  B 24,25,26; residual A 6,7,8      B 0,0.5,1
                                 samples_per_s A 3400,3200,3050  B 2700,2560,2460
   G4 only in A, G5 only in B; A has one failed row of G1, B one skipped cuda row.
+compare_schema1.csv: compare_a.csv as schema 1 wrote it (fewer columns), for
+the refusal to compare across schema versions.
 """
 import csv
 import math
@@ -205,9 +207,26 @@ class BadInput(unittest.TestCase):
 
     def test_other_schema_version(self):
         def bump(header, row):
-            return ["2" if c == "schema_version" else v for c, v in zip(header, row)]
-        path = self.rewrite("v2.csv", edit_row=bump)
-        self.assert_exit_2([A, path], f"compare: {path}: schema_version 2, this compare.py reads 1")
+            return ["3" if c == "schema_version" else v for c, v in zip(header, row)]
+        path = self.rewrite("v3.csv", edit_row=bump)
+        self.assert_exit_2([A, path], f"compare: {path}: schema_version 3, this compare.py reads 2")
+
+    def test_schema_1_file_is_refused_by_version_not_by_columns(self):
+        # compare_schema1.csv is the v1 layout (no loader, kernel, cuda_sync ...
+        # columns): the one line must name the version, in either position.
+        old = os.path.join(helpers.FIXTURES, "compare_schema1.csv")
+        for args in ([old, B], [A, old]):
+            with self.subTest(args=args):
+                self.assert_exit_2(args, f"compare: {old}: schema_version 1, this compare.py "
+                                   "reads 2 (columns differ between versions")
+
+    def test_mixed_versions_in_one_file(self):
+        def half(header, row):
+            i = header.index("run_key")
+            return ["1" if c == "schema_version" and row[i].endswith("r0") else v
+                    for c, v in zip(header, row)]
+        path = self.rewrite("mixed.csv", edit_row=half)
+        self.assert_exit_2([path, B], f"compare: {path}: mixes schema versions 1, 2")
 
     def test_no_common_rows(self):
         def other_steps(header, row):

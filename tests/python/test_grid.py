@@ -23,7 +23,8 @@ class ShippedGrids(unittest.TestCase):
         paths = sorted(glob.glob(os.path.join(helpers.REPO, "configs", "*.toml")))
         # The grids the suite promises must ship; any other grid must validate too.
         required = {"batch_workers.toml", "blocktime.toml", "default.toml",
-                    "launcher.toml", "seed000.toml", "cuda.toml"}
+                    "launcher.toml", "seed000.toml", "cuda.toml", "runtime.toml",
+                    "loader.toml", "oversubscription.toml", "onednn.toml"}
         self.assertLessEqual(required, {os.path.basename(p) for p in paths})
         for path in paths:
             with self.subTest(path=path):
@@ -106,8 +107,10 @@ class Expansion(unittest.TestCase):
         self.assertEqual((p.runtime, p.device, p.processes, p.steps, p.warmup), ("gomp", "cpu", 1, 10, 2))
         self.assertEqual((settings["repetitions"], settings["timeout_s"], settings["seed"]), (3, 300, None))
         self.assertEqual(p.bench_args(), ["--model=mnist_adadelta", "--batch=64", "--workers=0",
-                                          "--gap_ms=0", "--preload=0", "--device=cpu",
-                                          "--steps=10", "--warmup=2"])
+                                          "--gap_ms=0", "--preload=0", "--loader=torch",
+                                          "--mkldnn=1", "--device=cpu", "--steps=10",
+                                          "--warmup=2"])
+        self.assertEqual(p.cuda_sync, "")
 
     def test_cores_resolves_and_dedupes(self):
         _, points = load(f"""
@@ -140,9 +143,16 @@ class Expansion(unittest.TestCase):
         self.assertEqual(p.knobs()["workers"], "0")
         cuda = next(q for q in points if q.device == "cuda")
         self.assertEqual([n for n, _ in cuda.expected_benchmarks()][:2], [
-            "train_step_cuda/mnist_adadelta/batch:16/workers:0/gap_ms:0/preload:1/manual_time",
-            "train_step_cuda/mnist_adadelta/batch:64/workers:0/gap_ms:0/preload:1/manual_time"])
+            "train_step_cuda/mnist_adadelta/batch:16/workers:0/gap_ms:0/preload:1/tbb_loader:0"
+            "/mkldnn:1/pin_memory:0/non_blocking:0/item_sync:0/iterations:10/manual_time",
+            "train_step_cuda/mnist_adadelta/batch:64/workers:0/gap_ms:0/preload:1/tbb_loader:0"
+            "/mkldnn:1/pin_memory:0/non_blocking:0/item_sync:0/iterations:10/manual_time"])
         self.assertEqual(len(cuda.expected_benchmarks()), 4)
+        self.assertEqual(cuda.cuda_sync, "auto")
+        cpu = next(q for q in points if q.device == "cpu")
+        self.assertEqual(cpu.expected_benchmarks()[0][0],
+                         "train_step/mnist_adadelta/batch:16/workers:0/gap_ms:0/preload:1"
+                         "/tbb_loader:0/mkldnn:1/iterations:10/manual_time")
 
     def test_child_env_and_point_keys(self):
         _, points = load("""
@@ -170,9 +180,9 @@ class Expansion(unittest.TestCase):
     def test_extra_args_pass_through_and_change_the_key(self):
         _, (plain,) = load('[[study]]\nbench = "train_step"\n')
         _, (point,) = load('[[study]]\nbench = "train_step"\n'
-                           'extra_args = {loader = "torch,tbb", sampler_us = 250, x = true}\n')
-        self.assertEqual(point.bench_args()[-3:], ["--loader=torch,tbb", "--sampler_us=250", "--x=1"])
-        self.assertEqual(point.knobs()["extra_args"], "loader=torch,tbb;sampler_us=250;x=1")
+                           'extra_args = {augment = 0, sampler_us = 250, x = true}\n')
+        self.assertEqual(point.bench_args()[-3:], ["--augment=0", "--sampler_us=250", "--x=1"])
+        self.assertEqual(point.knobs()["extra_args"], "augment=0;sampler_us=250;x=1")
         self.assertEqual(plain.knobs()["extra_args"], "")
         self.assertNotEqual(point.key, plain.key)
 
@@ -186,8 +196,8 @@ class Expansion(unittest.TestCase):
             {"optimizer": "sgd", "params": "4000000", "gap_ms": "300"})
         # components the contract does not list (GB's iterations:N, new axes) are ignored
         self.assertEqual(grid.parse_benchmark_name(
-            "train_step_cuda/cifar_sgd/batch:16/workers:0/gap_ms:0/preload:1/tbb_loader:0"
-            "/mkldnn:1/iterations:10/manual_time"),
+            "train_step/cifar_sgd/batch:16/workers:0/gap_ms:0/preload:1/future:3"
+            "/iterations:10/manual_time"),
             {"model": "cifar_sgd", "batch": "16", "workers": "0", "gap_ms": "0", "preload": "1"})
 
 
@@ -240,9 +250,9 @@ class Validation(unittest.TestCase):
          "a program flag the sweep does not set itself"),
         ('[[study]]\n' + OPT + 'extra_args = {benchmark_filter = "x"}\n',
          "study[0].extra_args.benchmark_filter", "a program flag the sweep does not set"),
-        ('[[study]]\n' + OPT + 'extra_args = {loader = "a b"}\n', "study[0].extra_args.loader",
+        ('[[study]]\n' + OPT + 'extra_args = {augment = "a b"}\n', "study[0].extra_args.augment",
          "expected an integer or a string without spaces"),
-        ('[[study]]\n' + OPT + 'extra_args = {loader = 1.5}\n', "study[0].extra_args.loader",
+        ('[[study]]\n' + OPT + 'extra_args = {augment = 1.5}\n', "study[0].extra_args.augment",
          "expected an integer or a string without spaces"),
     ]
 

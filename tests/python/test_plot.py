@@ -1,5 +1,6 @@
 """scripts/plot.py on tests/python/fixtures/plot_results.csv (12 optimizer_step
-settings x 2 repetitions, 3 of them with timeline files)."""
+settings x 2 repetitions, 3 of them with timeline files; no processes > 1, so
+no oversubscription.png) and oversub_results.csv (processes 1, 2, 4)."""
 import importlib.util
 import os
 import shutil
@@ -71,6 +72,16 @@ class Pictures(unittest.TestCase):
         result = helpers.run_script("plot.py", csv_path)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(len(os.listdir(os.path.join(self.tmp, "r.plots"))), 4)
+
+    def test_oversubscription_figure_when_processes_exceed_one(self):
+        fixture = os.path.join(helpers.FIXTURES, "oversub_results.csv")
+        result = helpers.run_script("plot.py", fixture, "--out-dir", self.tmp)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        path = os.path.join(self.tmp, "oversubscription.png")
+        self.assertIn(path, result.stdout.split())
+        self.assert_png(path)
+        self.assertEqual([n for n in os.listdir(self.tmp) if n.startswith("oversub")],
+                         ["oversubscription.png"])
 
     def test_bad_csv_exits_2(self):
         bad = helpers.write_file(os.path.join(self.tmp, "bad.csv"), "a,b\n1,2\n")

@@ -72,7 +72,8 @@ class Running(SweepTest):
                          ("llvm-libomp", LIB, "50"))
         self.assertEqual((r["optimizer"], r["params"], r["model"], r["batch"]),
                          ("sgd", "4000000", "", ""))
-        self.assertEqual(r["benchmark"], "optimizer_step/sgd/params:4000000/gap_ms:300/manual_time")
+        self.assertEqual(r["benchmark"],
+                         "optimizer_step/sgd/params:4000000/gap_ms:300/iterations:10/manual_time")
         self.assertEqual((r["extra_counters"], r["extra_context"]),
                          ("fake_counter=1.5", "fake_extra_key=x"))
         self.assertEqual((r["load_avg"], r["num_cpus"], r["threads"]), ("0.5 0.25 0.125", "2", "3"))
@@ -83,7 +84,7 @@ class Running(SweepTest):
                          f"{self.build}/bench/optimizer_step_bench --optimizer=sgd "
                          "--params=4000000 --gap_ms=0,300 --device=cpu --steps=10 --warmup=2 "
                          "'--benchmark_filter=^optimizer_step/sgd/params:4000000/gap_ms:300"
-                         "/manual_time$'")
+                         "/iterations:10/manual_time$'")
         gomp = next(x for x in rows if x["runtime"] == "gomp" and x["gap_ms"] == "300")
         self.assertEqual((gomp["residual_cpu_ms"], gomp["env_LD_PRELOAD"], gomp["omp_runtime"]),
                          ("7", "unset", "libgomp"))
@@ -159,8 +160,10 @@ class Running(SweepTest):
         self.assertEqual(result.returncode, 0, result.stderr)
         (row,) = helpers.read_rows(self.out)
         key = row["run_key"]
+        # named as the real programs do: without GB's /iterations:N/manual_time
         self.assertEqual(row["timeline_file"], f"res.timelines/{key}-p0/train_step_mnist_adadelta"
-                         "_batch_64_workers_0_gap_ms_20_preload_0_manual_time.timeline.csv")
+                         "_batch_64_workers_0_gap_ms_20_preload_0_tbb_loader_0_mkldnn_1"
+                         ".timeline.csv")
         self.assertEqual(row["threads_file"], f"res.threads/{key}-p0.csv")
         self.assertTrue(os.path.exists(os.path.join(self.tmp, row["timeline_file"])))
         self.assertTrue(os.path.exists(os.path.join(self.tmp, row["threads_file"])))
@@ -174,8 +177,7 @@ class Running(SweepTest):
             gap_ms = 5
             timeline = true
             extra_args = {sampler_us = 250}
-        """), env=self.env(FAKE_BENCH_NAME_SUFFIX="tbb_loader:0/iterations:10",
-                           FAKE_BENCH_TIMELINE_SHORT=1))
+        """), env=self.env(FAKE_BENCH_NAME_SUFFIX="future_knob:3", FAKE_BENCH_TIMELINE_FULL=1))
         self.assertEqual(result.returncode, 0, result.stderr)
         rows = helpers.read_rows(self.out)
         self.assertEqual(sorted((r["model"], r["batch"], r["gap_ms"], r["sampler_period_us"],
@@ -183,9 +185,11 @@ class Running(SweepTest):
                          [("cifar_sgd", "64", "5", "250", "sampler_us=250"),
                           ("mnist_adadelta", "64", "5", "250", "sampler_us=250")])
         for r in rows:
-            self.assertTrue(r["benchmark"].endswith("/preload:0/tbb_loader:0/iterations:10/manual_time"))
+            self.assertTrue(r["benchmark"].endswith(
+                "/preload:0/tbb_loader:0/mkldnn:1/future_knob:3/iterations:10/manual_time"))
             self.assertIn(" --sampler_us=250 '--benchmark_filter=^train_step/", r["repro"])
-            self.assertTrue(r["timeline_file"].endswith("_preload_0_tbb_loader_0.timeline.csv"))
+            self.assertTrue(r["timeline_file"].endswith(
+                "_mkldnn_1_future_knob_3_iterations_10_manual_time.timeline.csv"))
             self.assertTrue(os.path.exists(os.path.join(self.tmp, r["timeline_file"])))
 
     def test_dry_run_lists_points_and_writes_nothing(self):
@@ -238,8 +242,8 @@ class Failures(SweepTest):
             ("4", "100", "failed", "timeout after 4 s", "-9")])
         crashed = [r for r in rows if r["OMP_NUM_THREADS"] == "2"]
         self.assertEqual(sorted(r["benchmark"] for r in crashed), [
-            "optimizer_step/sgd/params:4000000/gap_ms:0/manual_time",
-            "optimizer_step/sgd/params:4000000/gap_ms:100/manual_time"])
+            "optimizer_step/sgd/params:4000000/gap_ms:0/iterations:10/manual_time",
+            "optimizer_step/sgd/params:4000000/gap_ms:100/iterations:10/manual_time"])
         self.assertIn("rows: 2 ok, 0 skipped, 6 failed", result.stdout)
         strict = self.sweep(grid, "--force", "--strict",
                             env=self.env(FAKE_BENCH_EXIT_IF="OMP_NUM_THREADS=3"))
@@ -289,8 +293,8 @@ class Failures(SweepTest):
         self.sweep(self.grid('repetitions = 1\n[[study]]\nbench = "optimizer_step"\n'))
         (row,) = helpers.read_rows(self.out)
         self.assertEqual((row["status"], row["reason"]),
-                         ("failed", "exit code 2: train_step_bench: unknown argument "
-                          "'--optimizer=sgd'"))
+                         ("failed", "exit code 2: train_step_bench: error: --optimizer: "
+                          "unknown flag (see --help)"))
 
     def test_missing_program_and_libomp_stop_before_running(self):
         result = helpers.run_script("sweep.py", self.grid(TWO_POINTS), "--build-dir",
