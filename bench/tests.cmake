@@ -55,6 +55,11 @@ add_test(NAME bench.train_step_bench.loader_mkldnn
 set_tests_properties(bench.train_step_bench.loader_mkldnn PROPERTIES LABELS bench TIMEOUT 240
   ENVIRONMENT "OMP_NUM_THREADS=2" RUN_SERIAL TRUE)
 
+# The sweep end to end on the real programs (processes, LLVM, runtime_bench, TBB loader, CUDA skip).
+add_test(NAME bench.sweep.smoke
+  COMMAND ${THREADBURN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/check_sweep.py ${PROJECT_BINARY_DIR})
+set_tests_properties(bench.sweep.smoke PROPERTIES LABELS bench TIMEOUT 300 RUN_SERIAL TRUE)
+
 # Bad input ends in one line naming the flag and exit 2 (label unit: fast).
 add_test(NAME cli.bad_input COMMAND ${THREADBURN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/test_cli.py)
 set_tests_properties(cli.bad_input PROPERTIES LABELS unit
