@@ -37,6 +37,23 @@ std::string role_of(const ThreadDelta& t, pid_t main_tid, pid_t sampler_tid) {
   return "other";
 }
 
+// Waits until no thread but main and the sampler has burned for quiet_ns:
+// spin left over from the previous benchmark (or from naming the workers) must
+// not land in this one's first gaps. Gives up after max_ns (a runtime that
+// spins forever never settles; that is then the steady state measured).
+void settle(const BurnSampler& sampler, int64_t quiet_ns, int64_t max_ns) {
+  const int64_t give_up = wall_ns() + max_ns;
+  while (wall_ns() < give_up) {
+    const int64_t now = wall_ns();
+    sampler.wait_for_sample_after(now);
+    const auto rates = burn_rates(sampler.window(now - quiet_ns, now), now);
+    bool quiet = !rates.empty() && rates.front().t_ms <= -static_cast<double>(quiet_ns) / kNsPerMs * 0.8;
+    for (const auto& p : rates) quiet = quiet && p.others_cores <= kTailThresholdCores;
+    if (quiet) return;
+    sleep_for_ns(quiet_ns / 4);
+  }
+}
+
 void write_timeline(const std::string& path, const std::vector<BurnSample>& samples,
                     const std::vector<ThreadSnapshot>& snaps, int64_t step_begin, int64_t step_end) {
   std::ofstream out(path);
@@ -134,6 +151,7 @@ void run_steps(benchmark::State& state, const std::string& name, const LoopOptio
   StepProbe probe(&sampler, po);
   const int64_t gap_ns = o.gap_ms * 1000000;
 
+  settle(sampler, 20 * 1000000LL, 3000 * 1000000LL);
   for (int64_t i = 0; i < o.warmup; ++i) {
     step();
     if (gap_ns > 0) sleep_for_ns(gap_ns);
