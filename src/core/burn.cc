@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 
 #include "core/clock.h"
@@ -28,10 +29,23 @@ std::vector<BurnPoint> burn_rates(const std::vector<BurnSample>& samples, int64_
   return out;
 }
 
-double tail_ms(const std::vector<BurnPoint>& points, double threshold_cores) {
+double tail_ms(const std::vector<BurnPoint>& points, double threshold_cores, double smooth_ms) {
   double tail = 0;
-  for (const BurnPoint& p : points) {
-    if (p.t_ms > 0 && p.others_cores > threshold_cores) tail = p.t_ms;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const BurnPoint& p = points[i];
+    if (p.t_ms <= 0 || p.others_cores <= threshold_cores) continue;
+    if (smooth_ms > 0) {
+      // Duration-weighted mean rate of the intervals ending within +-smooth/2.
+      double cpu = 0, span = 0;
+      for (size_t j = 0; j < points.size(); ++j) {
+        if (j == 0 || std::fabs(points[j].t_ms - p.t_ms) > smooth_ms / 2) continue;
+        const double dt = points[j].t_ms - points[j - 1].t_ms;
+        cpu += points[j].others_cores * dt;
+        span += dt;
+      }
+      if (span > 0 && cpu / span <= threshold_cores) continue;
+    }
+    tail = p.t_ms;
   }
   return tail;
 }

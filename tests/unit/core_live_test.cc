@@ -183,7 +183,8 @@ TEST(ThreadClocks, SumExcludesAndKeepsExitedThreads) {
   // Recovered from the process clock, which the kernel settles at exit to
   // within one scheduler tick (4 ms at HZ=250) of the thread's true CPU.
   EXPECT_NEAR(helper_ms, 20.0, 4.5);
-  EXPECT_EQ(static_cast<double>(clocks.sum_ns(main_only)) / kMs, helper_ms);  // and stays
+  // ... and stays (to a few us: a joined thread's clock can answer once more).
+  EXPECT_NEAR(static_cast<double>(clocks.sum_ns(main_only)) / kMs, helper_ms, 0.05);
   EXPECT_EQ(clocks.size(), 2u);
 }
 

@@ -42,9 +42,25 @@ TEST(BurnRates, SamplerCpuIsNotCountedAsOthers) {
 TEST(TailMs, LastIntervalAboveThreshold) {
   std::vector<BurnPoint> p = {{-1.0, 2.0, 1.0}, {0.5, 1.0, 0}, {1.0, 0.9, 0},
                               {1.5, 0.06, 0},   {2.0, 0.04, 0}, {2.5, 0.0, 0}};
-  EXPECT_DOUBLE_EQ(tail_ms(p), 1.5);        // 0.06 > 0.05, 0.04 is not
-  EXPECT_DOUBLE_EQ(tail_ms(p, 0.5), 1.0);
-  EXPECT_DOUBLE_EQ(tail_ms(p, 5.0), 0.0);   // nothing above: no tail
+  EXPECT_DOUBLE_EQ(tail_ms(p, 0.05, 0), 1.5);  // each interval alone: 0.06 > 0.05, 0.04 is not
+  EXPECT_DOUBLE_EQ(tail_ms(p, 0.5, 0), 1.0);
+  EXPECT_DOUBLE_EQ(tail_ms(p, 5.0, 0), 0.0);   // nothing above: no tail
+  EXPECT_DOUBLE_EQ(tail_ms(p), 1.5);           // smoothed: 1.5's neighbourhood still burns
+}
+
+// One 50 us wake-up of a sleeping thread in a 0.5 ms interval is 10 % of a
+// core there, but not a burn: smoothed over 2 ms it is 2.5 %.
+TEST(TailMs, IsolatedWakeupIsNoTailButASpinEndIs) {
+  std::vector<BurnPoint> quiet;
+  for (int i = 0; i <= 40; ++i) quiet.push_back({i * 0.5, i == 30 ? 0.1 : 0.0, 0});
+  EXPECT_DOUBLE_EQ(tail_ms(quiet, 0.05, 0), 15.0);  // raw: the blip is a "tail"
+  EXPECT_DOUBLE_EQ(tail_ms(quiet), 0.0);            // smoothed: it is not
+  std::vector<BurnPoint> spin;  // 1 core until 10.2 ms, then nothing
+  for (int i = 0; i <= 40; ++i) {
+    const double t = i * 0.5;
+    spin.push_back({t, t <= 10.0 ? 1.0 : (t == 10.5 ? 0.4 : 0.0), 0});
+  }
+  EXPECT_DOUBLE_EQ(tail_ms(spin), 10.5);
 }
 
 TEST(TailMs, BurnBeforeTheStepEndIsNoTail) {
