@@ -273,9 +273,7 @@ bool init(FlagParser* flags, int* argc, char** argv, int* exit_code) {
   return true;
 }
 
-int run(const Context& extra_context, int argc, char** argv) {
-  (void)argc;
-  (void)argv;
+int run(const Context& extra_context) {
   Context ctx = runtime_context();
   ctx.insert(ctx.end(), extra_context.begin(), extra_context.end());
   for (const auto& [k, v] : ctx) {

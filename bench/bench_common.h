@@ -48,8 +48,8 @@ std::string sanitize(const std::string& name);
 // Parses flags, handles --help and bad flags (one line, exit 2), initialises
 // Google Benchmark; returns false when main should exit with *exit_code.
 bool init(FlagParser* flags, int* argc, char** argv, int* exit_code);
-// Adds the context (runtime, knobs, torch facts), prints ignored knobs, runs,
+// Adds the context (runtime, knobs, torch facts), prints ignored knobs, runs
 // prints the summary table when the console format is in use.
-int run(const Context& extra_context, int argc, char** argv);
+int run(const Context& extra_context);
 
 }  // namespace threadburn::bench

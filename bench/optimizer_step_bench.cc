@@ -69,5 +69,5 @@ int main(int argc, char** argv) {
       }
     }
   }
-  return tb::bench::run(tb::torch_context(device), argc, argv);
+  return tb::bench::run(tb::torch_context(device));
 }

@@ -207,5 +207,5 @@ int main(int argc, char** argv) {
     }
   }
   tb::Context extra = tb::torch_context(torch::kCPU);
-  return tb::bench::run(extra, argc, argv);
+  return tb::bench::run(extra);
 }

@@ -207,5 +207,5 @@ int main(int argc, char** argv) {
   ctx.emplace_back("cuda_sync_requested", cuda_sync);
   ctx.emplace_back("cuda_sync_in_force",
                    device.is_cuda() && skip.empty() ? tb::cuda::sync_policy_in_force(device.index()) : "n/a");
-  return tb::bench::run(ctx, argc, argv);
+  return tb::bench::run(ctx);
 }

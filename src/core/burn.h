@@ -87,7 +87,6 @@ class BurnSampler {
   int64_t sampler_cpu_ns() const;
   pid_t sampler_tid() const { return sampler_tid_.load(); }
   pid_t measured_tid() const { return measured_tid_; }
-  int64_t samples_taken() const { return head_.load(); }
 
  private:
   void run();

@@ -24,7 +24,6 @@ class ThreadCpuClock {
  public:
   ThreadCpuClock() = default;
   explicit ThreadCpuClock(pthread_t thread);
-  static ThreadCpuClock self() { return ThreadCpuClock(pthread_self()); }
   int64_t now_ns() const;
   bool valid() const { return valid_; }
 

@@ -58,9 +58,6 @@ StepRecord StepProbe::gap(int64_t gap_ns) {
     }
   }
   if (options_.thread_breakdown) rec_.step_threads = thread_deltas(threads0_, threads1_);
-  if (options_.keep_samples && sampler_) {
-    rec_.samples = sampler_->window(t0_, t1_ + gap_ns);
-  }
   rec_.sampler_cpu_ms = static_cast<double>(sampler2 - sampler0_) / kNsPerMs;
   const CtxSwitches ctx = process_ctxsw();
   rec_.vol_ctxsw = ctx.voluntary - ctx0_.voluntary;

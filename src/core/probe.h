@@ -25,17 +25,15 @@ struct StepRecord {
   int threads = 0;              // threads alive at the step's end
   int64_t vol_ctxsw = 0;        // whole process, over step + gap
   int64_t invol_ctxsw = 0;
-  // Filled only when asked (ProbeOptions):
+  // Filled only when ProbeOptions::thread_breakdown is set:
   std::vector<ThreadDelta> step_threads;  // per-thread CPU in the step
   std::vector<ThreadDelta> gap_threads;   // per-thread CPU in the gap
-  std::vector<BurnSample> samples;        // raw samples from step start to gap end
   int64_t step_begin_ns = 0;
   int64_t step_end_ns = 0;
 };
 
 struct ProbeOptions {
   bool thread_breakdown = false;  // read /proc/self/task/* at step start, end, gap end
-  bool keep_samples = false;      // keep the raw sampler timeline in the record
 };
 
 class StepProbe {
