@@ -164,10 +164,19 @@ def heatmap_figure(plt, fig_data, metric, fixed, out_dir):
     bar = fig.colorbar(image, ax=[a for a in axes.flat if a.get_visible()], shrink=0.9)
     bar.set_label(METRIC_SHORT[metric])
     name = f"heatmap_{metric}_{slug(label)}" + (f"_{slug(extra)}" if extra else "")
-    path = os.path.join(out_dir, name + ".png")
+    return save_figure(plt, fig, os.path.join(out_dir, name + ".png"))
+
+
+def save_figure(plt, fig, path):
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def numbered_path(out_dir, stem, start, per_figure):
+    """stem.png for the first figure of a series, stem_2.png, ... after it."""
+    suffix = "" if start == 0 else f"_{start // per_figure + 1}"
+    return os.path.join(out_dir, f"{stem}{suffix}.png")
 
 
 def pareto_front(points):
@@ -206,11 +215,8 @@ def pareto(rows, plt, out_dir):
         fig.suptitle("Step time vs CPU burned after the step (median per setting; "
                      "lower left is better)", fontsize=11)
         fig.tight_layout(rect=(0, 0.05 / nrows, 1, 1))
-        suffix = "" if start == 0 else f"_{start // MAX_PANELS_PER_FIGURE + 1}"
-        path = os.path.join(out_dir, f"pareto{suffix}.png")
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        written.append(path)
+        written.append(save_figure(
+            plt, fig, numbered_path(out_dir, "pareto", start, MAX_PANELS_PER_FIGURE)))
     return written
 
 
@@ -307,11 +313,8 @@ def oversubscription(rows, plt, out_dir):
         fig.suptitle("Oversubscription: independent copies of one training at once "
                      "(median over runs)", fontsize=10)
         fig.tight_layout()
-        suffix = "" if start == 0 else f"_{start // MAX_OVERSUB_WORKLOADS + 1}"
-        path = os.path.join(out_dir, f"oversubscription{suffix}.png")
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        written.append(path)
+        written.append(save_figure(
+            plt, fig, numbered_path(out_dir, "oversubscription", start, MAX_OVERSUB_WORKLOADS)))
     return written
 
 
@@ -409,9 +412,7 @@ def timeline_figure(plt, entries, title, path):
     fig.suptitle(title, fontsize=10, y=1 - 0.05 / height, va="top")
     fig.legend(handles, labels, loc="upper center", ncol=2, fontsize=8, frameon=False,
                bbox_to_anchor=(0.5, 1 - 0.22 / height))
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save_figure(plt, fig, path)
 
 
 def timelines(rows, csv_dir, plt, out_dir, max_lines):

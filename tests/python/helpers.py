@@ -70,3 +70,15 @@ def write_file(path, text):
 def read_rows(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
+
+
+def assert_one_line_grid_error(test, load, text, key_text, words, grid_error):
+    """load(text) must raise grid_error whose one-line message starts with the
+    grid's path and contains key_text and words."""
+    with test.assertRaises(grid_error) as caught:
+        load(text)
+    message = str(caught.exception)
+    test.assertRegex(message, r"^/\S+/g\.toml: ")
+    test.assertIn(key_text, message)
+    test.assertIn(words, message)
+    test.assertNotIn("\n", message)

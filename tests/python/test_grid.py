@@ -259,13 +259,8 @@ class Validation(unittest.TestCase):
     def test_each_bad_grid_names_file_key_and_expectation(self):
         for text, key, words in self.CASES:
             with self.subTest(text=text):
-                with self.assertRaises(grid.GridError) as caught:
-                    load(text)
-                message = str(caught.exception)
-                self.assertRegex(message, r"^/\S+/g\.toml: ")
-                self.assertIn(f"g.toml: {key}" if key else "g.toml:", message)
-                self.assertIn(words, message)
-                self.assertNotIn("\n", message)
+                helpers.assert_one_line_grid_error(
+                    self, load, text, f"g.toml: {key}" if key else "g.toml:", words, grid.GridError)
 
     def test_cli_exits_2_with_one_line_before_running(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -140,13 +140,8 @@ class Validation(unittest.TestCase):
     def test_each_bad_value_names_file_and_key(self):
         for text, key, words in self.CASES:
             with self.subTest(text=text):
-                with self.assertRaises(grid.GridError) as caught:
-                    load(text)
-                message = str(caught.exception)
-                self.assertRegex(message, r"^/\S+/g\.toml: ")
-                self.assertIn(f"g.toml: {key}: ", message)
-                self.assertIn(words, message)
-                self.assertNotIn("\n", message)
+                helpers.assert_one_line_grid_error(
+                    self, load, text, f"g.toml: {key}: ", words, grid.GridError)
 
 
 class BuildCheck(unittest.TestCase):
