@@ -21,7 +21,8 @@
 #include <oneapi/tbb/parallel_for.h>
 #endif
 
-#include "bench_common.h"
+#include "metrics.h"
+#include "program.h"
 #include "core/clock.h"
 #include "core/stats.h"
 #include "workload/train.h"
@@ -119,7 +120,7 @@ std::unique_ptr<Kernel> make_kernel(const std::string& kind, Data& d) {
   if (kind == "onednn") return std::make_unique<OneDnn>(d);
 #endif
   (void)d;
-  throw std::invalid_argument("--kernel: " + kind + ": not in this build");
+  throw tb::Error("--kernel: " + kind + ": not in this build");
 }
 
 // Median wall time of `reps` back-to-back runs, in ms.
@@ -136,76 +137,58 @@ double median_ms(Kernel& k, Data& d, int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tb::FlagParser flags("runtime_bench",
-                       "One SGD-update kernel through raw OpenMP, ATen, TBB and oneDNN: region time, "
-                       "wake-up cost after a gap, residual CPU and tail.");
+  tb::bench::Program prog("runtime_bench", "runtime_region",
+                          "One SGD-update kernel through raw OpenMP, ATen, TBB and oneDNN: region time, "
+                          "wake-up cost after a gap, residual CPU and tail.",
+                          "0,1,10,100");
   std::string kernels = "serial,omp,aten";
   if (tb::have_tbb()) kernels += ",tbb";
   if (tb::have_dnnl()) kernels += ",onednn";
-  flags.add("kernel", kernels, "runtimes: serial, omp, aten, tbb, onednn");
-  flags.add("n", "1048576", "floats per array (32768: in cache ... 16777216: memory-bound), comma list");
-  tb::bench::add_common_flags(&flags, "0,1,10,100");
+  prog.flags().add_choice_list("kernel", kernels, {"serial", "omp", "aten", "tbb", "onednn"},
+                               "runtimes: serial, omp, aten, tbb, onednn (default: those this build has)");
+  prog.flags().add_int_list("n", "1048576", 1, 1LL << 30,
+                            "floats per array (32768: in cache ... 16777216: memory-bound)");
   int code = 0;
-  if (!tb::bench::init(&flags, &argc, argv, &code)) return code;
-  std::vector<std::string> kinds;
-  std::vector<int64_t> sizes, gaps;
-  tb::bench::LoopOptions loop;
-  int64_t steps = 0;
+  if (!prog.parse(&argc, argv, &code)) return code;
+  tb::bench::AxisSpace space("runtime_region");
   try {
-    kinds = tb::parse_choice_list("kernel", flags.get("kernel"), {"serial", "omp", "aten", "tbb", "onednn"});
-    for (const auto& k : kinds) {
+    for (const auto& k : prog.flags().items("kernel")) {
       if ((k == "tbb" && !tb::have_tbb()) || (k == "onednn" && !tb::have_dnnl())) {
-        throw tb::FlagError("--kernel: " + k + ": this build has no " + (k == "tbb" ? "TBB" : "oneDNN") +
-                            " (configure with THREADBURN_WITH_" + (k == "tbb" ? "TBB" : "DNNL") + "=ON)");
+        throw tb::Error("--kernel: " + k + ": this build has no " + (k == "tbb" ? "TBB" : "oneDNN") +
+                        " (configure with THREADBURN_WITH_" + (k == "tbb" ? "TBB" : "DNNL") + "=ON)");
       }
     }
-    sizes = tb::parse_int_list("n", flags.get("n"), 1, 1LL << 30);
-    gaps = tb::parse_int_list("gap_ms", flags.get("gap_ms"), 0, 60000);
-    steps = tb::parse_int("steps", flags.get("steps"), 1, 1000000);
-    loop = tb::bench::common_loop_options(flags);
-    if (flags.get("device") != "cpu") throw tb::FlagError("--device: runtime_bench runs on cpu only");
+    if (prog.flags().text("device") != "cpu") throw tb::Error("--device: runtime_bench runs on cpu only");
+    space.add_axis("kernel", prog.flags().items("kernel"));
+    space.add_axis("n", prog.flags().integers("n"));
+    space.add_axis("gap_ms", prog.gaps());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "runtime_bench: error: %s\n", e.what());
-    return 2;
+    return prog.fail(e);
   }
-  tb::name_intraop_workers();
-  for (const auto& kind : kinds) {
-    for (int64_t n : sizes) {
-      for (int64_t g : gaps) {
-        auto fn = [=](benchmark::State& state) {
-          const std::string name = "runtime_region/" + kind + "/n:" + std::to_string(n) + "/gap_ms:" + std::to_string(g);
-          Data d(n);
-          auto kernel = make_kernel(kind, d);
-          Serial serial;
-          const int reps = n >= (1 << 22) ? 5 : 20;
-          const double serial_ms = median_ms(serial, d, reps);
-          const double b2b_ms = median_ms(*kernel, d, reps);
-          tb::bench::LoopOptions lo = loop;
-          lo.gap_ms = g;
-          tb::bench::run_steps(state, name, lo, [&] {
-            kernel->run(d);
-            return tb::bench::Phases{};
-          });
-          benchmark::DoNotOptimize(d.p.data());
-          auto& c = state.counters;
-          const double region_ms = c["step_ms"];
-          c["serial_ms"] = serial_ms;
-          c["backtoback_ms"] = b2b_ms;
-          c["wakeup_ms"] = region_ms - b2b_ms;
-          c["kernel_threads"] = kernel->threads();
-          c["overhead_ms"] = region_ms - serial_ms / kernel->threads();
-          c["speedup"] = region_ms > 0 ? serial_ms / region_ms : 0;
-          c["n"] = static_cast<double>(n);
-        };
-        benchmark::RegisterBenchmark(("runtime_region/" + kind).c_str(), fn)
-            ->ArgNames({"n", "gap_ms"})
-            ->Args({n, g})
-            ->Iterations(steps)
-            ->UseManualTime()
-            ->Unit(benchmark::kMicrosecond);
-      }
-    }
-  }
-  tb::Context extra = tb::torch_context(torch::kCPU);
-  return tb::bench::run(extra);
+  tb::observe_tbb_workers();
+  const tb::bench::LoopOptions loop = prog.loop_options();
+  return prog.run(space, [&](benchmark::State& state, const tb::bench::Point& p) {
+    const int64_t n = p.integer("n");
+    Data d(n);
+    auto kernel = make_kernel(p.text("kernel"), d);
+    Serial serial;
+    const int reps = n >= (1 << 22) ? 5 : 20;
+    const double serial_ms = median_ms(serial, d, reps);
+    const double b2b_ms = median_ms(*kernel, d, reps);
+    tb::bench::LoopOptions lo = loop;
+    lo.gap_ms = p.integer("gap_ms");
+    tb::bench::StepLoop(state, p.name(), lo).run([&] {
+      kernel->run(d);
+      return tb::StepPhases{};
+    });
+    benchmark::DoNotOptimize(d.p.data());
+    tb::bench::Counters c(state);
+    const double region_ms = c.get("step_ms");
+    c.set("serial_ms", serial_ms);
+    c.set("backtoback_ms", b2b_ms);
+    c.set("wakeup_ms", region_ms - b2b_ms);
+    c.set("kernel_threads", kernel->threads());
+    c.set("overhead_ms", region_ms - serial_ms / kernel->threads());
+    c.set("speedup", region_ms > 0 ? serial_ms / region_ms : 0);
+  }, tb::torch_context(torch::kCPU), benchmark::kMicrosecond);
 }

@@ -1,211 +1,177 @@
-// One training step per iteration: MNIST Net + Adadelta (seeds/002) and the
-// CIFAR-10 CNN + SGD-momentum (seeds/000), over batch x loader workers x gap x
-// preload. Step time is the manual time; DESIGN.md's metrics are counters.
-#include <cstdio>
+// One training step per iteration: the MNIST Net + Adadelta and the CIFAR-10
+// tutorial CNN + SGD-momentum, over model x preload x batch x loader workers x
+// loader x oneDNN x gap (x the CUDA knobs on a GPU). Step time is the manual
+// time; the metrics are counters (bench/metrics.cc).
 #include <map>
 #include <memory>
-#include <stdexcept>
 
-#include "bench_common.h"
 #include "cuda/cuda_host.h"
+#include "program.h"
 #include "workload/train.h"
 
 namespace tb = threadburn;
 
-int main(int argc, char** argv) {
-  tb::FlagParser flags("train_step_bench",
-                       "Times training steps and the CPU that threads keep burning after each step.");
-  flags.add("model", "mnist_adadelta,cifar_sgd", "models: mnist_adadelta (seeds/002), cifar_sgd (seeds/000)");
-  flags.add("batch", "64", "batch sizes, comma list");
-  flags.add("workers", "0,2", "DataLoader worker threads, comma list (0: load on the main thread)");
-  flags.add("preload", "0", "1: whole dataset in one tensor, batches by index (seeds/002 gpu mode); comma list of 0/1");
-  flags.add("loader", "torch", "loaders: torch (libtorch DataLoader threads), tbb (TBB parallel_pipeline); comma list");
-  flags.add("mkldnn", "1", "1: convolutions through oneDNN (ATen's default), 0: ATen's native path; comma list");
-  flags.add("cuda_sync", "auto", "CUDA host wait policy, set before the context exists: auto, spin, yield, blocking_sync");
-  flags.add("pin_memory", "0", "CUDA: 1 = page-locked host batches before the copy; comma list of 0/1");
-  flags.add("non_blocking", "0", "CUDA: 1 = asynchronous host->device copies; comma list of 0/1");
-  flags.add("item_sync", "0", "CUDA: 1 = loss.item() every step (seeds/002), a host-device sync; comma list of 0/1");
-  flags.add("augment", "1", "1: CIFAR random crop (pad 4) + flip per example in the loader (cifar_sgd only)");
-  flags.add("data-dir", "", "read real MNIST IDX / CIFAR-10 binary files here (default: synthetic data)");
-  flags.add("synthetic_n", "4096", "examples in the synthetic dataset");
-  tb::bench::add_common_flags(&flags, "0,100");
-  int code = 0;
-  if (!tb::bench::init(&flags, &argc, argv, &code)) return code;
+namespace {
 
-  std::vector<std::string> models;
-  std::vector<int64_t> batches, workers, gaps, preloads, mkldnns;
-  std::vector<std::string> loaders;
-  std::vector<int64_t> pins{0}, nonblocks{0}, items{0};
-  std::string cuda_sync;
-  tb::bench::LoopOptions loop;
-  torch::Device device = torch::kCPU;
-  int64_t steps = 0;
-  bool augment = true;
-  std::map<std::string, tb::ImageSet> datasets;
+constexpr const char* kCudaOnly[] = {"pin_memory", "non_blocking", "item_sync"};
+
+void declare_flags(tb::FlagParser& f) {
+  f.add_choice_list("model", "mnist_adadelta,cifar_sgd", tb::train_models(),
+                    "models: mnist_adadelta (MNIST Net + Adadelta), cifar_sgd (CIFAR-10 CNN + SGD-momentum)");
+  f.add_int_list("batch", "64", 1, 65536, "batch sizes");
+  f.add_int_list("workers", "0,2", 0, 256, "loader worker threads (0: load on the main thread)");
+  f.add_int_list("preload", "0", 0, 1, "1: whole dataset in one tensor, batches by index (no loader)");
+  f.add_choice_list("loader", "torch", {"torch", "tbb"},
+                    "loaders: torch (libtorch DataLoader threads), tbb (a TBB parallel_pipeline)");
+  f.add_int_list("mkldnn", "1", 0, 1, "1: convolutions through oneDNN (ATen's default), 0: ATen's native path");
+  f.add_choice("cuda_sync", "auto", {"auto", "spin", "yield", "blocking_sync"},
+               "CUDA host wait policy, set before the context exists");
+  f.add_int_list("pin_memory", "0", 0, 1, "CUDA: 1 = page-locked host batches before the copy");
+  f.add_int_list("non_blocking", "0", 0, 1, "CUDA: 1 = asynchronous host->device copies");
+  f.add_int_list("item_sync", "0", 0, 1, "CUDA: 1 = loss.item() every step, a host-device sync");
+  f.add_int("augment", 1, 0, 1, "1: CIFAR random crop (pad 4) + flip per example in the loader (cifar_sgd only)");
+  f.add_string("data-dir", "", "read real MNIST IDX / CIFAR-10 binary files here (default: synthetic data)");
+  f.add_int("synthetic_n", 4096, 1, 10000000, "examples in the synthetic dataset");
+}
+
+tb::bench::AxisSpace make_space(const tb::FlagParser& f, const torch::Device& device,
+                                const std::vector<int64_t>& gaps) {
+  tb::bench::AxisSpace space(device.is_cuda() ? "train_step_cuda" : "train_step");
+  space.add_axis("model", f.items("model"));
+  space.add_axis("preload", f.integers("preload"));
+  space.add_axis("batch", f.integers("batch"));
+  space.add_axis("workers", f.integers("workers"));
+  space.add_axis("loader", f.items("loader"));
+  space.add_axis("mkldnn", f.integers("mkldnn"));
+  if (device.is_cuda()) {
+    for (const char* flag : kCudaOnly) space.add_axis(flag, f.integers(flag));
+  }
+  space.add_axis("gap_ms", gaps);
+  space.add_skip({{{"preload", {"1"}}, {"workers", {"0"}, true}}, "preloaded data has no loader workers"});
+  space.add_skip({{{"loader", {"tbb"}}, {"preload", {"1"}}}, "the TBB loader does not run on preloaded data"});
+  space.add_skip({{{"loader", {"tbb"}}, {"workers", {"0"}}}, "the TBB loader needs workers >= 1"});
+  return space;
+}
+
+// Checks across flags, before anything runs (throws Error naming the flag).
+void check_flags(const tb::FlagParser& f, const torch::Device& device) {
+  for (const auto& l : f.items("loader")) {
+    if (l == "tbb" && !tb::have_tbb()) {
+      throw tb::Error("--loader: tbb: this build has no TBB (configure with THREADBURN_WITH_TBB=ON)");
+    }
+  }
+  if (!device.is_cuda()) {
+    for (const char* flag : {"cuda_sync", "pin_memory", "non_blocking", "item_sync"}) {
+      if (f.was_set(flag) && f.text(flag) != "0" && f.text(flag) != "auto") {
+        throw tb::Error(std::string("--") + flag + ": only with --device=cuda");
+      }
+    }
+  }
+  if (f.text("cuda_sync") != "auto" && !tb::cuda::toolkit_compiled()) {
+    throw tb::Error("--cuda_sync: this build has no CUDA toolkit (configure where CMake finds CUDAToolkit)");
+  }
+}
+
+// Datasets load before anything runs: a bad --data-dir fails here, once.
+std::map<std::string, tb::ImageSet> load_datasets(const tb::FlagParser& f) {
+  std::map<std::string, tb::ImageSet> sets;
+  for (const auto& m : f.items("model")) {
+    sets[m] = tb::dataset_for(m, f.text("data-dir"), f.integer("synthetic_n"));
+    for (int64_t b : f.integers("batch")) {
+      if (b > sets[m].size()) {
+        throw tb::Error("--batch: " + std::to_string(b) + " is larger than the " + m + " dataset (" +
+                        std::to_string(sets[m].size()) + " examples)");
+      }
+    }
+  }
+  return sets;
+}
+
+// The wait policy must reach the device before anything creates its context.
+tb::Availability prepare_device(const torch::Device& device, const std::string& cuda_sync) {
+  tb::Availability a = tb::device_availability(device);
+  if (!a.ok || !device.is_cuda()) return a;
   try {
-    models = tb::parse_choice_list("model", flags.get("model"), tb::train_models());
-    batches = tb::parse_int_list("batch", flags.get("batch"), 1, 65536);
-    workers = tb::parse_int_list("workers", flags.get("workers"), 0, 256);
-    gaps = tb::parse_int_list("gap_ms", flags.get("gap_ms"), 0, 60000);
-    preloads = tb::parse_int_list("preload", flags.get("preload"), 0, 1);
-    loaders = tb::parse_choice_list("loader", flags.get("loader"), {"torch", "tbb"});
-    for (const auto& l : loaders) {
-      if (l == "tbb" && !tb::have_tbb()) {
-        throw tb::FlagError("--loader: tbb: this build has no TBB (configure with THREADBURN_WITH_TBB=ON)");
-      }
-    }
-    mkldnns = tb::parse_int_list("mkldnn", flags.get("mkldnn"), 0, 1);
-    steps = tb::parse_int("steps", flags.get("steps"), 1, 1000000);
-    augment = tb::parse_int("augment", flags.get("augment"), 0, 1) == 1;
-    const int64_t synthetic_n = tb::parse_int("synthetic_n", flags.get("synthetic_n"), 1, 10000000);
-    loop = tb::bench::common_loop_options(flags);
-    device = tb::parse_device(flags.get("device"));
-    cuda_sync = flags.get("cuda_sync");
-    if (tb::cuda::parse_sync_policy(cuda_sync) < 0) {
-      throw tb::FlagError("--cuda_sync: unknown policy '" + cuda_sync + "' (auto, spin, yield, blocking_sync)");
-    }
-    for (const char* f : {"cuda_sync", "pin_memory", "non_blocking", "item_sync"}) {
-      if (!device.is_cuda() && flags.was_set(f) && flags.get(f) != "0" && flags.get(f) != "auto") {
-        throw tb::FlagError(std::string("--") + f + ": only with --device=cuda");
-      }
-    }
-    if (cuda_sync != "auto" && !tb::cuda::toolkit_compiled()) {
-      throw tb::FlagError("--cuda_sync: this build has no CUDA toolkit (configure where CMake finds CUDAToolkit)");
-    }
-    if (device.is_cuda()) {
-      pins = tb::parse_int_list("pin_memory", flags.get("pin_memory"), 0, 1);
-      nonblocks = tb::parse_int_list("non_blocking", flags.get("non_blocking"), 0, 1);
-      items = tb::parse_int_list("item_sync", flags.get("item_sync"), 0, 1);
-    }
-    for (int64_t p : preloads) {
-      for (int64_t w : workers) {
-        if (p == 1 && w != 0 && workers.size() == 1 && preloads.size() == 1) {
-          throw tb::FlagError("--workers: must be 0 with --preload=1 (no loader runs)");
-        }
-      }
-    }
-    // Datasets load before anything runs: a bad --data-dir fails here, once.
-    for (const auto& m : models) {
-      datasets[m] = tb::dataset_for(m, flags.get("data-dir"), synthetic_n);
-      for (int64_t b : batches) {
-        if (b > datasets[m].size()) {
-          throw tb::FlagError("--batch: " + std::to_string(b) + " is larger than the " + m + " dataset (" +
-                              std::to_string(datasets[m].size()) + " examples)");
-        }
-      }
-    }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_step_bench: error: %s\n", e.what());
-    return 2;
+    tb::cuda::set_sync_policy(device.index(), cuda_sync);
+  } catch (const tb::Error& e) {
+    return tb::Availability::no(std::string("skipped: --cuda_sync: ") + e.what());
   }
+  return a;
+}
 
-  // The wait policy must reach the device before anything creates its context.
-  std::string skip = tb::device_unavailable_reason(device);
-  if (skip.empty() && device.is_cuda()) {
-    const std::string err = tb::cuda::set_sync_policy(device.index(), cuda_sync);
-    if (!err.empty()) skip = "skipped: --cuda_sync: " + err;
+}  // namespace
+
+int main(int argc, char** argv) {
+  tb::bench::Program prog("train_step_bench", "train_step",
+                          "Times training steps and the CPU that threads keep burning after each step.", "0,100");
+  declare_flags(prog.flags());
+  int code = 0;
+  if (!prog.parse(&argc, argv, &code)) return code;
+  const tb::FlagParser& f = prog.flags();
+  torch::Device device = torch::kCPU;
+  std::map<std::string, tb::ImageSet> datasets;
+  std::unique_ptr<tb::bench::AxisSpace> space;
+  try {
+    device = tb::parse_device(f.text("device"));
+    check_flags(f, device);
+    space = std::make_unique<tb::bench::AxisSpace>(make_space(f, device, prog.gaps()));
+    space->points();  // nothing left to run is a bad flag too
+    datasets = load_datasets(f);
+  } catch (const std::exception& e) {
+    return prog.fail(e);
   }
-  if (skip.empty()) tb::name_intraop_workers();
-  const std::string prefix = device.is_cuda() ? "train_step_cuda/" : "train_step/";
-  for (const auto& m : models) {
-    for (int64_t p : preloads) {
-      for (int64_t b : batches) {
-        for (int64_t w : workers) {
-          if (p == 1 && w != 0) continue;  // preloaded data has no loader workers
-          for (const auto& loader : loaders) {
-          const int64_t tbb = loader == "tbb" ? 1 : 0;
-          if (tbb == 1 && (p == 1 || w == 0)) continue;  // the TBB loader needs workers, no preload
-          for (int64_t mk : mkldnns) {
-          for (int64_t pin : pins) {
-          for (int64_t nb : nonblocks) {
-          for (int64_t item : items) {
-          for (int64_t g : gaps) {
-            auto fn = [=, &datasets](benchmark::State& state) {
-              const std::string name = prefix + m + "/batch:" + std::to_string(b) + "/workers:" +
-                                       std::to_string(w) + "/gap_ms:" + std::to_string(g) +
-                                       "/preload:" + std::to_string(p) + "/tbb_loader:" + std::to_string(tbb) +
-                                       "/mkldnn:" + std::to_string(mk) +
-                                       (device.is_cuda() ? "/pin_memory:" + std::to_string(pin) + "/non_blocking:" +
-                                                               std::to_string(nb) + "/item_sync:" + std::to_string(item)
-                                                         : std::string());
-              if (!skip.empty()) {
-                state.SkipWithError(skip.c_str());
-                for (auto _ : state) {
-                }
-                return;
-              }
-              tb::PipelineOptions po;
-              po.batch = b;
-              po.workers = w;
-              po.preload = p == 1;
-              po.tbb_loader = tbb == 1;
-              po.pin_memory = pin == 1;
-              po.non_blocking = nb == 1;
-              po.augment = augment && m == "cifar_sgd";
-              po.device = device;
-              // Restored on every exit: later benchmarks must not inherit it.
-              struct MkldnnScope {
-                bool saved = at::globalContext().userEnabledMkldnn();
-                explicit MkldnnScope(bool on) { at::globalContext().setUserEnabledMkldnn(on); }
-                ~MkldnnScope() { at::globalContext().setUserEnabledMkldnn(saved); }
-              } mkldnn_scope(mk == 1);
-              std::unique_ptr<tb::TrainWorkload> work;
-              try {
-                work = std::make_unique<tb::TrainWorkload>(m, datasets.at(m), po);
-              } catch (const std::exception& e) {
-                state.SkipWithError(e.what());
-                for (auto _ : state) {
-                }
-                return;
-              }
-              work->set_item_sync(item == 1);
-              tb::bench::LoopOptions lo = loop;
-              lo.gap_ms = g;
-              lo.samples_per_step = static_cast<double>(b);
-              lo.report_phases = true;
-              std::unique_ptr<tb::cuda::GpuTimer> gpu;
-              if (device.is_cuda()) gpu = std::make_unique<tb::cuda::GpuTimer>();
-              lo.report_gpu = gpu && gpu->ok();
-              tb::bench::run_steps(state, name, lo, [&] {
-                if (lo.report_gpu) gpu->start();
-                const tb::PhaseTimes t = work->step();
-                double gpu_ms = 0;
-                if (lo.report_gpu) {
-                  gpu->stop();
-                  gpu_ms = gpu->elapsed_ms();
-                }
-                return tb::bench::Phases{t.data_ms, t.forward_ms, t.backward_ms, t.optim_ms,
-                                         t.sync_ms,  t.sync_cpu_ms, gpu_ms};
-              });
-              state.counters["batch"] = static_cast<double>(b);
-              state.counters["workers"] = static_cast<double>(w);
-            };
-            benchmark::RegisterBenchmark((prefix + m).c_str(), fn)
-                ->ArgNames(device.is_cuda() ? std::vector<std::string>{"batch", "workers", "gap_ms", "preload",
-                                                                        "tbb_loader", "mkldnn", "pin_memory",
-                                                                        "non_blocking", "item_sync"}
-                                            : std::vector<std::string>{"batch", "workers", "gap_ms", "preload",
-                                                                        "tbb_loader", "mkldnn"})
-                ->Args(device.is_cuda() ? std::vector<int64_t>{b, w, g, p, tbb, mk, pin, nb, item}
-                                        : std::vector<int64_t>{b, w, g, p, tbb, mk})
-                ->Iterations(steps)
-                ->UseManualTime()
-                ->Unit(benchmark::kMillisecond);
-          }
-          }
-          }
-          }
-          }
-          }
-        }
-      }
+  const std::string cuda_sync = f.text("cuda_sync");
+  const tb::Availability where = f.describe_requested() ? tb::Availability::yes() : prepare_device(device, cuda_sync);
+  const bool augment = f.integer("augment") == 1;
+  const tb::bench::LoopOptions loop = prog.loop_options();
+
+  auto benchmark = [&](benchmark::State& state, const tb::bench::Point& p) {
+    if (!where.ok) return tb::bench::skip(state, where.why);
+    tb::PipelineOptions po;
+    po.batch = p.integer("batch");
+    po.workers = p.integer("workers");
+    po.preload = p.flag("preload");
+    po.tbb_loader = p.text("loader") == "tbb";
+    po.augment = augment && p.text("model") == "cifar_sgd";
+    po.device = device;
+    if (device.is_cuda()) {
+      po.pin_memory = p.flag("pin_memory");
+      po.non_blocking = p.flag("non_blocking");
     }
-  }
+    // Restored on every exit: later benchmarks must not inherit it.
+    struct MkldnnScope {
+      bool saved = at::globalContext().userEnabledMkldnn();
+      explicit MkldnnScope(bool on) { at::globalContext().setUserEnabledMkldnn(on); }
+      ~MkldnnScope() { at::globalContext().setUserEnabledMkldnn(saved); }
+    } mkldnn_scope(p.flag("mkldnn"));
+    std::unique_ptr<tb::TrainWorkload> work;
+    try {
+      work = std::make_unique<tb::TrainWorkload>(p.text("model"), datasets.at(p.text("model")), po);
+    } catch (const std::exception& e) {
+      return tb::bench::skip(state, e.what());
+    }
+    work->set_item_sync(device.is_cuda() && p.flag("item_sync"));
+    tb::bench::LoopOptions lo = loop;
+    lo.gap_ms = p.integer("gap_ms");
+    lo.samples_per_step = static_cast<double>(po.batch);
+    lo.report_phases = true;
+    tb::cuda::GpuTimer gpu;
+    lo.report_gpu = device.is_cuda() && gpu.ok();
+    tb::bench::StepLoop(state, p.name(), lo).run([&] {
+      if (lo.report_gpu) gpu.start();
+      tb::StepPhases t = work->step();
+      if (lo.report_gpu) {
+        gpu.stop();
+        t.gpu_ms = gpu.elapsed_ms();
+      }
+      return t;
+    });
+  };
   tb::Context ctx = tb::torch_context(device);
   ctx.emplace_back("cuda_toolkit_compiled", tb::cuda::toolkit_compiled() ? "1" : "0");
   ctx.emplace_back("cuda_runtime_version", tb::cuda::runtime_version());
   ctx.emplace_back("cuda_sync_requested", cuda_sync);
   ctx.emplace_back("cuda_sync_in_force",
-                   device.is_cuda() && skip.empty() ? tb::cuda::sync_policy_in_force(device.index()) : "n/a");
-  return tb::bench::run(ctx);
+                   device.is_cuda() && where.ok ? tb::cuda::sync_policy_in_force(device.index()) : "n/a");
+  return prog.run(*space, benchmark, ctx);
 }

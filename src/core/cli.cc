@@ -1,20 +1,13 @@
 #include "core/cli.h"
 
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
 namespace threadburn {
 namespace {
-
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> out;
-  std::string item;
-  std::istringstream in(text);
-  while (std::getline(in, item, sep)) out.push_back(item);
-  if (!text.empty() && text.back() == sep) out.push_back("");
-  return out;
-}
 
 std::string trim(const std::string& s) {
   const auto b = s.find_first_not_of(" \t");
@@ -27,7 +20,40 @@ std::string range_text(int64_t min, int64_t max) {
   return "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
 }
 
+const char* kind_name(FlagKind k) {
+  switch (k) {
+    case FlagKind::kInt: return "int";
+    case FlagKind::kIntList: return "int_list";
+    case FlagKind::kDouble: return "double";
+    case FlagKind::kChoice: return "choice";
+    case FlagKind::kChoiceList: return "choice_list";
+    case FlagKind::kString: return "string";
+    case FlagKind::kSwitch: return "switch";
+  }
+  return "string";
+}
+
+bool is_list(FlagKind k) { return k == FlagKind::kIntList || k == FlagKind::kChoiceList; }
+
+FlagSpec make_spec(const std::string& name, FlagKind kind, const std::string& def, const std::string& help) {
+  FlagSpec s;
+  s.name = name;
+  s.kind = kind;
+  s.default_value = def;
+  s.help = help;
+  return s;
+}
+
 }  // namespace
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, ',')) out.push_back(trim(item));
+  if (!text.empty() && text.back() == ',') out.push_back("");
+  return out;
+}
 
 int64_t parse_int(const std::string& flag, const std::string& text, int64_t min, int64_t max) {
   const std::string t = trim(text);
@@ -35,34 +61,43 @@ int64_t parse_int(const std::string& flag, const std::string& text, int64_t min,
   char* end = nullptr;
   const long long v = std::strtoll(t.c_str(), &end, 10);
   if (t.empty() || errno != 0 || *end != '\0') {
-    throw FlagError("--" + flag + ": expected " + range_text(min, max) + ", got '" + text + "'");
+    throw Error("--" + flag + ": expected " + range_text(min, max) + ", got '" + text + "'");
   }
-  if (v < min || v > max) {
-    throw FlagError("--" + flag + ": expected " + range_text(min, max) + ", got " + t);
+  if (v < min || v > max) throw Error("--" + flag + ": expected " + range_text(min, max) + ", got " + t);
+  return v;
+}
+
+std::vector<int64_t> parse_int_list(const std::string& flag, const std::string& text, int64_t min, int64_t max) {
+  if (trim(text).empty()) throw Error("--" + flag + ": expected a comma-separated list, got nothing");
+  std::vector<int64_t> out;
+  for (const auto& item : split_list(text)) out.push_back(parse_int(flag, item, min, max));
+  return out;
+}
+
+double parse_double(const std::string& flag, const std::string& text, double min, double max) {
+  const std::string t = trim(text);
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(t.c_str(), &end);
+  if (t.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < min || v > max) {
+    char range[96];
+    std::snprintf(range, sizeof range, "a number in [%g, %g]", min, max);
+    throw Error("--" + flag + ": expected " + range + ", got '" + text + "'");
   }
   return v;
 }
 
-std::vector<int64_t> parse_int_list(const std::string& flag, const std::string& text,
-                                    int64_t min, int64_t max) {
-  if (trim(text).empty()) throw FlagError("--" + flag + ": expected a comma-separated list, got nothing");
-  std::vector<int64_t> out;
-  for (const auto& item : split(text, ',')) out.push_back(parse_int(flag, item, min, max));
-  return out;
-}
-
 std::vector<std::string> parse_choice_list(const std::string& flag, const std::string& text,
                                            const std::vector<std::string>& choices) {
-  if (trim(text).empty()) throw FlagError("--" + flag + ": expected a comma-separated list, got nothing");
+  if (trim(text).empty()) throw Error("--" + flag + ": expected a comma-separated list, got nothing");
   std::vector<std::string> out;
-  for (const auto& raw : split(text, ',')) {
-    const std::string item = trim(raw);
+  for (const auto& item : split_list(text)) {
     bool known = false;
     for (const auto& c : choices) known = known || c == item;
     if (!known) {
       std::string list;
       for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
-      throw FlagError("--" + flag + ": unknown value '" + item + "' (expected one of: " + list + ")");
+      throw Error("--" + flag + ": unknown value '" + item + "' (expected one of: " + list + ")");
     }
     out.push_back(item);
   }
@@ -72,18 +107,93 @@ std::vector<std::string> parse_choice_list(const std::string& flag, const std::s
 FlagParser::FlagParser(std::string program, std::string summary)
     : program_(std::move(program)), summary_(std::move(summary)) {}
 
-void FlagParser::add(const std::string& name, const std::string& default_value,
-                     const std::string& help) {
-  flags_[name] = Flag{default_value, help, default_value, false};
-  order_.push_back(name);
+void FlagParser::add(FlagSpec s) {
+  values_[s.name] = s.default_value;
+  set_[s.name] = false;
+  specs_.push_back(std::move(s));
+}
+
+void FlagParser::add_int(const std::string& name, int64_t def, int64_t min, int64_t max, const std::string& help) {
+  FlagSpec s = make_spec(name, FlagKind::kInt, std::to_string(def), help);
+  s.min = min;
+  s.max = max;
+  add(s);
+}
+
+void FlagParser::add_int_list(const std::string& name, const std::string& def, int64_t min, int64_t max,
+                              const std::string& help, bool axis) {
+  FlagSpec s = make_spec(name, FlagKind::kIntList, def, help);
+  s.min = min;
+  s.max = max;
+  s.axis = axis;
+  add(s);
+}
+
+void FlagParser::add_double(const std::string& name, double def, double min, double max, const std::string& help) {
+  FlagSpec s = make_spec(name, FlagKind::kDouble, "", help);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", def);
+  s.default_value = buf;
+  s.dmin = min;
+  s.dmax = max;
+  add(s);
+}
+
+void FlagParser::add_choice(const std::string& name, const std::string& def, std::vector<std::string> choices,
+                            const std::string& help) {
+  FlagSpec s = make_spec(name, FlagKind::kChoice, def, help);
+  s.choices = std::move(choices);
+  add(s);
+}
+
+void FlagParser::add_choice_list(const std::string& name, const std::string& def, std::vector<std::string> choices,
+                                 const std::string& help, bool axis) {
+  FlagSpec s = make_spec(name, FlagKind::kChoiceList, def, help);
+  s.choices = std::move(choices);
+  s.axis = axis;
+  add(s);
+}
+
+void FlagParser::add_string(const std::string& name, const std::string& def, const std::string& help) {
+  add(make_spec(name, FlagKind::kString, def, help));
+}
+
+void FlagParser::add_switch(const std::string& name, const std::string& help) {
+  add(make_spec(name, FlagKind::kSwitch, "0", help));
+}
+
+const FlagSpec& FlagParser::spec(const std::string& name) const {
+  for (const auto& s : specs_) {
+    if (s.name == name) return s;
+  }
+  throw Error("--" + name + ": unknown flag (see --help)");
+}
+
+void FlagParser::check(const FlagSpec& s, const std::string& value) const {
+  switch (s.kind) {
+    case FlagKind::kInt: parse_int(s.name, value, s.min, s.max); break;
+    case FlagKind::kIntList: parse_int_list(s.name, value, s.min, s.max); break;
+    case FlagKind::kDouble: parse_double(s.name, value, s.dmin, s.dmax); break;
+    case FlagKind::kChoice:
+      if (split_list(value).size() != 1) throw Error("--" + s.name + ": expected one value, got '" + value + "'");
+      parse_choice_list(s.name, value, s.choices);
+      break;
+    case FlagKind::kChoiceList: parse_choice_list(s.name, value, s.choices); break;
+    case FlagKind::kSwitch: parse_int(s.name, value, 0, 1); break;
+    case FlagKind::kString: break;
+  }
 }
 
 std::vector<char*> FlagParser::parse(int argc, char** argv) {
   std::vector<char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
+    const std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       help_ = true;
+      continue;
+    }
+    if (arg == "--describe") {
+      describe_ = true;
       continue;
     }
     if (arg.rfind("--benchmark_", 0) == 0 || arg.rfind("--v=", 0) == 0) {
@@ -91,47 +201,106 @@ std::vector<char*> FlagParser::parse(int argc, char** argv) {
       continue;
     }
     if (arg.rfind("--", 0) != 0) {
-      throw FlagError("unexpected argument '" + arg + "' (flags look like --name=value; see --help)");
+      throw Error("unexpected argument '" + arg + "' (flags look like --name=value; see --help)");
     }
     std::string name = arg.substr(2), value;
     const auto eq = name.find('=');
-    bool has_value = eq != std::string::npos;
+    const bool has_value = eq != std::string::npos;
     if (has_value) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     }
-    auto it = flags_.find(name);
-    if (it == flags_.end()) throw FlagError("--" + name + ": unknown flag (see --help)");
+    const FlagSpec& s = spec(name);
     if (!has_value) {
-      if (i + 1 >= argc) throw FlagError("--" + name + ": missing value");
-      value = argv[++i];
+      if (s.kind == FlagKind::kSwitch) {
+        value = "1";
+      } else if (i + 1 >= argc) {
+        throw Error("--" + name + ": missing value");
+      } else {
+        value = argv[++i];
+      }
     }
-    it->second.value = value;
-    it->second.set = true;
+    values_[name] = value;
+    set_[name] = true;
+  }
+  if (!help_) {
+    for (const auto& s : specs_) check(s, values_.at(s.name));
   }
   return rest;
 }
 
-const std::string& FlagParser::get(const std::string& name) const { return flags_.at(name).value; }
-bool FlagParser::was_set(const std::string& name) const { return flags_.at(name).set; }
+const std::string& FlagParser::text(const std::string& name) const {
+  spec(name);
+  return values_.at(name);
+}
 
-std::string FlagParser::help_text() const {
+int64_t FlagParser::integer(const std::string& name) const {
+  const FlagSpec& s = spec(name);
+  return parse_int(name, values_.at(name), s.min, s.max);
+}
+
+double FlagParser::number(const std::string& name) const {
+  const FlagSpec& s = spec(name);
+  return parse_double(name, values_.at(name), s.dmin, s.dmax);
+}
+
+bool FlagParser::on(const std::string& name) const { return parse_int(name, text(name), 0, 1) == 1; }
+
+std::vector<int64_t> FlagParser::integers(const std::string& name) const {
+  const FlagSpec& s = spec(name);
+  return parse_int_list(name, values_.at(name), s.min, s.max);
+}
+
+std::vector<std::string> FlagParser::items(const std::string& name) const {
+  const FlagSpec& s = spec(name);
+  if (!s.choices.empty()) return parse_choice_list(name, values_.at(name), s.choices);
+  return split_list(values_.at(name));
+}
+
+bool FlagParser::was_set(const std::string& name) const {
+  spec(name);
+  return set_.at(name);
+}
+
+std::string FlagParser::help_text(const std::string& epilogue) const {
   std::ostringstream out;
   out << "usage: " << program_ << " [flags] [--benchmark_* flags]\n\n" << summary_ << "\n\nflags:\n";
-  for (const auto& name : order_) {
-    const Flag& f = flags_.at(name);
-    std::string left = "  --" + name + "=" + (f.default_value.empty() ? "\"\"" : f.default_value);
-    if (left.size() < 34) left.resize(34, ' ');
-    else left += "\n" + std::string(34, ' ');
-    out << left << f.help << "\n";
+  for (const auto& s : specs_) {
+    std::string left = "  --" + s.name;
+    if (s.kind != FlagKind::kSwitch) left += "=" + (s.default_value.empty() ? "\"\"" : s.default_value);
+    if (left.size() < 34) {
+      left.resize(34, ' ');
+    } else {
+      left += "\n" + std::string(34, ' ');
+    }
+    std::string help = s.help;
+    if (is_list(s.kind)) help += " (comma list)";
+    if (!s.choices.empty()) {
+      std::string c;
+      for (const auto& v : s.choices) c += (c.empty() ? "" : ", ") + v;
+      if (help.find(c) == std::string::npos) help += " [" + c + "]";
+    }
+    out << left << help << "\n";
   }
-  out << "\nGoogle Benchmark's own flags (--benchmark_format=json, --benchmark_out=FILE,\n"
-         "--benchmark_repetitions=N, --benchmark_filter=REGEX, ...) pass through;\n"
-         "see --benchmark_list_tests and Google Benchmark's documentation.\n"
-         "OpenMP settings (OMP_NUM_THREADS, KMP_BLOCKTIME, GOMP_SPINCOUNT, OMP_WAIT_POLICY)\n"
-         "are read once at start-up from the environment; the JSON context reports the\n"
-         "values really in force and the knobs the live runtime ignores.\n";
+  out << "  --describe                      print this program's flags, benchmarks and counters as JSON\n";
+  out << epilogue;
   return out.str();
+}
+
+void FlagParser::describe(JsonWriter* json) const {
+  json->key("flags").begin_array();
+  for (const auto& s : specs_) {
+    json->begin_object().field("name", s.name).field("kind", kind_name(s.kind))
+        .field("default", s.default_value).field("help", s.help).field("axis", s.axis);
+    if (s.kind == FlagKind::kInt || s.kind == FlagKind::kIntList) {
+      json->field("min", s.min);
+      if (s.max != INT64_MAX) json->field("max", s.max);
+    }
+    if (s.kind == FlagKind::kDouble) json->field("min", s.dmin).field("max", s.dmax);
+    if (!s.choices.empty()) json->key("choices").strings(s.choices);
+    json->end_object();
+  }
+  json->end_array();
 }
 
 }  // namespace threadburn

@@ -4,64 +4,75 @@
 
 namespace threadburn {
 
-StepProbe::StepProbe(const BurnSampler* sampler, ProbeOptions options)
-    : sampler_(sampler), options_(options) {
-  exclude_.push_back(current_tid());
-  if (sampler_) exclude_.push_back(sampler_->sampler_tid());
+double StepRecord::step_cpu_ms() const {
+  double s = 0;
+  for (int c = 0; c < kThreadClasses; ++c) {
+    if (c != index_of(ThreadClass::kSampler)) s += ns_to_ms(step_cpu_ns[c]);
+  }
+  return s;
 }
 
-int64_t StepProbe::others_now() {
-  clocks_.refresh();
-  return clocks_.sum_ns(exclude_);
+double StepRecord::residual_cpu_ms() const {
+  double s = 0;
+  for (int c = 0; c < kThreadClasses; ++c) {
+    if (c != index_of(ThreadClass::kSampler) && c != index_of(ThreadClass::kMain)) s += ns_to_ms(gap_cpu_ns[c]);
+  }
+  return s;
+}
+
+double StepRecord::step_class_ms(ThreadClass c) const { return ns_to_ms(step_cpu_ns[index_of(c)]); }
+double StepRecord::gap_class_ms(ThreadClass c) const { return ns_to_ms(gap_cpu_ns[index_of(c)]); }
+
+StepProbe::StepProbe(BurnSampler* sampler, ProbeOptions options) : sampler_(sampler), options_(options) {
+  mark_current_thread(ThreadClass::kMain);
+}
+
+ClassTotals StepProbe::read(std::vector<ThreadCpu>* threads) {
+  std::vector<ThreadCpu>* want = options_.thread_breakdown ? threads : nullptr;
+  if (sampler_) return sampler_->sample_now(/*with_wait=*/true, want);
+  own_clocks_.relist();
+  ClassTotals t = own_clocks_.read(/*with_wait=*/true);
+  if (want) *want = own_clocks_.threads();
+  return t;
 }
 
 void StepProbe::begin() {
   rec_ = StepRecord{};
-  if (options_.thread_breakdown) threads0_ = read_threads(0);
+  if (sampler_) sampler_->relax();
   ctx0_ = process_ctxsw();
-  sampler0_ = sampler_ ? sampler_->sampler_cpu_ns() : 0;
-  others0_ = others_now();
-  main0_ = thread_cpu_ns();
-  t0_ = wall_ns();  // last: nothing of the probe's own reads lands in the step
+  sampler_cpu0_ = sampler_ ? sampler_->own_cpu_ns() : 0;
+  at_begin_ = read(&rec_.at_begin);
+  rec_.step_begin_ns = wall_ns();  // last: nothing of the probe's own reads lands in the step
 }
 
 void StepProbe::end() {
-  t1_ = wall_ns();  // first: the step ends here
-  main1_ = thread_cpu_ns();
-  others1_ = others_now();
-  sampler1_ = sampler_ ? sampler_->sampler_cpu_ns() : 0;
-  rec_.threads = count_threads(0);
-  if (options_.thread_breakdown) threads1_ = read_threads(0);
+  rec_.step_end_ns = wall_ns();  // first: the step ends here
+  at_end_ = read(&rec_.at_end);
+  if (sampler_) sampler_->kick();  // after the read: the sampler would only wait for the lock
+  rec_.threads = at_end_.threads;
 }
 
 StepRecord StepProbe::gap(int64_t gap_ns) {
-  rec_.step_begin_ns = t0_;
-  rec_.step_end_ns = t1_;
-  rec_.step_ms = static_cast<double>(t1_ - t0_) / kNsPerMs;
-  rec_.step_cpu_ms = static_cast<double>((main1_ - main0_) + (others1_ - others0_)) / kNsPerMs;
-  int64_t sampler2 = sampler1_;
+  rec_.step_ms = ns_to_ms(rec_.step_end_ns - rec_.step_begin_ns);
+  for (int c = 0; c < kThreadClasses; ++c) rec_.step_cpu_ns[c] = at_end_.cpu_ns[c] - at_begin_.cpu_ns[c];
+  rec_.step_wait_ms = ns_to_ms(at_end_.all_but_sampler_wait_ns() - at_begin_.all_but_sampler_wait_ns());
+  rec_.gap_end_ns = rec_.step_end_ns;
   if (gap_ns > 0) {
-    sleep_until_ns(t1_ + gap_ns);
-    const int64_t t2 = wall_ns();
-    const int64_t others2 = others_now();
-    sampler2 = sampler_ ? sampler_->sampler_cpu_ns() : 0;
-    rec_.gap_ms = static_cast<double>(t2 - t1_) / kNsPerMs;
-    rec_.residual_cpu_ms = static_cast<double>(others2 - others1_) / kNsPerMs;
-    rec_.residual_cores = rec_.gap_ms > 0 ? rec_.residual_cpu_ms / rec_.gap_ms : 0;
+    sleep_until_ns(rec_.step_end_ns + gap_ns);
+    rec_.gap_end_ns = wall_ns();
+    const ClassTotals at_gap_end = read(&rec_.at_gap_end);
+    rec_.gap_ms = ns_to_ms(rec_.gap_end_ns - rec_.step_end_ns);
+    for (int c = 0; c < kThreadClasses; ++c) rec_.gap_cpu_ns[c] = at_gap_end.cpu_ns[c] - at_end_.cpu_ns[c];
+    rec_.residual_wait_ms = ns_to_ms(at_gap_end.others_wait_ns() - at_end_.others_wait_ns());
     if (sampler_) {
-      sampler_->wait_for_sample_after(t1_ + gap_ns);
-      auto window = sampler_->window(t1_, t1_ + gap_ns);
-      rec_.tail_ms = tail_ms(burn_rates(window, t1_));
-    }
-    if (options_.thread_breakdown) {
-      rec_.gap_threads = thread_deltas(threads1_, read_threads(0));
+      // The probe's own samples at the step's end and the gap's end bracket the window.
+      rec_.tail_ms = tail_ms(burn_rates(sampler_->window(rec_.step_end_ns, rec_.gap_end_ns + 1000000), rec_.step_end_ns));
+      rec_.has_tail = true;
     }
   }
-  if (options_.thread_breakdown) rec_.step_threads = thread_deltas(threads0_, threads1_);
-  rec_.sampler_cpu_ms = static_cast<double>(sampler2 - sampler0_) / kNsPerMs;
+  if (sampler_) rec_.sampler_cpu_ms = ns_to_ms(sampler_->own_cpu_ns() - sampler_cpu0_);
   const CtxSwitches ctx = process_ctxsw();
-  rec_.vol_ctxsw = ctx.voluntary - ctx0_.voluntary;
-  rec_.invol_ctxsw = ctx.involuntary - ctx0_.involuntary;
+  rec_.ctxsw = {ctx.voluntary - ctx0_.voluntary, ctx.involuntary - ctx0_.involuntary};
   return rec_;
 }
 

@@ -1,18 +1,14 @@
 #include "core/procfs.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
-#include <map>
-#include <sstream>
 
 namespace threadburn {
 namespace {
@@ -22,14 +18,14 @@ std::string task_dir(pid_t pid) {
 }
 
 // read() into a fixed buffer: cheaper than iostreams, which matters when a
-// monitor reads every thread every millisecond.
+// monitor reads every thread every few milliseconds.
 bool read_small_file(const std::string& path, std::string* out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char buf[4096];
   out->clear();
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+    const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     out->append(buf, static_cast<size_t>(n));
@@ -38,103 +34,105 @@ bool read_small_file(const std::string& path, std::string* out) {
   return true;
 }
 
+std::vector<pid_t> list_tids(pid_t pid) {
+  std::vector<pid_t> out;
+  DIR* dir = ::opendir(task_dir(pid).c_str());
+  if (!dir) return out;
+  while (dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] >= '0' && e->d_name[0] <= '9') out.push_back(static_cast<pid_t>(std::atoi(e->d_name)));
+  }
+  ::closedir(dir);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 }  // namespace
 
-std::optional<int64_t> parse_schedstat(const std::string& text) {
-  const char* p = text.c_str();
-  while (*p == ' ') ++p;
-  if (*p < '0' || *p > '9') return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(p, &end, 10);
-  if (errno != 0 || end == p) return std::nullopt;
-  return static_cast<int64_t>(v);
-}
-
-void parse_status_ctxsw(const std::string& text, int64_t* vol, int64_t* invol) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    long long v = 0;
-    if (std::sscanf(line.c_str(), "voluntary_ctxt_switches: %lld", &v) == 1) *vol = v;
-    if (std::sscanf(line.c_str(), "nonvoluntary_ctxt_switches: %lld", &v) == 1) *invol = v;
-  }
-}
-
-std::optional<ThreadStat> read_thread(pid_t pid, pid_t tid, bool with_ctxsw) {
-  const std::string base = task_dir(pid) + "/" + std::to_string(tid);
-  std::string text;
-  if (!read_small_file(base + "/schedstat", &text)) return std::nullopt;
-  auto cpu = parse_schedstat(text);
-  if (!cpu) return std::nullopt;
-  ThreadStat s;
-  s.tid = tid;
-  s.cpu_ns = *cpu;
-  if (read_small_file(base + "/comm", &text)) {
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-    s.name = text;
-  }
-  if (with_ctxsw && read_small_file(base + "/status", &text)) {
-    parse_status_ctxsw(text, &s.vol_ctxsw, &s.invol_ctxsw);
+std::optional<SchedStat> parse_schedstat(const char* text) {
+  SchedStat s;
+  int64_t* fields[3] = {&s.cpu_ns, &s.run_delay_ns, &s.timeslices};
+  const char* p = text;
+  for (int64_t* f : fields) {
+    while (*p == ' ') ++p;
+    if (*p < '0' || *p > '9') return std::nullopt;
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(p, &end, 10);
+    if (errno != 0 || end == p) return std::nullopt;
+    *f = static_cast<int64_t>(v);
+    p = end;
   }
   return s;
 }
 
-std::vector<ThreadStat> read_threads(pid_t pid, bool with_ctxsw) {
+std::string thread_name(pid_t pid, pid_t tid) {
+  std::string text;
+  if (!read_small_file(task_dir(pid) + "/" + std::to_string(tid) + "/comm", &text)) return "";
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text;
+}
+
+std::vector<ThreadStat> read_threads(pid_t pid) {
   std::vector<ThreadStat> out;
-  DIR* dir = ::opendir(task_dir(pid).c_str());
-  if (!dir) return out;
-  while (dirent* e = ::readdir(dir)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    auto s = read_thread(pid, static_cast<pid_t>(std::atoi(e->d_name)), with_ctxsw);
-    if (s) out.push_back(std::move(*s));
+  std::string text;
+  for (pid_t tid : list_tids(pid)) {
+    if (!read_small_file(task_dir(pid) + "/" + std::to_string(tid) + "/schedstat", &text)) continue;
+    const auto s = parse_schedstat(text.c_str());
+    if (!s) continue;
+    out.push_back({tid, thread_name(pid, tid), s->cpu_ns});
   }
-  ::closedir(dir);
-  std::sort(out.begin(), out.end(),
-            [](const ThreadStat& a, const ThreadStat& b) { return a.tid < b.tid; });
   return out;
 }
 
-int count_threads(pid_t pid) {
-  DIR* dir = ::opendir(task_dir(pid).c_str());
-  if (!dir) return 0;
-  int n = 0;
-  while (dirent* e = ::readdir(dir)) {
-    if (e->d_name[0] >= '0' && e->d_name[0] <= '9') ++n;
-  }
-  ::closedir(dir);
-  return n;
+TaskReader::TaskReader(pid_t pid, int relist_every) : pid_(pid), relist_every_(relist_every) {}
+
+TaskReader::~TaskReader() {
+  for (Task& t : tasks_) ::close(t.fd);
 }
 
-bool process_readable(pid_t pid, std::string* why) {
+void TaskReader::relist() {
+  std::vector<Task> next;
+  for (pid_t tid : list_tids(pid_)) {
+    auto it = std::find_if(tasks_.begin(), tasks_.end(), [&](const Task& t) { return t.tid == tid; });
+    if (it != tasks_.end()) {
+      it->name = thread_name(pid_, tid);  // exec and pthread_setname_np rename threads
+      next.push_back(*it);
+      it->fd = -1;
+      continue;
+    }
+    const std::string path = task_dir(pid_) + "/" + std::to_string(tid) + "/schedstat";
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) next.push_back({tid, fd, thread_name(pid_, tid)});
+  }
+  for (Task& t : tasks_) {
+    if (t.fd >= 0) ::close(t.fd);
+  }
+  tasks_ = std::move(next);
+}
+
+std::vector<ThreadStat> TaskReader::read() {
+  if (reads_++ % relist_every_ == 0) relist();
+  std::vector<ThreadStat> out;
+  out.reserve(tasks_.size());
+  char buf[128];
+  for (const Task& t : tasks_) {
+    const ssize_t n = ::pread(t.fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) continue;  // exited
+    buf[n] = '\0';
+    if (const auto s = parse_schedstat(buf)) out.push_back({t.tid, t.name, s->cpu_ns});
+  }
+  return out;
+}
+
+int count_threads(pid_t pid) { return static_cast<int>(list_tids(pid).size()); }
+
+Availability process_readable(pid_t pid) {
   const std::string dir = task_dir(pid);
   DIR* d = ::opendir(dir.c_str());
-  if (!d) {
-    if (why) *why = (errno == ENOENT) ? "no such process" : std::strerror(errno);
-    return false;
-  }
+  if (!d) return Availability::no(errno == ENOENT ? "no such process" : std::strerror(errno));
   ::closedir(d);
-  auto threads = read_threads(pid);
-  if (threads.empty()) {
-    if (why) *why = "cannot read " + dir + "/*/schedstat (permission?)";
-    return false;
-  }
-  return true;
-}
-
-pid_t current_tid() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
-
-std::vector<ThreadDelta> thread_deltas(const std::vector<ThreadStat>& before,
-                                       const std::vector<ThreadStat>& after) {
-  std::map<pid_t, int64_t> start;
-  for (const auto& s : before) start[s.tid] = s.cpu_ns;
-  std::vector<ThreadDelta> out;
-  for (const auto& s : after) {
-    auto it = start.find(s.tid);
-    const int64_t base = it == start.end() ? 0 : it->second;
-    out.push_back({s.tid, s.name, s.cpu_ns - base});
-  }
-  return out;
+  if (read_threads(pid).empty()) return Availability::no("cannot read " + dir + "/*/schedstat (permission?)");
+  return Availability::yes();
 }
 
 CtxSwitches process_ctxsw() {

@@ -31,19 +31,9 @@ double stddev(const std::vector<double>& values) {
   return std::sqrt(ss / static_cast<double>(values.size() - 1));
 }
 
-Summary summarize(const std::vector<double>& values) {
-  Summary s;
-  s.n = values.size();
-  if (values.empty()) return s;
-  s.mean = mean(values);
-  s.median = median(values);
-  s.stddev = stddev(values);
-  s.cv = s.mean != 0 ? s.stddev / std::fabs(s.mean) : 0;
-  s.min = *std::min_element(values.begin(), values.end());
-  s.max = *std::max_element(values.begin(), values.end());
-  s.p10 = percentile(values, 0.1);
-  s.p90 = percentile(values, 0.9);
-  return s;
+double cv(const std::vector<double>& values) {
+  const double m = mean(values);
+  return m != 0 ? stddev(values) / std::fabs(m) : 0;
 }
 
 }  // namespace threadburn

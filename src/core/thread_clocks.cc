@@ -1,68 +1,156 @@
 #include "core/thread_clocks.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
-#include <ctime>
+#include <string>
 
 #include "core/clock.h"
+#include "core/procfs.h"
 
 namespace threadburn {
+namespace {
+
+bool counts_as_other(int c) {
+  return c != index_of(ThreadClass::kMain) && c != index_of(ThreadClass::kSampler);
+}
+
+}  // namespace
+
+int64_t ClassTotals::others_cpu_ns() const {
+  int64_t s = 0;
+  for (int c = 0; c < kThreadClasses; ++c) s += counts_as_other(c) ? cpu_ns[c] : 0;
+  return s;
+}
+
+int64_t ClassTotals::others_wait_ns() const {
+  int64_t s = 0;
+  for (int c = 0; c < kThreadClasses; ++c) s += counts_as_other(c) ? wait_ns[c] : 0;
+  return s;
+}
+
+int64_t ClassTotals::all_but_sampler_cpu_ns() const {
+  return others_cpu_ns() + cpu_ns[index_of(ThreadClass::kMain)];
+}
+
+int64_t ClassTotals::all_but_sampler_wait_ns() const {
+  return others_wait_ns() + wait_ns[index_of(ThreadClass::kMain)];
+}
 
 clockid_t thread_cpu_clock_id(pid_t tid) {
   // CPUCLOCK_PERTHREAD_MASK (4) | CPUCLOCK_SCHED (2), tid inverted in the high bits.
   return static_cast<clockid_t>((~static_cast<unsigned>(tid)) << 3) | 6;
 }
 
-void ThreadClocks::refresh() {
-  DIR* dir = ::opendir("/proc/self/task");
-  if (!dir) return;
-  std::vector<pid_t> live;
-  while (dirent* e = ::readdir(dir)) {
-    if (e->d_name[0] >= '0' && e->d_name[0] <= '9') live.push_back(static_cast<pid_t>(std::atoi(e->d_name)));
+ThreadClocks::~ThreadClocks() {
+  for (Entry& e : entries_) {
+    if (e.fd >= 0) ::close(e.fd);
   }
-  ::closedir(dir);
-  for (pid_t tid : live) {
-    auto it = std::find_if(threads_.begin(), threads_.end(),
-                           [&](const Entry& x) { return x.alive && x.tid == tid; });
-    if (it == threads_.end()) threads_.push_back({tid, thread_cpu_clock_id(tid), 0, true});
-  }
-  read_all();
 }
 
-void ThreadClocks::read_all() {
+void ThreadClocks::relist() {
+  DIR* dir = ::opendir("/proc/self/task");
+  if (!dir) return;
+  while (dirent* d = ::readdir(dir)) {
+    if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
+    const pid_t tid = static_cast<pid_t>(std::atoi(d->d_name));
+    const bool known = std::any_of(entries_.begin(), entries_.end(),
+                                   [&](const Entry& e) { return e.alive && e.tid == tid; });
+    if (!known) entries_.push_back({tid, thread_cpu_clock_id(tid), thread_class(tid), -1, -1, -1, true});
+  }
+  ::closedir(dir);
+}
+
+void ThreadClocks::resolve_classes() {
+  const uint64_t g = thread_class_generation();
+  if (g == generation_) return;
+  generation_ = g;
+  for (Entry& e : entries_) {
+    if (e.alive) e.cls = thread_class(e.tid);
+  }
+}
+
+void ThreadClocks::retire(Entry* e, bool forget) {
+  e->alive = false;
+  if (e->fd >= 0) ::close(e->fd);
+  e->fd = -1;
+  // The tid is free again: a new thread reusing it must start unmarked. (When
+  // the tid was already reused, the mark may be the new thread's: kept.)
+  if (forget) forget_thread(e->tid);
+}
+
+void ThreadClocks::read_wait(Entry* e) {
+  if (e->fd < 0) {
+    const std::string path = "/proc/self/task/" + std::to_string(e->tid) + "/schedstat";
+    e->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (e->fd < 0) return;
+  }
+  char buf[128];
+  const ssize_t n = ::pread(e->fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return;
+  buf[n] = '\0';
+  const auto fields = parse_schedstat(buf);
+  if (!fields) return;
+  const int64_t wait = fields->run_delay_ns;
+  if (e->wait_ns >= 0 && wait >= e->wait_ns) totals_.wait_ns[index_of(e->cls)] += wait - e->wait_ns;
+  // The first read of a thread counts its whole wait so far, like its CPU.
+  if (e->wait_ns < 0) totals_.wait_ns[index_of(e->cls)] += wait;
+  e->wait_ns = wait;
+}
+
+ClassTotals ThreadClocks::read(bool with_wait) {
+  resolve_classes();
   const int64_t process = process_cpu_ns();
-  int64_t live = 0, dead_last = 0;
-  Entry* died = nullptr;
-  for (Entry& e : threads_) {
+  int64_t live = 0, died_last = 0;
+  size_t died = entries_.size();  // index of the first thread found gone
+  std::vector<Entry> reborn;       // new threads behind reused tids
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    Entry& e = entries_[i];
     if (!e.alive) continue;
-    timespec ts{};
-    if (clock_gettime(e.clock, &ts) == 0) {
-      e.last_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
-      live += e.last_ns;
-    } else {
-      e.alive = false;
-      dead_last += e.last_ns;
-      if (!died) died = &e;
+    int64_t now = 0;
+    const bool ok = read_clock_ns(e.clock, &now);
+    if (ok && (e.last_ns < 0 || now >= e.last_ns)) {
+      totals_.cpu_ns[index_of(e.cls)] += now - std::max<int64_t>(e.last_ns, 0);
+      e.last_ns = now;
+      live += now;
+      if (with_wait) read_wait(&e);
+      continue;
+    }
+    // Gone, or (clock went backwards) a new thread behind a reused tid.
+    died_last += std::max<int64_t>(e.last_ns, 0);
+    if (died == entries_.size()) died = i;
+    retire(&e, /*forget=*/!ok);
+    if (ok) {
+      reborn.push_back({e.tid, e.clock, thread_class(e.tid), now, -1, -1, true});
+      totals_.cpu_ns[index_of(reborn.back().cls)] += now;
+      live += now;
     }
   }
   const int64_t residue = process - live;
-  if (died && have_residue_) {
-    const int64_t unread = residue - residue_ - dead_last;
-    if (unread > 0) died->last_ns += unread;
+  if (died < entries_.size() && have_residue_) {
+    const int64_t unread = residue - residue_ - died_last;
+    if (unread > 0) {
+      entries_[died].last_ns += unread;
+      totals_.cpu_ns[index_of(entries_[died].cls)] += unread;
+    }
   }
   residue_ = residue;
   have_residue_ = true;
+  entries_.insert(entries_.end(), reborn.begin(), reborn.end());
+  totals_.threads = static_cast<int>(std::count_if(entries_.begin(), entries_.end(),
+                                                   [](const Entry& e) { return e.alive; }));
+  return totals_;
 }
 
-int64_t ThreadClocks::sum_ns(const std::vector<pid_t>& exclude) {
-  read_all();
-  int64_t sum = 0;
-  for (const Entry& e : threads_) {
-    if (std::find(exclude.begin(), exclude.end(), e.tid) == exclude.end()) sum += e.last_ns;
-  }
-  return sum;
+std::vector<ThreadCpu> ThreadClocks::threads() const {
+  std::vector<ThreadCpu> out;
+  out.reserve(entries_.size());
+  for (const Entry& e : entries_) out.push_back({e.tid, e.cls, std::max<int64_t>(e.last_ns, 0), e.alive});
+  return out;
 }
 
 }  // namespace threadburn

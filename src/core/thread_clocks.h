@@ -1,11 +1,16 @@
-// Precise CPU time of every thread of this process.
+// Exact CPU time of every thread of this process, summed by class of thread.
 //
 // Why not CLOCK_PROCESS_CPUTIME_ID: the kernel brings only the *calling*
 // thread's runtime up to date when it sums the process clock; a thread that is
 // running on another core is accounted at scheduler ticks (4 ms at HZ=250). A
-// 0.5 ms sampler then sees a 1-core spin as 0, 0, ..., 8 cores. Reading each
-// thread's own CPU clock (clock_gettime on MAKE_THREAD_CPUCLOCK(tid)) makes the
+// 1 ms sampler would then see a 1-core spin as 0, 0, 0, 4 cores. Reading each
+// thread's own CPU clock (clock_gettime on the thread's CPU clock id) makes the
 // kernel update a running thread first, so every read is exact.
+//
+// Per-class totals are running sums of per-thread deltas: the CPU a thread uses
+// between two reads goes to the class it has at the later read, so totals only
+// grow and a thread that is marked late (an OpenMP worker marked when it first
+// runs a region) does not move its past CPU between classes.
 #pragma once
 
 #include <sys/types.h>
@@ -13,37 +18,81 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/thread_class.h"
+
 namespace threadburn {
 
 // glibc's pthread_getcpuclockid() encoding, for any tid of this process.
 clockid_t thread_cpu_clock_id(pid_t tid);
 
+// Totals at one read: CPU and run-queue wait so far, by class. "Others" are all
+// threads but the measuring (main) thread and the sampler: what burns while the
+// main thread sleeps.
+struct ClassTotals {
+  ClassArray cpu_ns{};
+  ClassArray wait_ns{};  // filled only by reads with_wait
+  int threads = 0;       // threads alive at the read
+  int64_t others_cpu_ns() const;
+  int64_t others_wait_ns() const;
+  int64_t all_but_sampler_cpu_ns() const;
+  int64_t all_but_sampler_wait_ns() const;
+};
+
+// One thread at the last read (exited threads keep their final value).
+struct ThreadCpu {
+  pid_t tid = 0;
+  ThreadClass cls = ThreadClass::kOther;
+  int64_t cpu_ns = 0;
+  bool alive = true;
+};
+
 class ThreadClocks {
  public:
-  // Re-lists /proc/self/task and reads every clock: a new thread's whole CPU
-  // so far counts at discovery. A thread that exited keeps its last value plus
-  // what it used after that read, recovered from the process clock (which the
-  // kernel settles exactly at exit): the change of (process clock - live
-  // thread clocks) since the previous read, minus the dead threads' last
-  // values. Threads born and gone between two reads are not seen.
-  void refresh();
-  // Sum of the CPU of all known threads except those in `exclude`, in ns.
-  // Reads every live thread's clock (about 1 us each).
-  int64_t sum_ns(const std::vector<pid_t>& exclude = {});
-  size_t size() const { return threads_.size(); }
+  ThreadClocks() = default;
+  ~ThreadClocks();
+  ThreadClocks(const ThreadClocks&) = delete;
+  ThreadClocks& operator=(const ThreadClocks&) = delete;
+
+  // Re-lists /proc/self/task (about 2 us): a new thread's whole CPU so far
+  // counts at the next read, in the class it has then.
+  void relist();
+  // Reads every known live thread's CPU clock (~0.1-1 us each). with_wait also
+  // reads each thread's run-queue wait, the second field of its schedstat
+  // (~0.3 us each through a kept-open file): the time it was runnable but not
+  // running. A spinning thread is always one of the two, so CPU + wait is the
+  // wall time it spun, however loaded the machine.
+  //
+  // A thread that exited keeps its last value plus what it used after that
+  // read, recovered from the process clock (which the kernel settles exactly at
+  // exit): the change of (process clock - live thread clocks) since the
+  // previous read, minus the exited threads' last values. That recovery is
+  // only as exact as the process clock is current, i.e. to within a scheduler
+  // tick per thread running elsewhere at the read. Threads born and gone
+  // between two relists are not seen at all.
+  ClassTotals read(bool with_wait = false);
+  // The threads as of the last read.
+  std::vector<ThreadCpu> threads() const;
+  size_t size() const { return entries_.size(); }
 
  private:
   struct Entry {
     pid_t tid;
     clockid_t clock;
-    int64_t last_ns;
-    bool alive;  // false once its clock fails: the tid may be reused by a new thread
+    ThreadClass cls;
+    int64_t last_ns;  // CPU at the last read; -1 before the first
+    int64_t wait_ns;  // run delay at the last wait read; -1 before the first
+    int fd;           // /proc/self/task/<tid>/schedstat, kept open; -1 when not yet
+    bool alive;
   };
-  void read_all();
+  void resolve_classes();
+  void retire(Entry* e, bool forget);
+  void read_wait(Entry* e);
 
-  std::vector<Entry> threads_;
+  std::vector<Entry> entries_;
+  ClassTotals totals_;
   int64_t residue_ = 0;  // process clock - sum of live thread clocks, at the last read
   bool have_residue_ = false;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace threadburn

@@ -3,12 +3,12 @@
 
 namespace threadburn::cuda {
 
-int parse_sync_policy(const std::string& text) {
-  if (text == "auto") return 0;           // cudaDeviceScheduleAuto
-  if (text == "spin") return 1;           // cudaDeviceScheduleSpin
-  if (text == "yield") return 2;          // cudaDeviceScheduleYield
-  if (text == "blocking_sync") return 4;  // cudaDeviceScheduleBlockingSync
-  return -1;
+int sync_policy_flags(const std::string& policy) {
+  if (policy == "auto") return 0;           // cudaDeviceScheduleAuto
+  if (policy == "spin") return 1;           // cudaDeviceScheduleSpin
+  if (policy == "yield") return 2;          // cudaDeviceScheduleYield
+  if (policy == "blocking_sync") return 4;  // cudaDeviceScheduleBlockingSync
+  throw Error("--cuda_sync: unknown policy '" + policy + "' (auto, spin, yield, blocking_sync)");
 }
 
 const char* sync_policy_name(int flags) {

@@ -12,34 +12,50 @@ std::string runtime_version() {
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
 
-int device_count(std::string* why) {
+namespace {
+
+// cudaGetDeviceCount's answer and, when it is 0, why.
+int count_devices(std::string* why) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    if (why) *why = cudaGetErrorString(e);
-    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    *why = cudaGetErrorString(e);
+    cudaGetLastError();  // clear the error so later calls start clean
     return 0;
   }
-  if (n == 0 && why) *why = "no CUDA device";
+  if (n == 0) *why = "no CUDA device";
   return n;
 }
 
-std::string set_sync_policy(int device, const std::string& policy) {
-  const int flags = parse_sync_policy(policy);
-  if (flags < 0) return "unknown policy '" + policy + "' (auto, spin, yield, blocking_sync)";
+}  // namespace
+
+int device_count() {
   std::string why;
-  const int n = device_count(&why);
-  if (n == 0) return why;
-  if (device >= n) return "CUDA device " + std::to_string(device) + " does not exist (" + std::to_string(n) + " present)";
-  if (cudaSetDevice(device) != cudaSuccess) return "cudaSetDevice failed";
+  return count_devices(&why);
+}
+
+Availability device_availability(int device) {
+  std::string why;
+  const int n = count_devices(&why);
+  if (n == 0) return Availability::no(why);
+  if (device >= n) {
+    return Availability::no("CUDA device " + std::to_string(device) + " does not exist (" + std::to_string(n) +
+                            " present)");
+  }
+  return Availability::yes();
+}
+
+void set_sync_policy(int device, const std::string& policy) {
+  const int flags = sync_policy_flags(policy);
+  const Availability a = device_availability(device);
+  if (!a.ok) throw Error(a.why);
+  if (cudaSetDevice(device) != cudaSuccess) throw Error("cudaSetDevice failed");
   const cudaError_t e = cudaSetDeviceFlags(static_cast<unsigned>(flags));
-  if (e != cudaSuccess) return std::string("cudaSetDeviceFlags: ") + cudaGetErrorString(e);
-  return "";
+  if (e != cudaSuccess) throw Error(std::string("cudaSetDeviceFlags: ") + cudaGetErrorString(e));
 }
 
 std::string sync_policy_in_force(int device) {
-  std::string why;
-  if (device_count(&why) <= device) return "n/a";
+  if (!device_availability(device).ok) return "n/a";
   unsigned flags = 0;
   if (cudaSetDevice(device) != cudaSuccess || cudaGetDeviceFlags(&flags) != cudaSuccess) return "unknown";
   return sync_policy_name(static_cast<int>(flags));
@@ -51,7 +67,9 @@ struct GpuTimer::Impl {
 };
 
 GpuTimer::GpuTimer() : impl_(std::make_unique<Impl>()) {
-  impl_->ok = cudaEventCreate(&impl_->start) == cudaSuccess && cudaEventCreate(&impl_->stop) == cudaSuccess;
+  impl_->ok = device_count() > 0 && cudaEventCreate(&impl_->start) == cudaSuccess &&
+              cudaEventCreate(&impl_->stop) == cudaSuccess;
+  if (!impl_->ok) cudaGetLastError();
 }
 
 GpuTimer::~GpuTimer() {
@@ -68,7 +86,7 @@ void GpuTimer::stop() {
 }
 
 double GpuTimer::elapsed_ms() {
-  if (!impl_->ok) return 0;
+  if (!impl_->ok) throw Error("GPU timer: no CUDA device");
   float ms = 0;
   cudaEventSynchronize(impl_->stop);
   cudaEventElapsedTime(&ms, impl_->start, impl_->stop);

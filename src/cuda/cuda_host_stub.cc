@@ -3,15 +3,18 @@
 
 namespace threadburn::cuda {
 
-bool toolkit_compiled() { return false; }
-std::string runtime_version() { return "n/a"; }
-
-int device_count(std::string* why) {
-  if (why) *why = "this build has no CUDA toolkit";
-  return 0;
+namespace {
+constexpr const char* kNoToolkit = "this build has no CUDA toolkit";
 }
 
-std::string set_sync_policy(int, const std::string&) { return "this build has no CUDA toolkit"; }
+bool toolkit_compiled() { return false; }
+std::string runtime_version() { return "n/a"; }
+int device_count() { return 0; }
+Availability device_availability(int) { return Availability::no(kNoToolkit); }
+void set_sync_policy(int, const std::string& policy) {
+  sync_policy_flags(policy);
+  throw Error(kNoToolkit);
+}
 std::string sync_policy_in_force(int) { return "n/a"; }
 
 struct GpuTimer::Impl {};
@@ -20,6 +23,6 @@ GpuTimer::~GpuTimer() = default;
 bool GpuTimer::ok() const { return false; }
 void GpuTimer::start() {}
 void GpuTimer::stop() {}
-double GpuTimer::elapsed_ms() { return 0; }
+double GpuTimer::elapsed_ms() { throw Error(std::string("GPU timer: ") + kNoToolkit); }
 
 }  // namespace threadburn::cuda

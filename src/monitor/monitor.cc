@@ -1,5 +1,7 @@
 #include "monitor/monitor.h"
 
+#include "core/clock.h"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
@@ -10,8 +12,6 @@
 
 namespace threadburn::monitor {
 namespace {
-
-constexpr double kNsPerMs = 1e6;
 
 std::string fixed(double v, int digits) {
   char buf[64];
@@ -75,11 +75,11 @@ Row make_row(const Snapshot& prev, const Snapshot& cur, int64_t unix0_ns, pid_t 
   // Floor, also for instants before 1970 (never, but keeps the math honest).
   const int64_t unix_ns = unix0_ns + cur.t_ns;
   r.unix_ms = unix_ns / 1000000 - (unix_ns % 1000000 < 0 ? 1 : 0);
-  r.t_ms = static_cast<double>(cur.t_ns) / kNsPerMs;
-  r.dt_ms = static_cast<double>(cur.t_ns - prev.t_ns) / kNsPerMs;
+  r.t_ms = ns_to_ms(cur.t_ns);
+  r.dt_ms = ns_to_ms(cur.t_ns - prev.t_ns);
   r.tid = tid;
   r.name = name;
-  r.cpu_ms = static_cast<double>(cpu_ns) / kNsPerMs;
+  r.cpu_ms = ns_to_ms(cpu_ns);
   r.cores = r.dt_ms > 0 ? r.cpu_ms / r.dt_ms : 0;
   r.threads = static_cast<int>(cur.threads.size());
   r.change = change;

@@ -5,8 +5,11 @@
 #endif
 #if THREADBURN_HAVE_TBB
 #include <oneapi/tbb/info.h>
+#include <oneapi/tbb/task_scheduler_observer.h>
 #include <oneapi/tbb/version.h>
 #endif
+
+#include "core/thread_class.h"
 
 #include <string>
 
@@ -40,9 +43,27 @@ std::string dnnl_cpu_runtime_string() { return "not built"; }
 #if THREADBURN_HAVE_TBB
 std::string tbb_version_string() { return TBB_runtime_version(); }
 int tbb_default_concurrency() { return oneapi::tbb::info::default_concurrency(); }
+
+namespace {
+// Marks each worker that enters the observed arena (core/thread_class.h).
+class TbbWorkerMarker : public oneapi::tbb::task_scheduler_observer {
+ public:
+  TbbWorkerMarker() { observe(true); }
+  void on_scheduler_entry(bool is_worker) override {
+    if (is_worker) mark_current_thread(ThreadClass::kTbb);
+  }
+};
+}  // namespace
+
+void observe_tbb_workers() {
+  // The default arena of the calling thread; kept for the process's lifetime.
+  static TbbWorkerMarker* marker = new TbbWorkerMarker;
+  (void)marker;
+}
 #else
 std::string tbb_version_string() { return "not built"; }
 int tbb_default_concurrency() { return -1; }
+void observe_tbb_workers() {}
 #endif
 
 }  // namespace threadburn

@@ -1,15 +1,17 @@
 #include "runtime/runtime.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
-
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+
+#include "core/schema.h"
 
 namespace threadburn {
 
@@ -20,62 +22,20 @@ const std::vector<std::string>& knob_variables() {
   return vars;
 }
 
-std::map<std::string, std::string> parse_display_env(const std::string& text) {
-  std::map<std::string, std::string> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::string s = line;
-    const auto host = s.find("] ");
-    if (s.find('[') != std::string::npos && host != std::string::npos) s = s.substr(host + 2);
-    const auto eq = s.find('=');
-    if (eq == std::string::npos) continue;
-    auto trim = [](std::string v) {
-      const auto b = v.find_first_not_of(" \t");
-      if (b == std::string::npos) return std::string();
-      v = v.substr(b, v.find_last_not_of(" \t\r") - b + 1);
-      if (v.size() >= 2 && v.front() == '\'' && v.back() == '\'') v = v.substr(1, v.size() - 2);
-      return v;
-    };
-    const std::string key = trim(s.substr(0, eq));
-    if (key.empty() || key.find(' ') != std::string::npos) continue;
-    out[key] = trim(s.substr(eq + 1));
-  }
-  return out;
-}
+namespace {
 
-std::string runtime_from_library(const std::string& path) {
-  const std::string base = path.substr(path.find_last_of('/') + 1);
-  if (base.rfind("libgomp", 0) == 0) return "libgomp";
-  if (base.rfind("libomp", 0) == 0 || base.rfind("libiomp", 0) == 0) return "llvm-libomp";
-  return path.empty() ? "none" : "unknown";
-}
-
-std::vector<std::string> ignored_knobs(const std::string& runtime, const EnvGetter& getenv_fn) {
-  std::vector<std::string> out;
-  for (const auto& var : knob_variables()) {
-    const char* v = getenv_fn(var.c_str());
-    if (!v || !*v) continue;
-    const bool kmp = var.rfind("KMP_", 0) == 0;
-    if (runtime == "libgomp" && kmp) out.push_back(var);
-    if (runtime == "llvm-libomp" && var == "GOMP_SPINCOUNT") out.push_back(var);
-    if (runtime == "none" && var != "LD_PRELOAD") out.push_back(var);
-  }
-  return out;
-}
-
-std::string effective_wait_policy(const std::string& runtime, const EnvGetter& getenv_fn,
-                                  const std::map<std::string, std::string>& display) {
-  const char* env = getenv_fn("OMP_WAIT_POLICY");
-  if (runtime == "none") return "n/a";
-  if (!env || !*env) return "default";
-  auto it = display.find("OMP_WAIT_POLICY");
-  std::string v = it != display.end() ? it->second : std::string(env);
-  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+std::string trim_value(std::string v) {
+  const auto b = v.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  v = v.substr(b, v.find_last_not_of(" \t\r") - b + 1);
+  if (v.size() >= 2 && v.front() == '\'' && v.back() == '\'') v = v.substr(1, v.size() - 2);
   return v;
 }
 
-namespace {
+std::string lower(std::string v) {
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  return v;
+}
 
 // omp_display_env writes to stderr; catch it in a temporary file.
 std::string capture_display_env(void (*display)(int)) {
@@ -97,41 +57,143 @@ std::string capture_display_env(void (*display)(int)) {
   return text;
 }
 
+std::string env_or(const EnvGetter& env, const char* name, const std::string& fallback) {
+  const char* v = env(name);
+  return v && *v ? v : fallback;
+}
+
+constexpr const char* kInfinite = "infinite";
+
+// The spin count / blocktime a wait policy alone implies in each runtime.
+std::string implied_by_wait_policy(const std::string& runtime, const std::string& policy) {
+  const std::string p = lower(policy);
+  if (runtime == "libgomp") return p == "active" ? "30000000000" : p == "passive" ? "0" : "300000";
+  if (runtime == "llvm-libomp") return p == "active" ? kInfinite : p == "passive" ? "0" : "200";
+  return "";
+}
+
+std::string spin_text(const std::string& display_value) {
+  // libgomp prints ~0ULL for "infinite".
+  return display_value == "18446744073709551615" ? kInfinite : display_value;
+}
+
 }  // namespace
+
+std::map<std::string, std::string> parse_display_env(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::string s = line;
+    const auto host = s.find("] ");
+    if (s.find('[') != std::string::npos && host != std::string::npos) s = s.substr(host + 2);
+    const auto undefined = s.find(": value is not defined");
+    if (undefined != std::string::npos) {
+      out[trim_value(s.substr(0, undefined))] = "";
+      continue;
+    }
+    const auto eq = s.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = trim_value(s.substr(0, eq));
+    if (key.empty() || key.find(' ') != std::string::npos) continue;
+    out[key] = trim_value(s.substr(eq + 1));
+  }
+  return out;
+}
+
+std::string runtime_from_library(const std::string& path) {
+  const std::string base = path.substr(path.find_last_of('/') + 1);
+  if (base.rfind("libgomp", 0) == 0) return "libgomp";
+  if (base.rfind("libomp", 0) == 0 || base.rfind("libiomp", 0) == 0) return "llvm-libomp";
+  return path.empty() ? "none" : "unknown";
+}
+
+std::string gomp_throttled_spincount(const std::string& wait_policy_env, const std::string& spincount) {
+  const std::string p = lower(wait_policy_env);
+  const unsigned long long base = p == "active" ? 1000ULL : p == "passive" ? 0ULL : 100ULL;
+  if (spincount == kInfinite) return std::to_string(base);
+  const unsigned long long spin = std::strtoull(spincount.c_str(), nullptr, 10);
+  return std::to_string(std::min(base, spin));
+}
+
+std::vector<KnobStatus> knob_report(const OmpInfo& omp, const EnvGetter& env) {
+  std::vector<KnobStatus> out;
+  for (const auto& var : knob_variables()) {
+    const char* v = env(var.c_str());
+    if (!v || !*v || var == "LD_PRELOAD") continue;
+    KnobStatus k{var, v, "read", ""};
+    if (omp.runtime == "none") {
+      k.status = "ignored";
+      k.why = "no OpenMP runtime in this process";
+    } else if (!omp.display.empty() && omp.display.count(var) == 0) {
+      // The serving runtime's own verbose display does not list it: it never read it.
+      k.status = "ignored";
+      k.why = omp.runtime + " does not read it";
+    } else if (var == "OMP_WAIT_POLICY" && omp.runtime == "libgomp" && env("GOMP_SPINCOUNT") &&
+               implied_by_wait_policy(omp.runtime, v) != omp.gomp_spincount) {
+      k.status = "overridden";
+      k.why = "GOMP_SPINCOUNT=" + std::string(env("GOMP_SPINCOUNT")) + " sets the spin count: libgomp spins " +
+              omp.gomp_spincount;
+    } else if (var == "OMP_WAIT_POLICY" && omp.runtime == "llvm-libomp" && env("KMP_BLOCKTIME") &&
+               implied_by_wait_policy(omp.runtime, v) != omp.kmp_blocktime_ms) {
+      k.status = "overridden";
+      k.why = "KMP_BLOCKTIME=" + std::string(env("KMP_BLOCKTIME")) + " sets the blocktime: " + omp.kmp_blocktime_ms +
+              " ms";
+    } else if (var == "OMP_NUM_THREADS" && omp.max_threads > 0 && std::atoi(v) > 0 &&
+               std::atoi(v) != omp.max_threads) {
+      k.status = "overridden";
+      k.why = "the program set " + std::to_string(omp.max_threads) + " threads (omp_set_num_threads)";
+    }
+    out.push_back(k);
+  }
+  return out;
+}
 
 OmpInfo detect_openmp() {
   OmpInfo info;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) info.available_cpus = CPU_COUNT(&set);
   // What libtorch calls is the GOMP ABI; whoever resolves it serves the process.
+  // When omptap (src/omptap) interposes, the runtime is the definition it forwards to.
   void* gomp_parallel = dlvsym(RTLD_DEFAULT, "GOMP_parallel", "GOMP_4.0");
-  if (!gomp_parallel) gomp_parallel = dlsym(RTLD_DEFAULT, "GOMP_parallel");
+  if (auto omptap_next = reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "threadburn_omptap_next"))) {
+    gomp_parallel = omptap_next();
+  }
   Dl_info where{};
-  if (gomp_parallel && dladdr(gomp_parallel, &where) && where.dli_fname) {
-    info.library = where.dli_fname;
-  }
+  if (gomp_parallel && dladdr(gomp_parallel, &where) && where.dli_fname) info.library = where.dli_fname;
   info.runtime = runtime_from_library(info.library);
-  if (info.runtime == "none") {
-    info.wait_policy = info.gomp_spincount = info.kmp_blocktime_ms = "n/a";
-    return info;
-  }
-  if (auto max_threads = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"))) {
+  info.wait_policy = info.gomp_spincount = info.gomp_throttled_spincount = info.gomp_spincount_in_force = "n/a";
+  info.kmp_blocktime_ms = "n/a";
+  if (info.runtime == "none") return info;
+  // Everything below from the serving library itself, not the first in search order.
+  void* lib = dlopen(info.library.c_str(), RTLD_NOLOAD | RTLD_LAZY);
+  if (!lib) return info;
+  if (auto max_threads = reinterpret_cast<int (*)()>(dlsym(lib, "omp_get_max_threads"))) {
     info.max_threads = max_threads();
   }
-  // Unversioned lookup: the first library in search order, i.e. the live runtime.
-  if (auto display = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_display_env"))) {
+  if (auto display = reinterpret_cast<void (*)(int)>(dlsym(lib, "omp_display_env"))) {
     info.display = parse_display_env(capture_display_env(display));
   }
   EnvGetter env = [](const char* n) { return std::getenv(n); };
-  info.wait_policy = effective_wait_policy(info.runtime, env, info.display);
-  info.gomp_spincount = "n/a";
-  info.kmp_blocktime_ms = "n/a";
+  const std::string policy_env = env_or(env, "OMP_WAIT_POLICY", "");
+  // libgomp shows PASSIVE when the variable is unset although it then spins,
+  // so "default" is reported for an unset variable.
+  info.wait_policy = policy_env.empty() ? "default" : lower(policy_env);
   if (info.runtime == "libgomp") {
     auto it = info.display.find("GOMP_SPINCOUNT");
-    info.gomp_spincount = it != info.display.end() ? it->second : "unknown";
+    info.gomp_spincount = it != info.display.end() ? spin_text(it->second) : "unknown";
+    if (info.gomp_spincount != "unknown") {
+      info.gomp_throttled_spincount = gomp_throttled_spincount(policy_env, info.gomp_spincount);
+      // libgomp throttles while it manages more threads than available CPUs.
+      const bool throttled = info.max_threads > info.available_cpus && info.available_cpus > 0;
+      info.gomp_spincount_in_force = throttled ? info.gomp_throttled_spincount : info.gomp_spincount;
+    }
   }
-  if (auto blocktime = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "kmp_get_blocktime"))) {
+  if (auto blocktime = reinterpret_cast<int (*)()>(dlsym(lib, "kmp_get_blocktime"))) {
     const int b = blocktime();
-    info.kmp_blocktime_ms = b == 2147483647 ? "infinite" : std::to_string(b);
+    info.kmp_blocktime_ms = b == INT_MAX ? kInfinite : std::to_string(b);
   }
+  dlclose(lib);
   return info;
 }
 
@@ -143,7 +205,7 @@ std::string blas_library() {
   void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
   Dl_info where{};
   if (!sgemm || !dladdr(sgemm, &where) || !where.dli_fname) return "none";
-  char real[4096];
+  char real[PATH_MAX];
   const std::string path = realpath(where.dli_fname, real) ? real : where.dli_fname;
   std::string kind = "other";
   if (auto parallel = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"))) {
@@ -155,17 +217,26 @@ std::string blas_library() {
   return kind + ":" + path;
 }
 
+std::string join(const std::vector<std::string>& items, const char* sep) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
 }  // namespace
 
 Context runtime_context() {
   const OmpInfo omp = detect_openmp();
   Context ctx = {
-      {"threadburn_schema_version", "1"},
+      {"threadburn_schema_version", kSchemaVersion},
       {"omp_runtime", omp.runtime},
       {"omp_library", omp.library.empty() ? "none" : omp.library},
       {"omp_max_threads", std::to_string(omp.max_threads)},
+      {"available_cpus", std::to_string(omp.available_cpus)},
       {"omp_wait_policy", omp.wait_policy},
       {"gomp_spincount", omp.gomp_spincount},
+      {"gomp_throttled_spincount", omp.gomp_throttled_spincount},
+      {"gomp_spincount_in_force", omp.gomp_spincount_in_force},
       {"kmp_blocktime_ms", omp.kmp_blocktime_ms},
       {"dnnl_version", dnnl_version_string()},
       {"dnnl_cpu_runtime", dnnl_cpu_runtime_string()},
@@ -174,9 +245,15 @@ Context runtime_context() {
       {"blas_library", blas_library()},
   };
   EnvGetter env = [](const char* n) { return std::getenv(n); };
-  std::string ignored;
-  for (const auto& k : ignored_knobs(omp.runtime, env)) ignored += (ignored.empty() ? "" : ",") + k;
-  ctx.emplace_back("ignored_knobs", ignored.empty() ? "none" : ignored);
+  std::vector<std::string> ignored, overridden, notes;
+  for (const auto& k : knob_report(omp, env)) {
+    if (k.status == "ignored") ignored.push_back(k.name);
+    if (k.status == "overridden") overridden.push_back(k.name);
+    if (k.status != "read") notes.push_back(k.name + " " + k.status + ": " + k.why);
+  }
+  ctx.emplace_back("ignored_knobs", ignored.empty() ? "none" : join(ignored, ","));
+  ctx.emplace_back("overridden_knobs", overridden.empty() ? "none" : join(overridden, ","));
+  ctx.emplace_back("knob_notes", notes.empty() ? "none" : join(notes, "; "));
   for (const auto& var : knob_variables()) {
     const char* v = std::getenv(var.c_str());
     ctx.emplace_back("env_" + var, v && *v ? v : "unset");

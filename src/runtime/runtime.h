@@ -1,6 +1,8 @@
-// Which threading runtimes really serve this process, and the settings they
-// read. Nothing here links OpenMP: the live runtime is asked through dlsym, so
-// the answer is right whether libgomp or a preloaded LLVM libomp is in front.
+// Which threading runtimes really serve this process, and what they will
+// actually do. Nothing here links OpenMP: the live runtime is asked through
+// dlsym on the very library that serves the GOMP ABI, so the answer is right
+// whether libgomp or a preloaded LLVM libomp is in front (both are loaded
+// then: libtorch still pulls in libgomp).
 #pragma once
 
 #include <functional>
@@ -14,41 +16,51 @@ namespace threadburn {
 using Context = std::vector<std::pair<std::string, std::string>>;
 using EnvGetter = std::function<const char*(const char*)>;
 
-struct OmpInfo {
-  std::string runtime = "none";   // "libgomp", "llvm-libomp", "none", or "unknown"
-  std::string library;            // the file that serves GOMP_parallel@GOMP_4.0
-  int max_threads = -1;           // omp_get_max_threads()
-  std::string wait_policy;        // "default", "active" or "passive", as in force
-  std::string gomp_spincount;     // libgomp's spin count, or "n/a"
-  std::string kmp_blocktime_ms;   // LLVM's kmp_get_blocktime(), or "n/a"
-  std::map<std::string, std::string> display;  // omp_display_env(verbose), parsed
-};
-
-// The knob environment variables the suite sweeps and reports.
+// The environment variables the suite sweeps and reports: the one list
+// (programs print it in --describe; the Python side reads it from there).
 const std::vector<std::string>& knob_variables();
 
-// Parses omp_display_env() text of either runtime:
+struct OmpInfo {
+  std::string runtime = "none";  // "libgomp", "llvm-libomp", "none", or "unknown"
+  std::string library;           // the file that serves GOMP_parallel@GOMP_4.0
+  int max_threads = -1;          // omp_get_max_threads() of the serving runtime
+  int available_cpus = -1;       // CPUs in this process's affinity mask
+  std::string wait_policy;       // "default", "active" or "passive", as in force
+  // libgomp: the spin count a waiting worker uses, the throttled one it uses
+  // instead while the runtime manages more threads than available CPUs, and
+  // which of the two a team of max_threads gets. "n/a" under other runtimes.
+  std::string gomp_spincount, gomp_throttled_spincount, gomp_spincount_in_force;
+  std::string kmp_blocktime_ms;  // LLVM's kmp_get_blocktime() ("infinite"), or "n/a"
+  std::map<std::string, std::string> display;  // the serving runtime's omp_display_env(verbose)
+};
+
+// Parses omp_display_env(verbose) text of either runtime:
 //   libgomp: "  OMP_WAIT_POLICY = 'PASSIVE'"
-//   LLVM:    "  [host] KMP_BLOCKTIME='200'"
+//   LLVM:    "  [host] KMP_BLOCKTIME='200'", "  [host] OMP_NUM_THREADS: value is not defined" (-> "")
 std::map<std::string, std::string> parse_display_env(const std::string& text);
 
 // Runtime name from the path of the library that serves the GOMP ABI.
 std::string runtime_from_library(const std::string& path);
 
-// Knobs set in the environment that the given runtime does not read.
-// libgomp reads no KMP_* variable; LLVM libomp reads no GOMP_SPINCOUNT (it does
-// read GOMP_CPU_AFFINITY and GOMP_STACKSIZE).
-std::vector<std::string> ignored_knobs(const std::string& runtime, const EnvGetter& getenv_fn);
+// libgomp's rules (libgomp/env.c, GCC 12), given the variables as set:
+// without GOMP_SPINCOUNT the spin count follows OMP_WAIT_POLICY (active
+// 30000000000, unset 300000, passive 0); the throttled count is 1000 (active),
+// 100 (unset) or 0 (passive), never above the spin count. "infinite" for ~0.
+std::string gomp_throttled_spincount(const std::string& wait_policy_env, const std::string& spincount);
 
-// Effective wait policy as in force: libgomp shows PASSIVE when the variable is
-// unset although it then spins GOMP_SPINCOUNT times, so "default" is reported.
-std::string effective_wait_policy(const std::string& runtime, const EnvGetter& getenv_fn,
-                                  const std::map<std::string, std::string>& display);
+// What each knob set in the environment does in the live runtime.
+struct KnobStatus {
+  std::string name, value;
+  std::string status;  // "read", "ignored" or "overridden"
+  std::string why;     // for ignored / overridden: one clause
+};
+std::vector<KnobStatus> knob_report(const OmpInfo& omp, const EnvGetter& env);
 
 OmpInfo detect_openmp();
 
-// Everything as key/value pairs for a benchmark context: OpenMP, oneDNN, TBB,
-// the knob variables as set ("unset" when not), and the ignored knobs.
+// Everything as key/value pairs for a benchmark context: OpenMP's effective
+// settings, knob statuses (ignored_knobs, overridden_knobs, knob_notes), the
+// knob variables as set ("unset" when not), oneDNN, TBB and the BLAS.
 Context runtime_context();
 
 // Whether this build has TBB / oneDNN (THREADBURN_WITH_TBB / _DNNL).
@@ -58,5 +70,8 @@ std::string dnnl_version_string();
 std::string dnnl_cpu_runtime_string();
 std::string tbb_version_string();
 int tbb_default_concurrency();
+// Marks TBB workers that enter the calling thread's default arena as
+// ThreadClass::kTbb (a task_scheduler_observer); no-op without TBB.
+void observe_tbb_workers();
 
 }  // namespace threadburn

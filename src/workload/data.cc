@@ -1,7 +1,5 @@
 #include "workload/data.h"
 
-#include <sys/syscall.h>
-
 #include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +9,7 @@
 #include <fstream>
 #include <random>
 
+#include "core/thread_class.h"
 #include "workload/loader_impl.h"
 
 namespace threadburn {
@@ -22,14 +21,14 @@ constexpr int64_t kCifarRecord = 1 + 3 * 32 * 32;
 
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError("--data-dir: " + path + ": cannot open");
+  if (!in) throw Error("--data-dir: " + path + ": cannot open");
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
 }
 
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (!out) throw DataError("cannot write " + path);
+  if (!out) throw Error("cannot write " + path);
 }
 
 uint32_t be32(const std::vector<uint8_t>& b, size_t at) {
@@ -47,9 +46,9 @@ bool exists(const std::string& path) {
 
 void check_dir(const std::string& dir) {
   struct stat st {};
-  if (dir.empty()) throw DataError("--data-dir: empty path");
+  if (dir.empty()) throw Error("--data-dir: empty path");
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    throw DataError("--data-dir: " + dir + ": no such directory");
+    throw Error("--data-dir: " + dir + ": no such directory");
   }
 }
 
@@ -85,28 +84,28 @@ ImageSet read_mnist(const std::string& dir) {
   const auto img = read_file(ipath);
   const auto lab = read_file(lpath);
   if (img.size() < 16 || be32(img, 0) != kMnistImageMagic) {
-    throw DataError("--data-dir: " + ipath + ": not an MNIST image file (magic 2051 expected)");
+    throw Error("--data-dir: " + ipath + ": not an MNIST image file (magic 2051 expected)");
   }
   if (lab.size() < 8 || be32(lab, 0) != kMnistLabelMagic) {
-    throw DataError("--data-dir: " + lpath + ": not an MNIST label file (magic 2049 expected)");
+    throw Error("--data-dir: " + lpath + ": not an MNIST label file (magic 2049 expected)");
   }
   const int64_t n = be32(img, 4), rows = be32(img, 8), cols = be32(img, 12);
   const size_t want = 16 + static_cast<size_t>(n * rows * cols);
   if (img.size() != want) {
-    throw DataError("--data-dir: " + ipath + ": truncated or oversized (header says " +
+    throw Error("--data-dir: " + ipath + ": truncated or oversized (header says " +
                     std::to_string(want) + " bytes, file has " + std::to_string(img.size()) + ")");
   }
   const int64_t nl = be32(lab, 4);
   if (lab.size() != 8 + static_cast<size_t>(nl)) {
-    throw DataError("--data-dir: " + lpath + ": truncated or oversized (header says " +
+    throw Error("--data-dir: " + lpath + ": truncated or oversized (header says " +
                     std::to_string(8 + nl) + " bytes, file has " + std::to_string(lab.size()) + ")");
   }
-  if (nl != n) throw DataError("--data-dir: " + lpath + ": " + std::to_string(nl) + " labels for " + std::to_string(n) + " images");
-  if (n == 0) throw DataError("--data-dir: " + ipath + ": no images");
+  if (nl != n) throw Error("--data-dir: " + lpath + ": " + std::to_string(nl) + " labels for " + std::to_string(n) + " images");
+  if (n == 0) throw Error("--data-dir: " + ipath + ": no images");
   ImageSet set;
   set.images = torch::from_blob(const_cast<uint8_t*>(img.data() + 16), {n, 1, rows, cols}, torch::kUInt8).clone();
   set.labels = torch::from_blob(const_cast<uint8_t*>(lab.data() + 8), {n}, torch::kUInt8).to(torch::kLong);
-  if (set.labels.max().item<int64_t>() > 9) throw DataError("--data-dir: " + lpath + ": label above 9");
+  if (set.labels.max().item<int64_t>() > 9) throw Error("--data-dir: " + lpath + ": label above 9");
   return set;
 }
 
@@ -135,20 +134,20 @@ ImageSet read_cifar10(const std::string& dir) {
     if (!exists(path)) continue;
     const auto bytes = read_file(path);
     if (bytes.empty() || bytes.size() % kCifarRecord != 0) {
-      throw DataError("--data-dir: " + path + ": size " + std::to_string(bytes.size()) +
+      throw Error("--data-dir: " + path + ": size " + std::to_string(bytes.size()) +
                       " is not a whole number of 3073-byte CIFAR-10 records (truncated?)");
     }
     const int64_t n = static_cast<int64_t>(bytes.size()) / kCifarRecord;
     auto raw = torch::from_blob(const_cast<uint8_t*>(bytes.data()), {n, kCifarRecord}, torch::kUInt8);
     auto lab = raw.select(1, 0).to(torch::kLong);
     if (lab.max().item<int64_t>() > 9) {
-      throw DataError("--data-dir: " + path + ": label byte above 9: not CIFAR-10 binary");
+      throw Error("--data-dir: " + path + ": label byte above 9: not CIFAR-10 binary");
     }
     labels.push_back(lab);
     images.push_back(raw.narrow(1, 1, 3072).reshape({n, 3, 32, 32}).clone());
   }
   if (images.empty()) {
-    throw DataError("--data-dir: " + dir + ": no data_batch_1.bin ... data_batch_5.bin (CIFAR-10 binary version)");
+    throw Error("--data-dir: " + dir + ": no data_batch_1.bin ... data_batch_5.bin (CIFAR-10 binary version)");
   }
   return {torch::cat(images), torch::cat(labels)};
 }
@@ -189,7 +188,7 @@ class ExampleDataset : public torch::data::datasets::Dataset<ExampleDataset> {
       : set_(std::move(set)), norm_(std::move(norm)), augment_(augment), seed_(seed) {}
 
   torch::data::Example<> get(size_t index) override {
-    name_loader_thread();
+    mark_loader_thread();
     const uint64_t draw = seed_ ^ splitmix64(index) ^ splitmix64(calls_->fetch_add(1) + 0x51ed);
     const int64_t i = static_cast<int64_t>(index);
     return {transform_example(set_.images[i], norm_, augment_, draw), set_.labels[i]};
@@ -275,33 +274,35 @@ class PreloadedSource : public BatchSource {
 
 }  // namespace
 
-void name_loader_thread() {
-  // Loader threads otherwise inherit the program's name, like OpenMP workers;
-  // the main thread (tid == pid) runs the loader itself when workers = 0.
-  thread_local bool named = false;
-  if (named) return;
-  named = true;
-  if (static_cast<pid_t>(::syscall(SYS_gettid)) != ::getpid()) pthread_setname_np(pthread_self(), "tb-loader");
+void mark_loader_thread() {
+  // The main thread (tid == pid) runs the loader itself when workers = 0: it
+  // stays the measured thread. Others are marked once; the name is for people.
+  thread_local bool marked = false;
+  if (marked) return;
+  marked = true;
+  if (current_tid() == ::getpid()) return;
+  mark_current_thread(ThreadClass::kLoader);
+  pthread_setname_np(pthread_self(), "tb-loader");
 }
 
 std::unique_ptr<BatchSource> make_batch_source(const ImageSet& set, const Normalization& norm,
                                                const PipelineOptions& o) {
-  if (o.batch < 1) throw std::invalid_argument("--batch: must be >= 1");
+  if (o.batch < 1) throw Error("--batch: must be >= 1");
   if (o.batch > set.size()) {
-    throw std::invalid_argument("--batch: " + std::to_string(o.batch) + " is larger than the dataset (" +
+    throw Error("--batch: " + std::to_string(o.batch) + " is larger than the dataset (" +
                                 std::to_string(set.size()) + " examples)");
   }
   if (o.preload) {
-    if (o.workers != 0) throw std::invalid_argument("--workers: must be 0 with --preload=1 (no loader runs)");
-    if (o.tbb_loader) throw std::invalid_argument("--tbb_loader: cannot be combined with --preload=1");
+    if (o.workers != 0) throw Error("--workers: must be 0 with --preload=1 (no loader runs)");
+    if (o.tbb_loader) throw Error("--tbb_loader: cannot be combined with --preload=1");
     return std::make_unique<PreloadedSource>(set, norm, o);
   }
   if (o.tbb_loader) {
 #if THREADBURN_HAVE_TBB
-    if (o.workers < 1) throw std::invalid_argument("--workers: the TBB loader needs at least 1 worker");
+    if (o.workers < 1) throw Error("--workers: the TBB loader needs at least 1 worker");
     return make_tbb_loader(set, norm, o);
 #else
-    throw std::invalid_argument("--loader: tbb: this build has no TBB (configure with THREADBURN_WITH_TBB=ON)");
+    throw Error("--loader: tbb: this build has no TBB (configure with THREADBURN_WITH_TBB=ON)");
 #endif
   }
   return std::make_unique<LoaderSource>(set, norm, o);

@@ -8,18 +8,14 @@
 
 #include <cstdint>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
+
 namespace threadburn {
 
-// A bad dataset; what() names the flag and the file: "--data-dir: <path>: ...".
-class DataError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 struct ImageSet {
   torch::Tensor images;  // uint8 [N, C, H, W]

@@ -10,8 +10,8 @@ namespace threadburn {
 
 std::unique_ptr<BatchSource> make_tbb_loader(const ImageSet& set, const Normalization& norm,
                                              const PipelineOptions& o);
-// Names the calling thread "tb-loader" once, unless it is the thread that
-// created the loader (workers = 0 runs the loader on the main thread).
-void name_loader_thread();
+// Marks the calling thread as a loader thread (core/thread_class.h) once,
+// unless it is the process's main thread (workers = 0 runs the loader there).
+void mark_loader_thread();
 
 }  // namespace threadburn

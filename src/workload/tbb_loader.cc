@@ -40,7 +40,7 @@ class TbbLoaderSource : public BatchSource {
   Batch next() override {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return !queue_.empty() || failed_; });
-    if (failed_ && queue_.empty()) throw std::runtime_error("tbb loader: " + error_);
+    if (failed_ && queue_.empty()) throw Error("tbb loader: " + error_);
     Batch b = std::move(queue_.front());
     queue_.pop_front();
     cv_.notify_all();
@@ -54,7 +54,7 @@ class TbbLoaderSource : public BatchSource {
   };
 
   void produce() {
-    pthread_setname_np(pthread_self(), "tb-loader");
+    mark_loader_thread();
     try {
       arena_.execute([&] {
         oneapi::tbb::parallel_pipeline(
@@ -69,7 +69,7 @@ class TbbLoaderSource : public BatchSource {
                                                  }) &
                 oneapi::tbb::make_filter<Item, Item>(oneapi::tbb::filter_mode::parallel,
                                                      [&](Item it) {
-                                                       name_loader_thread();
+                                                       mark_loader_thread();
                                                        it.data = transform_example(set_.images[it.index], norm_,
                                                                                    o_.augment, o_.seed ^ draws_++);
                                                        return it;

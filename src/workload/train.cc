@@ -1,10 +1,8 @@
 #include "workload/train.h"
 
 #include <ATen/Parallel.h>
-#include <pthread.h>
 #include <torch/version.h>
 
-#include <chrono>
 #include <stdexcept>
 
 #include "core/clock.h"
@@ -13,9 +11,7 @@
 namespace threadburn {
 namespace {
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
+double ms_since(int64_t t0_ns) { return ns_to_ms(wall_ns() - t0_ns); }
 
 void sync_if_cuda(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
@@ -46,26 +42,25 @@ torch::Device parse_device(const std::string& text) {
       return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(std::stoi(n)));
     }
   }
-  throw std::invalid_argument("--device: expected cpu, cuda or cuda:N, got '" + text + "'");
+  throw Error("--device: expected cpu, cuda or cuda:N, got '" + text + "'");
 }
 
-std::string device_unavailable_reason(const torch::Device& device) {
-  if (!device.is_cuda()) return "";
+Availability device_availability(const torch::Device& device) {
+  if (!device.is_cuda()) return Availability::yes();
   if (!torch::cuda::is_available()) {
-    std::string why;
-    const int n = cuda::device_count(&why);
+    const int n = cuda::device_count();
     if (n > 0) {
-      return "skipped: this libtorch is built without CUDA (" + std::to_string(n) +
-             " CUDA device(s) present; see docs/cuda.md)";
+      return Availability::no("skipped: this libtorch is built without CUDA (" + std::to_string(n) +
+                              " CUDA device(s) present; see docs/cuda.md)");
     }
-    return "skipped: no CUDA device";
+    return Availability::no("skipped: no CUDA device");
   }
   const auto n = torch::cuda::device_count();
   if (device.index() >= static_cast<int64_t>(n)) {
-    return "skipped: CUDA device " + std::to_string(device.index()) + " does not exist (" +
-           std::to_string(n) + " present)";
+    return Availability::no("skipped: CUDA device " + std::to_string(device.index()) + " does not exist (" +
+                            std::to_string(n) + " present)");
   }
-  return "";
+  return Availability::yes();
 }
 
 ImageSet dataset_for(const std::string& model, const std::string& data_dir, int64_t synthetic_n) {
@@ -75,7 +70,7 @@ ImageSet dataset_for(const std::string& model, const std::string& data_dir, int6
   if (model == "cifar_sgd") {
     return data_dir.empty() ? synthetic_images(synthetic_n, 3, 32, 32, 10, 2000) : read_cifar10(data_dir);
   }
-  throw std::invalid_argument("--model: unknown model '" + model + "'");
+  throw Error("--model: unknown model '" + model + "'");
 }
 
 TrainWorkload::TrainWorkload(const std::string& model, const ImageSet& data,
@@ -83,7 +78,7 @@ TrainWorkload::TrainWorkload(const std::string& model, const ImageSet& data,
     : model_(model), options_(options) {
   if (model == "mnist_adadelta") {
     if (data.images.size(1) != 1 || data.images.size(2) != 28 || data.images.size(3) != 28) {
-      throw std::invalid_argument("--data-dir: mnist_adadelta needs 1x28x28 images");
+      throw Error("--data-dir: mnist_adadelta needs 1x28x28 images");
     }
     MnistNet net;
     net->to(options.device);
@@ -93,7 +88,7 @@ TrainWorkload::TrainWorkload(const std::string& model, const ImageSet& data,
     source_ = make_batch_source(data, mnist_normalization(), options);
   } else if (model == "cifar_sgd") {
     if (data.images.size(1) != 3 || data.images.size(2) != 32 || data.images.size(3) != 32) {
-      throw std::invalid_argument("--data-dir: cifar_sgd needs 3x32x32 images");
+      throw Error("--data-dir: cifar_sgd needs 3x32x32 images");
     }
     CifarNet net;
     net->to(options.device);
@@ -103,39 +98,39 @@ TrainWorkload::TrainWorkload(const std::string& model, const ImageSet& data,
     optimizer_ = std::make_unique<SgdMomentum>(params_of(module_), 0.001, 0.9);
     source_ = make_batch_source(data, cifar_normalization(), options);
   } else {
-    throw std::invalid_argument("--model: unknown model '" + model + "'");
+    throw Error("--model: unknown model '" + model + "'");
   }
   module_->train();
 }
 
-PhaseTimes TrainWorkload::step() {
-  PhaseTimes t;
-  auto t0 = std::chrono::steady_clock::now();
+StepPhases TrainWorkload::step() {
+  StepPhases t;
+  int64_t t0 = wall_ns();
   Batch b = source_->next();
   t.data_ms = ms_since(t0);
 
-  t0 = std::chrono::steady_clock::now();
+  t0 = wall_ns();
   optimizer_->zero_grad();
   torch::Tensor out = model_any_.forward(b.data);
   loss_ = model_ == "mnist_adadelta" ? torch::nll_loss(out, b.target)
                                      : torch::nn::functional::cross_entropy(out, b.target);
   t.forward_ms = ms_since(t0);
 
-  t0 = std::chrono::steady_clock::now();
+  t0 = wall_ns();
   loss_.backward();
   t.backward_ms = ms_since(t0);
 
-  t0 = std::chrono::steady_clock::now();
+  t0 = wall_ns();
   optimizer_->step();
   t.optim_ms = ms_since(t0);
 
   if (item_sync_ || options_.device.is_cuda()) {
     const int64_t cpu0 = thread_cpu_ns();
-    t0 = std::chrono::steady_clock::now();
+    t0 = wall_ns();
     if (item_sync_) last_item_ = loss_.item<double>();  // the host reads the loss: a sync point
     sync_if_cuda(options_.device);  // a CUDA step ends when the device is done
     t.sync_ms = ms_since(t0);
-    t.sync_cpu_ms = static_cast<double>(thread_cpu_ns() - cpu0) / 1e6;
+    t.sync_cpu_ms = ns_to_ms(thread_cpu_ns() - cpu0);
   }
   return t;
 }
@@ -157,7 +152,7 @@ OptimizerWorkload::OptimizerWorkload(const std::string& kind, int64_t params, co
   } else if (kind == "adadelta") {
     optimizer_ = std::make_unique<Adadelta>(params_, 1.0);
   } else {
-    throw std::invalid_argument("--optimizer: unknown optimizer '" + kind + "'");
+    throw Error("--optimizer: unknown optimizer '" + kind + "'");
   }
 }
 
@@ -165,17 +160,6 @@ void OptimizerWorkload::step() {
   optimizer_->step();
   optimizer_->zero_grad();
   sync_if_cuda(device_);
-}
-
-void name_intraop_workers() {
-  const int n = at::get_num_threads();
-  const pthread_t main_thread = pthread_self();
-  at::parallel_for(0, n, 1, [&](int64_t begin, int64_t) {
-    if (!pthread_equal(pthread_self(), main_thread)) {
-      const std::string name = "tb-omp-" + std::to_string(begin);
-      pthread_setname_np(pthread_self(), name.c_str());
-    }
-  });
 }
 
 Context torch_context(const torch::Device& device) {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+#include "core/phases.h"
 #include "runtime/runtime.h"
 #include "workload/data.h"
 #include "workload/models.h"
@@ -17,30 +19,20 @@ namespace threadburn {
 const std::vector<std::string>& train_models();       // mnist_adadelta, cifar_sgd
 const std::vector<std::string>& optimizer_kinds();    // sgd, adadelta
 
-struct PhaseTimes {
-  double data_ms = 0;      // next batch (waiting for the loader) + copy to device
-  double forward_ms = 0;   // zero_grad + forward + loss
-  double backward_ms = 0;
-  double optim_ms = 0;     // optimizer step
-  double sync_ms = 0;      // loss.item() and/or waiting for the device at the step's end
-  double sync_cpu_ms = 0;  // CPU the main thread used meanwhile (spin vs blocking_sync)
-};
-
-// Returns "" when the device can run, else the reason to skip
+// Whether the device can run here; if not, why, as a benchmark skip message
 // ("skipped: no CUDA device", "skipped: CUDA device 3 does not exist (1 present)").
-std::string device_unavailable_reason(const torch::Device& device);
-// Parses "cpu", "cuda", "cuda:N"; throws std::invalid_argument naming --device.
+Availability device_availability(const torch::Device& device);
+// Parses "cpu", "cuda", "cuda:N"; throws Error naming --device.
 torch::Device parse_device(const std::string& text);
 
 class TrainWorkload {
  public:
   // model: one of train_models(); data: a dataset matching the model's input.
   TrainWorkload(const std::string& model, const ImageSet& data, const PipelineOptions& options);
-  PhaseTimes step();
+  StepPhases step();
   // seeds/002 prints loss.item() every step: a host-device sync point.
   void set_item_sync(bool on) { item_sync_ = on; }
   double last_loss() const;  // forces a sync on CUDA: not for timed code
-  int64_t batch() const { return options_.batch; }
 
  private:
   std::string model_;
@@ -63,16 +55,14 @@ ImageSet dataset_for(const std::string& model, const std::string& data_dir, int6
 class OptimizerWorkload {
  public:
   OptimizerWorkload(const std::string& kind, int64_t params, const torch::Device& device);
-  void step();  // optimizer.step() + zero_grad(), as in the seed
+  void step();  // optimizer.step() + zero_grad()
+  const std::vector<torch::Tensor>& params() const { return params_; }
+
  private:
   std::vector<torch::Tensor> params_;
   std::unique_ptr<StepOptimizer> optimizer_;
   torch::Device device_;
 };
-
-// Names the intra-op OpenMP workers "tb-omp-N" so per-thread breakdowns can
-// tell them apart; runs one at::parallel_for with one chunk per thread.
-void name_intraop_workers();
 
 // ATen and torch facts for the benchmark context.
 Context torch_context(const torch::Device& device);

@@ -11,6 +11,8 @@
 
 #include "workload/data.h"
 #include "workload/models.h"
+#include "core/procfs.h"
+#include "core/thread_class.h"
 #include "workload/train.h"
 
 namespace threadburn {
@@ -169,31 +171,55 @@ TEST(Training, StepsRunAndLossFalls) {
   const double first = w.last_loss();
   for (int i = 0; i < 5; ++i) w.step();  // one fixed batch: the net memorises it
   EXPECT_LT(w.last_loss(), first);
-  PhaseTimes t = w.step();
+  StepPhases t = w.step();
   EXPECT_GT(t.forward_ms, 0.0);
   EXPECT_GT(t.backward_ms, 0.0);
   EXPECT_GT(t.optim_ms, 0.0);
-  EXPECT_THROW(TrainWorkload("resnet", set, o), std::invalid_argument);
-  EXPECT_THROW(TrainWorkload("cifar_sgd", set, o), std::invalid_argument);  // 1x28x28 data
+  EXPECT_THROW(TrainWorkload("resnet", set, o), Error);
+  EXPECT_THROW(TrainWorkload("cifar_sgd", set, o), Error);  // 1x28x28 data
 }
 
 TEST(Device, ParsingAndSkipReason) {
   EXPECT_TRUE(parse_device("cpu").is_cpu());
   EXPECT_EQ(parse_device("cuda:1").index(), 1);
-  EXPECT_THROW(parse_device("gpu"), std::invalid_argument);
-  EXPECT_THROW(parse_device("cuda:x"), std::invalid_argument);
-  EXPECT_EQ(device_unavailable_reason(torch::kCPU), "");
+  EXPECT_THROW(parse_device("gpu"), Error);
+  EXPECT_THROW(parse_device("cuda:x"), Error);
+  EXPECT_TRUE(device_availability(torch::kCPU).ok);
   if (!torch::cuda::is_available()) {
-    EXPECT_EQ(device_unavailable_reason(parse_device("cuda")), "skipped: no CUDA device");
+    EXPECT_EQ(device_availability(parse_device("cuda")).why, "skipped: no CUDA device");
   } else {
-    EXPECT_NE(device_unavailable_reason(parse_device("cuda:999")).find("does not exist"), std::string::npos);
+    EXPECT_NE(device_availability(parse_device("cuda:999")).why.find("does not exist"), std::string::npos);
   }
 }
 
-TEST(OptimizerWorkload, ChunksParameters) {
+TEST(OptimizerWorkload, ChunksParametersIntoLayerSizedTensors) {
   OptimizerWorkload w("adadelta", (1 << 20) + 5, torch::kCPU);
+  ASSERT_EQ(w.params().size(), 2u);
+  EXPECT_EQ(w.params()[0].numel(), 1 << 20);
+  EXPECT_EQ(w.params()[1].numel(), 5);
+  const auto before = w.params()[1].clone();
   w.step();
-  EXPECT_THROW(OptimizerWorkload("adam", 10, torch::kCPU), std::invalid_argument);
+  EXPECT_FALSE(torch::equal(before, w.params()[1]));  // the step moved the parameters
+  EXPECT_TRUE(w.params()[1].grad().defined());
+  EXPECT_EQ(w.params()[1].grad().abs().sum().item<double>(), 0.0);  // ... and zero_grad cleared them
+  EXPECT_THROW(OptimizerWorkload("adam", 10, torch::kCPU), Error);
+}
+
+// Loader worker threads are marked as loader threads when they first load;
+// the main thread, which loads itself with workers = 0, is not.
+TEST(Pipeline, LoaderThreadsAreMarkedAsLoaders) {
+  ImageSet set = synthetic_images(64, 3, 32, 32, 10, 7);
+  PipelineOptions o;
+  o.batch = 8;
+  o.workers = 2;
+  auto src = make_batch_source(set, cifar_normalization(), o);
+  for (int i = 0; i < 4; ++i) src->next();
+  int loaders = 0;
+  for (const auto& t : read_threads(0)) loaders += thread_class(t.tid) == ThreadClass::kLoader;
+  // Each worker that loaded is marked; with 4 batches both usually have.
+  EXPECT_GE(loaders, 1);
+  EXPECT_LE(loaders, 2);
+  EXPECT_EQ(thread_class(current_tid()), ThreadClass::kOther);
 }
 
 }  // namespace

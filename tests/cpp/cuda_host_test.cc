@@ -8,27 +8,33 @@ namespace threadburn::cuda {
 namespace {
 
 TEST(CudaHost, ParsesPolicies) {
-  EXPECT_EQ(parse_sync_policy("auto"), 0);
-  EXPECT_EQ(parse_sync_policy("spin"), 1);
-  EXPECT_EQ(parse_sync_policy("yield"), 2);
-  EXPECT_EQ(parse_sync_policy("blocking_sync"), 4);
-  EXPECT_EQ(parse_sync_policy("busy"), -1);
+  EXPECT_EQ(sync_policy_flags("auto"), 0);
+  EXPECT_EQ(sync_policy_flags("spin"), 1);
+  EXPECT_EQ(sync_policy_flags("yield"), 2);
+  EXPECT_EQ(sync_policy_flags("blocking_sync"), 4);
+  try {
+    sync_policy_flags("busy");
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--cuda_sync: unknown policy 'busy' (auto, spin, yield, blocking_sync)");
+  }
   EXPECT_STREQ(sync_policy_name(4), "blocking_sync");
   EXPECT_STREQ(sync_policy_name(4 | 8), "blocking_sync");  // other flag bits ignored
 }
 
 TEST(CudaHost, NoDeviceMeansAReasonNotACrash) {
-  std::string why;
-  const int n = device_count(&why);
-  if (n > 0) GTEST_SKIP() << n << " CUDA device(s): the no-GPU path is not testable here";
-  EXPECT_FALSE(why.empty());
-  EXPECT_FALSE(set_sync_policy(0, "spin").empty());
-  EXPECT_EQ(set_sync_policy(0, "busy").empty(), false);
+  if (device_count() > 0) GTEST_SKIP() << device_count() << " CUDA device(s): the no-GPU path is not testable here";
+  const Availability a = device_availability(0);
+  EXPECT_FALSE(a.ok);
+  EXPECT_FALSE(a.why.empty());
+  EXPECT_THROW(set_sync_policy(0, "spin"), Error);
+  EXPECT_THROW(set_sync_policy(0, "busy"), Error);
   EXPECT_EQ(sync_policy_in_force(0), "n/a");
   GpuTimer timer;
-  timer.start();
+  EXPECT_FALSE(timer.ok());
+  timer.start();  // harmless without a device
   timer.stop();
-  EXPECT_GE(timer.elapsed_ms(), 0.0);
+  EXPECT_THROW(timer.elapsed_ms(), Error);
 }
 
 TEST(CudaHost, ToolkitFlagMatchesTheBuild) {

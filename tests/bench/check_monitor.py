@@ -9,6 +9,7 @@ Usage: check_monitor.py CASE --monitor BIN --child BIN --fixtures DIR --plot SCR
 import argparse
 import csv
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,13 +48,29 @@ def cpu_by_name(rows):
     return out
 
 
+def check_samples(rows, stderr):
+    """The monitor's own account of its sampling must match the file: one
+    [process] row per sample, and samples + missed deadlines = span / period
+    (it skips a deadline it overslept, it never drops one silently). A slow or
+    loaded machine only moves samples into "missed"."""
+    m = re.search(r": ([0-9.]+) s, (\d+) samples every (\d+) us \((\d+) missed\)", stderr)
+    check(m is not None, "no sampling line in the summary:\n" + stderr)
+    span_s, samples, period_us, missed = float(m[1]), int(m[2]), int(m[3]), int(m[4])
+    procs = [r for r in rows if r["tid"] == "0"]
+    check(len(procs) == samples, f"{len(procs)} [process] rows for {samples} samples")
+    slots = span_s * 1e6 / period_us
+    check(abs(samples + missed - slots) <= 2, f"{samples} samples + {missed} missed for {slots:.1f} periods")
+    return samples
+
+
 def check_spin(rows, stderr):
+    # spin_child's spinner burns exactly 200 ms of its own CPU time (a CPU-time
+    # fact, however loaded the machine); schedstat settles it when it exits.
     cpu = cpu_by_name(rows)
     print(f"CPU by thread name (ms): {cpu}")
-    check(180 <= cpu.get("spinner", 0) <= 220, f"spinner used {cpu.get('spinner')} ms, expected 200 +-10 %")
-    check(cpu.get("idler", 0) < 10, f"idler used {cpu.get('idler')} ms, expected ~0")
-    procs = [r for r in rows if r["tid"] == "0"]
-    check(len(procs) >= 100, f"only {len(procs)} samples for a ~300 ms run at 1 ms")
+    check(199 <= cpu.get("spinner", 0) <= 205, f"spinner used {cpu.get('spinner')} ms, expected 200 (+ its exit)")
+    check(cpu.get("idler", 0) < 5, f"idler used {cpu.get('idler')} ms, expected ~0 (it sleeps)")
+    check_samples(rows, stderr)
     check(any(r["name"] == "spinner" and r["change"] == "gone" for r in rows), "spinner's exit not recorded")
     check("spinner" in stderr and "[process]" in stderr, "summary missing:\n" + stderr)
 
@@ -74,11 +91,9 @@ def one_error_line(p, rc, start):
 
 def case_launch(a, tmp):
     out = os.path.join(tmp, "m.csv")
-    t0 = time.monotonic()
     p = run([a.monitor, "--out=" + out, "--", a.child, "--spin_ms=200", "--sleep_ms=100", "--exit=3"])
     check(p.returncode == 3, f"monitor returned {p.returncode}, expected the child's 3")
     check("ended (exit code 3) while recording" in p.stderr, "no exit note")
-    check(time.monotonic() - t0 < 5, "took too long")
     rows = read_complete_csv(out)
     check_spin(rows, p.stderr)
     # The gate: the baseline is read before exec, so the rename is recorded.
@@ -119,14 +134,14 @@ def case_sigint(a, tmp):
     check(mon.returncode == 0, f"attached monitor returned {mon.returncode} after SIGINT")
     check("stopped by Interrupt" in err and "[process]" in err, "no summary after SIGINT")
     check(child.poll() is None, "the attached target was touched")
-    check(len(read_complete_csv(out)) >= 300, "too few rows for 0.5 s")
+    check(check_samples(read_complete_csv(out), err) >= 1, "no sample before the SIGINT")
     # Even SIGKILL of the monitor leaves whole rows: it writes whole lines only.
     out = os.path.join(tmp, "k.csv")
     mon = subprocess.Popen([a.monitor, f"--pid={child.pid}", "--out=" + out], stderr=subprocess.DEVNULL)
     time.sleep(0.35)
     mon.kill()
     mon.wait()
-    check(len(read_complete_csv(out)) >= 100, "too few rows after SIGKILL at 0.35 s")
+    read_complete_csv(out)  # whole lines only, however many
     child.kill()
     child.wait()
     # Launched: a SIGINT sent to the monitor alone is forwarded; CMD's status comes back.

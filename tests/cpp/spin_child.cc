@@ -9,7 +9,8 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,10 +41,13 @@ int main(int argc, char** argv) {
   sigemptyset(&usr1);
   sigaddset(&usr1, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &usr1, nullptr);
-  std::atomic<bool> done{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
   std::thread idler([&] {
     pthread_setname_np(pthread_self(), "idler");
-    while (!done) tb::sleep_for_ns(5 * 1000000LL);
+    std::unique_lock<std::mutex> lock(mu);  // blocked in the kernel: no CPU at all
+    cv.wait(lock, [&] { return done; });
   });
   std::thread spinner([&] {
     pthread_setname_np(pthread_self(), "spinner");
@@ -59,7 +63,11 @@ int main(int argc, char** argv) {
     tb::sleep_for_ns(sleep_ms * 1000000LL);
   });
   spinner.join();
-  done = true;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+  }
+  cv.notify_all();
   idler.join();
   return static_cast<int>(code);
 }

@@ -1,0 +1,145 @@
+#include "core/sampler.h"
+
+#include <linux/futex.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "core/clock.h"
+
+namespace threadburn {
+
+BurnSampler::BurnSampler(Options options) : options_(options), ring_(std::max<size_t>(options.capacity, 16)) {
+  if (options_.per_thread) thread_ring_.resize(std::max<size_t>(options_.capacity / 8, 1024));
+  thread_ = std::thread([this] { run(); });
+  while (!ready_.load()) std::this_thread::yield();
+}
+
+BurnSampler::~BurnSampler() {
+  stop_.store(true);
+  wake_.fetch_add(1);
+  syscall(SYS_futex, &wake_, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+  if (thread_.joinable()) thread_.join();
+}
+
+void BurnSampler::record(const ClassTotals& totals, int64_t t_ns, bool with_threads) {
+  BurnSample s;
+  s.t_ns = t_ns;
+  s.cpu_ns = totals.cpu_ns;
+  ring_[static_cast<size_t>(head_ % static_cast<int64_t>(ring_.size()))] = s;
+  ++head_;
+  if (with_threads && !thread_ring_.empty()) {
+    ThreadSnapshot& snap = thread_ring_[static_cast<size_t>(thread_head_ % static_cast<int64_t>(thread_ring_.size()))];
+    snap.t_ns = t_ns;
+    snap.threads = clocks_.threads();
+    ++thread_head_;
+  }
+  taken_.fetch_add(1, std::memory_order_relaxed);
+}
+
+ClassTotals BurnSampler::sample_now(bool with_wait, std::vector<ThreadCpu>* threads) {
+  std::lock_guard<std::mutex> lock(mu_);
+  clocks_.relist();
+  last_relist_ = wall_ns();
+  const ClassTotals totals = clocks_.read(with_wait);
+  record(totals, wall_ns(), options_.per_thread);
+  if (threads) *threads = clocks_.threads();
+  return totals;
+}
+
+void BurnSampler::kick() {
+  relaxed_.store(false, std::memory_order_relaxed);
+  fast_until_.store(wall_ns() + kSamplerLingerNs, std::memory_order_relaxed);
+  wake_.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, &wake_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+void BurnSampler::relax() { relaxed_.store(true, std::memory_order_relaxed); }
+
+int64_t BurnSampler::next_deadline(int64_t now) {
+  // Keep sampling fast while the last interval burned: the end is still ahead.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (head_ >= 2) {
+      const int64_t cap = static_cast<int64_t>(ring_.size());
+      const BurnSample& b = ring_[static_cast<size_t>((head_ - 1) % cap)];
+      const BurnSample& a = ring_[static_cast<size_t>((head_ - 2) % cap)];
+      const double dt = static_cast<double>(b.t_ns - a.t_ns);
+      if (dt > 0 && static_cast<double>(b.others_cpu_ns() - a.others_cpu_ns()) / dt > kTailThresholdCores &&
+          !relaxed_.load(std::memory_order_relaxed)) {
+        fast_until_.store(std::max(fast_until_.load(), now + kSamplerLingerNs), std::memory_order_relaxed);
+      }
+    }
+  }
+  const bool fast = !relaxed_.load(std::memory_order_relaxed) && now < fast_until_.load(std::memory_order_relaxed);
+  return now + (fast ? options_.period_ns : options_.idle_period_ns);
+}
+
+void BurnSampler::wait_until(int64_t deadline_ns, uint32_t seen) {
+  timespec ts{};
+  ts.tv_sec = deadline_ns / 1000000000LL;
+  ts.tv_nsec = deadline_ns % 1000000000LL;
+  // FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline; a kick
+  // changes the word and wakes it early.
+  syscall(SYS_futex, &wake_, FUTEX_WAIT_BITSET_PRIVATE, seen, &ts, nullptr, FUTEX_BITSET_MATCH_ANY);
+}
+
+void BurnSampler::run() {
+  pthread_setname_np(pthread_self(), "tb-sampler");
+  mark_current_thread(ThreadClass::kSampler);
+  // 1 ns timer slack: the default 50 us would smear a 1 ms period.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  pthread_getcpuclockid(pthread_self(), &own_clock_);
+  ready_.store(true);
+  while (!stop_.load(std::memory_order_relaxed)) {
+    const uint32_t seen = wake_.load(std::memory_order_acquire);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const int64_t now = wall_ns();
+      if (now - last_relist_ >= options_.relist_ns) {
+        clocks_.relist();
+        last_relist_ = now;
+      }
+      const ClassTotals totals = clocks_.read(false);
+      record(totals, wall_ns(), options_.per_thread);
+    }
+    const int64_t now = wall_ns();
+    wait_until(next_deadline(now), seen);
+  }
+}
+
+std::vector<BurnSample> BurnSampler::window(int64_t from_ns, int64_t to_ns) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t cap = static_cast<int64_t>(ring_.size());
+  int64_t first = head_;
+  for (int64_t i = head_ - 1; i >= std::max<int64_t>(0, head_ - cap); --i) {
+    if (ring_[static_cast<size_t>(i % cap)].t_ns < from_ns) break;
+    first = i;
+  }
+  std::vector<BurnSample> out;
+  for (int64_t i = first; i < head_; ++i) {
+    const BurnSample& s = ring_[static_cast<size_t>(i % cap)];
+    if (s.t_ns > to_ns) break;
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<ThreadSnapshot> BurnSampler::thread_window(int64_t from_ns, int64_t to_ns) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ThreadSnapshot> out;
+  if (thread_ring_.empty()) return out;
+  const int64_t cap = static_cast<int64_t>(thread_ring_.size());
+  for (int64_t i = std::max<int64_t>(0, thread_head_ - cap); i < thread_head_; ++i) {
+    const ThreadSnapshot& s = thread_ring_[static_cast<size_t>(i % cap)];
+    if (s.t_ns >= from_ns && s.t_ns <= to_ns) out.push_back(s);
+  }
+  return out;
+}
+
+int64_t BurnSampler::own_cpu_ns() const { return clock_ns(own_clock_); }
+
+}  // namespace threadburn

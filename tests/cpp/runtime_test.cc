@@ -1,0 +1,251 @@
+// Runtime detection and omptap. The parsing and the knob rules are checked on
+// verbatim omp_display_env output and made-up environments; the live
+// detection against expectations ctest passes in the environment (TB_EXPECT_*),
+// once per runtime and setting (tests/cpp/CMakeLists.txt).
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#if THREADBURN_HAVE_TBB
+#include <oneapi/tbb/parallel_for.h>
+#endif
+
+#include "core/clock.h"
+#include "core/probe.h"
+#include "core/thread_class.h"
+#include "omptap/omptap.h"
+#include "runtime/runtime.h"
+
+namespace threadburn {
+namespace {
+
+const char* kGompDisplay =
+    "\nOPENMP DISPLAY ENVIRONMENT BEGIN\n  _OPENMP = '201511'\n  OMP_NUM_THREADS = '2'\n"
+    "  OMP_WAIT_POLICY = 'PASSIVE'\n  GOMP_SPINCOUNT = '300000'\nOPENMP DISPLAY ENVIRONMENT END\n";
+const char* kLlvmDisplay =
+    "\nOPENMP DISPLAY ENVIRONMENT BEGIN\n   _OPENMP='201611'\n  [host] KMP_BLOCKTIME='50'\n"
+    "  [host] OMP_NUM_THREADS: value is not defined\n  [host] OMP_WAIT_POLICY='PASSIVE'\n";
+
+EnvGetter env_of(const std::map<std::string, std::string>& env) {
+  return [env](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+}
+
+std::map<std::string, KnobStatus> by_name(const std::vector<KnobStatus>& v) {
+  std::map<std::string, KnobStatus> out;
+  for (const auto& k : v) out[k.name] = k;
+  return out;
+}
+
+TEST(DisplayEnv, ParsesBothFormats) {
+  auto g = parse_display_env(kGompDisplay);
+  EXPECT_EQ(g["GOMP_SPINCOUNT"], "300000");
+  EXPECT_EQ(g["OMP_WAIT_POLICY"], "PASSIVE");
+  EXPECT_EQ(g["OMP_NUM_THREADS"], "2");
+  auto l = parse_display_env(kLlvmDisplay);
+  EXPECT_EQ(l["KMP_BLOCKTIME"], "50");
+  EXPECT_EQ(l["OMP_WAIT_POLICY"], "PASSIVE");
+  ASSERT_EQ(l.count("OMP_NUM_THREADS"), 1u);  // listed, so read, but unset
+  EXPECT_EQ(l["OMP_NUM_THREADS"], "");
+}
+
+TEST(Runtime, NameFromLibraryPath) {
+  EXPECT_EQ(runtime_from_library("/lib/x86_64-linux-gnu/libgomp.so.1"), "libgomp");
+  EXPECT_EQ(runtime_from_library("/usr/lib/x86_64-linux-gnu/libomp.so.5"), "llvm-libomp");
+  EXPECT_EQ(runtime_from_library("/opt/intel/libiomp5.so"), "llvm-libomp");
+  EXPECT_EQ(runtime_from_library(""), "none");
+}
+
+TEST(Runtime, GompThrottledSpinCountFollowsLibgompsRules) {
+  EXPECT_EQ(gomp_throttled_spincount("", "300000"), "100");
+  EXPECT_EQ(gomp_throttled_spincount("ACTIVE", "30000000000"), "1000");
+  EXPECT_EQ(gomp_throttled_spincount("passive", "0"), "0");
+  EXPECT_EQ(gomp_throttled_spincount("passive", "3000000"), "0");
+  EXPECT_EQ(gomp_throttled_spincount("", "50"), "50");  // never above the spin count
+  EXPECT_EQ(gomp_throttled_spincount("active", "infinite"), "1000");
+}
+
+TEST(Runtime, KnobReportSaysIgnoredAndOverriddenFromTheLiveRuntime) {
+  OmpInfo gomp;
+  gomp.runtime = "libgomp";
+  gomp.max_threads = 2;
+  gomp.display = parse_display_env(kGompDisplay);
+  gomp.gomp_spincount = "3000000";
+  auto k = by_name(knob_report(gomp, env_of({{"KMP_BLOCKTIME", "50"}, {"GOMP_SPINCOUNT", "3000000"},
+                                             {"OMP_WAIT_POLICY", "passive"}, {"OMP_NUM_THREADS", "4"}})));
+  EXPECT_EQ(k["KMP_BLOCKTIME"].status, "ignored");  // libgomp's display has no KMP_BLOCKTIME
+  EXPECT_EQ(k["GOMP_SPINCOUNT"].status, "read");
+  EXPECT_EQ(k["OMP_WAIT_POLICY"].status, "overridden");  // passive means 0 spins; 3000000 are in force
+  EXPECT_NE(k["OMP_WAIT_POLICY"].why.find("GOMP_SPINCOUNT=3000000"), std::string::npos);
+  EXPECT_EQ(k["OMP_NUM_THREADS"].status, "overridden");  // 4 asked, 2 in force
+  // passive with the spin count it implies: read, not overridden.
+  gomp.gomp_spincount = "0";
+  EXPECT_EQ(by_name(knob_report(gomp, env_of({{"OMP_WAIT_POLICY", "passive"}, {"GOMP_SPINCOUNT", "0"}})))
+                ["OMP_WAIT_POLICY"].status,
+            "read");
+
+  OmpInfo llvm;
+  llvm.runtime = "llvm-libomp";
+  llvm.display = parse_display_env(kLlvmDisplay);
+  llvm.kmp_blocktime_ms = "50";
+  k = by_name(knob_report(llvm, env_of({{"GOMP_SPINCOUNT", "7"}, {"KMP_BLOCKTIME", "50"},
+                                        {"OMP_WAIT_POLICY", "PASSIVE"}, {"LD_PRELOAD", "libomp.so.5"}})));
+  EXPECT_EQ(k["GOMP_SPINCOUNT"].status, "ignored");
+  EXPECT_EQ(k["KMP_BLOCKTIME"].status, "read");
+  EXPECT_EQ(k["OMP_WAIT_POLICY"].status, "overridden");
+  EXPECT_EQ(k.count("LD_PRELOAD"), 0u);
+
+  OmpInfo none;
+  EXPECT_EQ(by_name(knob_report(none, env_of({{"OMP_NUM_THREADS", "2"}})))["OMP_NUM_THREADS"].status, "ignored");
+}
+
+std::string expect(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+
+std::string context_value(const Context& ctx, const std::string& key) {
+  for (const auto& [k, v] : ctx) {
+    if (k == key) return v;
+  }
+  return "<missing>";
+}
+
+TEST(LiveRuntime, ReportsWhatTheServingRuntimeDoes) {
+#pragma omp parallel
+  { (void)omp_get_thread_num(); }
+  const OmpInfo info = detect_openmp();
+  EXPECT_EQ(info.runtime, expect("TB_EXPECT_RUNTIME", "libgomp")) << info.library;
+  EXPECT_EQ(std::to_string(info.max_threads), expect("TB_EXPECT_MAX_THREADS", "?"));
+  const Context ctx = runtime_context();
+  EXPECT_EQ(context_value(ctx, "ignored_knobs"), expect("TB_EXPECT_IGNORED", "none"));
+  EXPECT_EQ(context_value(ctx, "overridden_knobs"), expect("TB_EXPECT_OVERRIDDEN", "none"));
+  if (info.runtime == "libgomp") {
+    EXPECT_EQ(info.kmp_blocktime_ms, "n/a");
+    EXPECT_EQ(info.gomp_spincount, expect("TB_EXPECT_SPINCOUNT", "300000"));
+    // libgomp throttles a team larger than the CPUs it may use.
+    const bool throttled = info.max_threads > info.available_cpus;
+    EXPECT_EQ(info.gomp_spincount_in_force, throttled ? info.gomp_throttled_spincount : info.gomp_spincount);
+  } else {
+    EXPECT_EQ(info.kmp_blocktime_ms, expect("TB_EXPECT_BLOCKTIME", "200"));
+    EXPECT_EQ(info.gomp_spincount, "n/a");
+  }
+}
+
+// omptap in this test binary: team members are marked as OpenMP workers, the
+// caller is not, and the listener sees each region with its team.
+class CountingListener : public omptap::Listener {
+ public:
+  void on_begin(int64_t, pid_t, int) override {}
+  void on_end(const omptap::Region& r) override {
+    std::lock_guard<std::mutex> lock(mu);
+    regions.push_back(r);
+  }
+  std::mutex mu;
+  std::vector<omptap::Region> regions;
+};
+
+TEST(Omptap, MarksTeamMembersAndSeesEveryRegion) {
+  ASSERT_TRUE(omptap::installed()) << "this binary must export GOMP_parallel (threadburn_use_omptap)";
+  CountingListener listener;
+  omptap::set_listener(&listener);
+  const int64_t seen0 = omptap::regions_seen();
+  std::mutex mu;
+  std::set<pid_t> members;
+  for (int i = 0; i < 3; ++i) {
+#pragma omp parallel
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      members.insert(current_tid());
+    }
+  }
+  omptap::set_listener(nullptr);
+  EXPECT_EQ(omptap::regions_seen() - seen0, 3);
+  ASSERT_EQ(listener.regions.size(), 3u);
+  const int team = omp_get_max_threads();
+  for (const auto& r : listener.regions) {
+    EXPECT_EQ(r.team, team);
+    EXPECT_EQ(r.caller, current_tid());
+    EXPECT_LE(r.begin_ns, r.end_ns);
+  }
+  EXPECT_EQ(static_cast<int>(members.size()), team);
+  for (pid_t tid : members) {
+    // The caller runs the body too, but keeps its own class (main, or none).
+    if (tid == current_tid()) {
+      EXPECT_NE(thread_class(tid), ThreadClass::kOmp);
+    } else {
+      EXPECT_EQ(thread_class(tid), ThreadClass::kOmp) << tid;
+    }
+  }
+}
+
+#if THREADBURN_HAVE_TBB
+TEST(Tbb, ObserverMarksWorkersThatEnterTheArena) {
+  observe_tbb_workers();
+  std::mutex mu;
+  std::set<pid_t> ran;
+  oneapi::tbb::parallel_for(0, 64, [&](int) {
+    spin_cpu_ns(200000);
+    std::lock_guard<std::mutex> lock(mu);
+    ran.insert(current_tid());
+  });
+  int workers = 0;
+  for (pid_t tid : ran) {
+    if (tid == current_tid()) continue;
+    ++workers;
+    EXPECT_EQ(thread_class(tid), ThreadClass::kTbb) << tid;
+  }
+  if (tbb_default_concurrency() > 1) {
+    EXPECT_GE(workers, 1);
+  }
+}
+#endif
+
+// The runtime's own known answer, the core of the whole suite: with T threads
+// and blocktime b, each of the T-1 workers spins b ms (wall time) after a
+// region, then sleeps. A spinning thread is always either on a CPU or waiting
+// for one, so its CPU plus its run-queue wait is b ms each, however busy the
+// machine; on a quiet machine the wait is 0 and the CPU is (T-1)*b.
+TEST(LiveRuntime, WorkersSpinTheBlocktimeAfterARegion) {
+  const std::string b = expect("TB_EXPECT_BLOCKTIME", "");
+  if (b.empty() || b == "infinite") GTEST_SKIP() << "no LLVM blocktime expectation set";
+  const double blocktime_ms = std::stod(b);
+  const int threads = omp_get_max_threads();
+  BurnSampler sampler;
+  StepProbe probe(&sampler, {});
+  volatile double sink = 0;
+  for (int rep = 0; rep < 3; ++rep) {  // the first region also creates the team
+    probe.begin();
+#pragma omp parallel reduction(+ : sink)
+    { sink += omp_get_thread_num(); }
+    probe.end();
+    const int64_t gap_ns = static_cast<int64_t>(blocktime_ms * 3 + 50) * 1000000;
+    const StepRecord r = probe.gap(gap_ns);
+    if (rep == 0) continue;
+    const double expected = (threads - 1) * blocktime_ms;
+    const double spun = r.residual_cpu_ms() + r.residual_wait_ms;
+    // 3 %: the spin starts when each worker leaves the region, a little before its end.
+    EXPECT_NEAR(spun, expected, 0.03 * expected + 1.0) << "cpu " << r.residual_cpu_ms() << " + wait " << r.residual_wait_ms;
+    EXPECT_NEAR(r.gap_class_ms(ThreadClass::kOmp), r.residual_cpu_ms(), 0.05) << "the burn is the workers'";
+    // The tail ends within a sample of b, earlier only by the time the
+    // workers spent waiting for a CPU.
+    const auto window = sampler.window(r.step_end_ns, r.gap_end_ns);
+    double longest_interval_ms = 0;
+    for (size_t i = 1; i < window.size(); ++i) {
+      if (window[i].t_ns - r.step_end_ns > (blocktime_ms + 5) * 1e6) break;
+      longest_interval_ms = std::max(longest_interval_ms, ns_to_ms(window[i].t_ns - window[i - 1].t_ns));
+    }
+    EXPECT_GE(r.tail_ms, blocktime_ms - r.residual_wait_ms - longest_interval_ms - 1.0);
+    EXPECT_LE(r.tail_ms, blocktime_ms + longest_interval_ms + 1.0);
+  }
+}
+
+}  // namespace
+}  // namespace threadburn
