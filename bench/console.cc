@@ -85,7 +85,7 @@ void ConsoleTable::ReportRuns(const std::vector<Run>& runs) {
     char line[512];
     int n = std::snprintf(line, sizeof line, "    step %8.3f ms%s  cpu %5.2f cores", counter(run, "step_ms"),
                           noisy ? " ~" : "  ", counter(run, "cores_busy"));
-    const double gap = counter(run, "gap_ms", 0);
+    const double gap = counter(run, "gap_slept_ms", 0);
     if (gap > 0) {
       n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  residual %8.3f ms",
                          counter(run, "residual_cpu_ms"));

@@ -103,13 +103,16 @@ LoopOptions Program::loop_options() const {
   return o;
 }
 
-void Program::describe(const AxisSpace& space) const {
+void Program::describe(const AxisSpace& space, const Context& context) const {
   JsonWriter json;
   json.begin_object().field("program", name_).field("family", family_).field("schema_version", kSchemaVersion);
   flags_.describe(&json);
   space.describe(&json);
   describe_metrics(&json);
   json.key("env_knobs").strings(knob_variables());
+  json.key("context").begin_object();
+  for (const auto& [k, v] : context) json.field(k, v);
+  json.end_object();
   json.end_object();
   std::fputs((json.str() + "\n").c_str(), stdout);
 }
@@ -117,10 +120,12 @@ void Program::describe(const AxisSpace& space) const {
 int Program::run(const AxisSpace& space, const BenchmarkFn& fn, const Context& extra_context,
                  benchmark::TimeUnit unit) {
   std::vector<Point> points;
+  Context ctx = runtime_context();
+  ctx.insert(ctx.end(), extra_context.begin(), extra_context.end());
   try {
     points = space.points();
     if (flags_.describe_requested()) {
-      describe(space);
+      describe(space, ctx);
       return 0;
     }
   } catch (const Error& e) {
@@ -132,8 +137,6 @@ int Program::run(const AxisSpace& space, const BenchmarkFn& fn, const Context& e
         ->UseManualTime()
         ->Unit(unit);
   }
-  Context ctx = runtime_context();
-  ctx.insert(ctx.end(), extra_context.begin(), extra_context.end());
   for (const auto& [k, v] : ctx) benchmark::AddCustomContext(k, v);
   if (console_) {
     ConsoleTable table(ctx);

@@ -53,7 +53,7 @@ class Program {
           benchmark::TimeUnit unit = benchmark::kMillisecond);
 
  private:
-  void describe(const AxisSpace& space) const;
+  void describe(const AxisSpace& space, const Context& context) const;
 
   std::string name_, family_;
   FlagParser flags_;

@@ -136,7 +136,7 @@ void StepLoop::report() {
     if (cls != ThreadClass::kMain) c.set(std::string("residual_") + thread_class_name(cls) + "_ms", gap_sum / n);
   }
   c.set("step_wait_ms", mean_of([](const StepRecord& r) { return r.step_wait_ms; }));
-  c.set("gap_ms", mean_of([](const StepRecord& r) { return r.gap_ms; }));
+  c.set("gap_slept_ms", mean_of([](const StepRecord& r) { return r.gap_ms; }));
   const std::vector<double> residual = column(records_, [](const StepRecord& r) { return r.residual_cpu_ms(); });
   c.set("residual_cpu_ms", mean(residual));
   // Medians resist a step whose burning thread another process preempted.

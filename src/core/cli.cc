@@ -291,7 +291,8 @@ void FlagParser::describe(JsonWriter* json) const {
   json->key("flags").begin_array();
   for (const auto& s : specs_) {
     json->begin_object().field("name", s.name).field("kind", kind_name(s.kind))
-        .field("default", s.default_value).field("help", s.help).field("axis", s.axis);
+        .field("default", s.default_value).field("value", values_.at(s.name)).field("help", s.help)
+        .field("axis", s.axis);
     if (s.kind == FlagKind::kInt || s.kind == FlagKind::kIntList) {
       json->field("min", s.min);
       if (s.max != INT64_MAX) json->field("max", s.max);

@@ -98,6 +98,7 @@ void declare(tb::FlagParser* f) {
                 "log with lines 'YYYY-MM-DD HH:MM:SS,mmm - name - event' (local time): the summary adds "
                 "each thread's CPU tail after every --mark_event");
   f->add_string("mark_event", "update_end", "the event of --marks after which tails are measured");
+  f->add_switch("print-marks", "only print the marks of --marks as CSV (unix_ms,name,event) and exit");
 }
 
 // Returns false when main should exit with *code (help or a bad flag).
@@ -117,6 +118,17 @@ bool parse_options(int argc, char** argv, Options* o, int* code) {
       return false;
     }
     if (rest.size() > 1) throw tb::Error(std::string("unexpected argument '") + rest[1] + "'");
+    if (flags.on("print-marks")) {
+      // The one parser of such logs; the plot asks it (threadburn monitor-plot).
+      std::ifstream log(flags.text("marks"));
+      if (!log) throw tb::Error("--marks=" + flags.text("marks") + ": cannot read it");
+      std::fputs("unix_ms,name,event\n", stdout);
+      for (const auto& m : mon::read_marks(log)) {
+        std::printf("%lld,%s,%s\n", static_cast<long long>(m.unix_ms), m.name.c_str(), m.event.c_str());
+      }
+      *code = 0;
+      return false;
+    }
     if (dashdash < argc && !o->launch()) throw tb::Error("--: expected a command after it");
     if (flags.was_set("pid") == o->launch()) {
       throw tb::Error(o->launch() ? "--pid: give either --pid=N or -- CMD ARGS, not both"

@@ -168,7 +168,7 @@ Context torch_context(const torch::Device& device) {
       {"aten_intra_op_threads", std::to_string(at::get_num_threads())},
       {"aten_inter_op_threads", std::to_string(at::get_num_interop_threads())},
       {"mkldnn_enabled", at::globalContext().userEnabledMkldnn() ? "1" : "0"},
-      {"device", device.str()},
+      {"device_in_force", device.str()},
       {"cuda_available", torch::cuda::is_available() ? "1" : "0"},
   };
 }

@@ -189,10 +189,11 @@ TEST(Cli, DescribeListsKindsBoundsAndChoices) {
   p.describe(&json);
   json.end_object();
   EXPECT_EQ(json.str(),
-            "{\"flags\":[{\"name\":\"batch\",\"kind\":\"int_list\",\"default\":\"64\",\"help\":\"batch sizes\","
-            "\"axis\":true,\"min\":1,\"max\":1000},{\"name\":\"model\",\"kind\":\"choice_list\",\"default\":\"a\","
-            "\"help\":\"models\",\"axis\":true,\"choices\":[\"a\",\"b\"]},{\"name\":\"steps\",\"kind\":\"int\","
-            "\"default\":\"10\",\"help\":\"steps\",\"axis\":false,\"min\":1,\"max\":100}]}");
+            "{\"flags\":[{\"name\":\"batch\",\"kind\":\"int_list\",\"default\":\"64\",\"value\":\"64\","
+            "\"help\":\"batch sizes\",\"axis\":true,\"min\":1,\"max\":1000},{\"name\":\"model\",\"kind\":"
+            "\"choice_list\",\"default\":\"a\",\"value\":\"a\",\"help\":\"models\",\"axis\":true,\"choices\":"
+            "[\"a\",\"b\"]},{\"name\":\"steps\",\"kind\":\"int\",\"default\":\"10\",\"value\":\"10\",\"help\":"
+            "\"steps\",\"axis\":false,\"min\":1,\"max\":100}]}");
 }
 
 TEST(Json, QuotesAndNumbers) {

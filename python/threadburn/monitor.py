@@ -1,31 +1,56 @@
-#!/usr/bin/python3
-"""Plots a threadburn_monitor CSV: per-thread CPU (cores) over time.
+"""threadburn monitor / monitor-plot: watch another process's threads.
 
-Like seed 000's cpu_usage.log, but one band per thread: the top-N threads by
-total CPU, the rest summed as "others". With --marks LOG (seed 000's ckpt.log
-format, "YYYY-MM-DD HH:MM:SS,mmm - name - event", local time) the events are
-drawn as vertical lines, so the burn after update_end is visible at a glance.
-
-usage: plot_monitor.py CSV [--out PNG] [--marks LOG] [--events a,b] [--top N]
-                           [--style stacked|lines] [--bin_ms MS] [--xlim A,B]
+`threadburn monitor` runs the threadburn_monitor program (every flag passes
+through: --pid N to attach, or -- CMD ARGS to launch; see its --help and
+docs/monitor.md). `threadburn monitor-plot CSV` draws a recording: per-thread
+CPU (cores) over time, one band per thread (the top N by CPU, the rest summed
+as "others"). With --marks LOG (lines "YYYY-MM-DD HH:MM:SS,mmm - name - event",
+local time, as Python's logging writes them) the events are drawn as vertical
+lines, so the burn after, say, update_end is visible at a glance; the log is
+parsed by the monitor program itself (--print-marks), the one parser of it.
 """
 import argparse
 import csv
-import datetime
+import io
 import math
 import os
-import re
-import sys
+import subprocess
 
-PROG = "plot_monitor.py"
+from . import paths
+from .errors import ThreadburnError
+from .plot import pyplot
+
 PROCESS_TID = "0"
 MIN_AUTO_BIN_MS = 10
-LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) - (.+?) - (.+?)\s*$")
+
+
+def add_parsers(sub):
+    sub.add_parser("monitor", help="record the per-thread CPU of another process (--pid N, or -- CMD ARGS); "
+                   "flags: threadburn monitor --help", add_help=False)
+    q = sub.add_parser("monitor-plot", help="plot a monitor recording (per-thread CPU over time)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    q.add_argument("csv", help="threadburn monitor --out file")
+    q.add_argument("--out", help="PNG to write (default: CSV name with .png)")
+    q.add_argument("--marks", help="log with event lines (see above)")
+    q.add_argument("--events", default="", help="comma list of events to draw (default: all)")
+    q.add_argument("--top", type=int, default=6, help="threads drawn on their own (default 6)")
+    q.add_argument("--style", choices=("stacked", "lines"), default="stacked")
+    q.add_argument("--bin_ms", type=float, default=0, help="time bin (default: ~1500 bins, >= 10 ms)")
+    q.add_argument("--xlim", default="", help="A,B: seconds since monitor start to show")
+    q.add_argument("--title", default="")
+    q.add_argument("--build-dir", help="build holding threadburn_monitor (to parse --marks)")
+    q.set_defaults(run=plot)
+
+
+def record(argv, build_dir=None):
+    """The C++ monitor with the user's flags, untouched; its exit code is ours.
+    (cli.py hands the arguments over before parsing: they are the program's.)"""
+    program = paths.find_program("threadburn_monitor", build_dir)
+    os.execv(program, [program] + list(argv))
 
 
 def die(msg):
-    print(f"{PROG}: error: {msg}", file=sys.stderr)
-    sys.exit(2)
+    raise ThreadburnError(msg)
 
 
 def read_csv(path):
@@ -53,20 +78,14 @@ def read_csv(path):
     return process, threads, names
 
 
-def read_marks(path, events):
-    """[(unix_ms, event)]; the timestamps are local time, as Python logging writes them."""
-    marks = []
-    try:
-        with open(path) as f:
-            for line in f:
-                m = LOG_LINE.match(line)
-                if not m or (events and m.group(4) not in events):
-                    continue
-                t = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timestamp()
-                marks.append((int(t) * 1000 + int(m.group(2)), m.group(4)))
-    except OSError as e:
-        die(f"cannot read {path}: {e.strerror}")
-    return marks
+def read_marks(path, events, build_dir=None):
+    """[(unix_ms, event)] of the log, as the monitor program parses it."""
+    program = paths.find_program("threadburn_monitor", build_dir)
+    p = subprocess.run([program, f"--marks={path}", "--print-marks"], capture_output=True, text=True)
+    if p.returncode != 0:
+        die(p.stderr.strip().splitlines()[-1].split(": error: ", 1)[-1] if p.stderr.strip() else f"--marks {path}")
+    return [(int(r["unix_ms"]), r["event"]) for r in csv.DictReader(io.StringIO(p.stdout))
+            if not events or r["event"] in events]
 
 
 def nice_bin(raw_ms):
@@ -96,25 +115,8 @@ def binned(rows, bin_ms, nbins):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    ap.add_argument("csv", help="threadburn_monitor --out file")
-    ap.add_argument("--out", help="PNG to write (default: CSV name with .png)")
-    ap.add_argument("--marks", help="log with event lines (seed 000's ckpt.log format)")
-    ap.add_argument("--events", default="", help="comma list of events to draw (default: all)")
-    ap.add_argument("--top", type=int, default=6, help="threads drawn on their own (default 6)")
-    ap.add_argument("--style", choices=("stacked", "lines"), default="stacked")
-    ap.add_argument("--bin_ms", type=float, default=0, help="time bin (default: ~1500 bins, >= 10 ms)")
-    ap.add_argument("--xlim", default="", help="A,B: seconds since monitor start to show")
-    ap.add_argument("--title", default="")
-    a = ap.parse_args()
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        die("matplotlib is not installed (Debian: apt install python3-matplotlib; run with /usr/bin/python3)")
-
+def plot(a):
+    plt = pyplot()
     process, threads, names = read_csv(a.csv)
     xlim = None
     if a.xlim:
@@ -159,7 +161,7 @@ def main():
         unix0 = process[0][3] - process[0][0]  # unix ms at t_ms == 0 (+-1 ms)
         events = [e for e in a.events.split(",") if e]
         styles = {}
-        for unix_ms, event in read_marks(a.marks, events):
+        for unix_ms, event in read_marks(a.marks, events, a.build_dir):
             t = (unix_ms - unix0) / 1000
             lo, hi = xlim if xlim else (0, span_ms / 1000)
             if lo - 0.001 <= t <= hi + 0.001:
@@ -189,8 +191,5 @@ def main():
         fig.savefig(out)
     except OSError as e:
         die(f"cannot write {out}: {e.strerror}")
-    print(f"{PROG}: wrote {out} ({len(threads)} threads, {span_ms / 1000:.2f} s, bins of {bin_ms:g} ms)")
-
-
-if __name__ == "__main__":
-    main()
+    print(f"monitor-plot: wrote {out} ({len(threads)} threads, {span_ms / 1000:.2f} s, bins of {bin_ms:g} ms)")
+    return 0

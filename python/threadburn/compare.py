@@ -1,32 +1,29 @@
-#!/usr/bin/env python3
-"""Compare two results CSVs: per matched setting, medians, change, significance.
+"""threadburn compare: two results CSVs, per matched setting: medians, change, significance.
 
-    scripts/compare.py results/A.csv results/B.csv [--format md|text]
-                       [--fail-if-regress step_ms:10 ...]
+    threadburn compare A.csv B.csv [--format md|text] [--fail-if-regress step_ms:10 ...]
 
-Rows match on every knob column plus the benchmark name (results/README.md);
-only status=ok rows count, and the repetitions and concurrent processes of
-one setting are pooled. Per group and metric (step_ms, residual_cpu_ms,
-samples_per_s where present): median in A and B, relative change B/A - 1,
-and a two-sided Mann-Whitney U p-value (exact distribution when both sides
-have <= 20 values and no ties, else the normal approximation with tie and
-continuity correction; see threadburn_py/stats.py). A geometric-mean row
-summarises the ratios; groups whose median in A is zero within noise
-(ZERO_FLOOR) have no ratio and are left out of it. Cells whose coefficient
-of variation exceeds NOISE_CV_THRESHOLD are marked "(! CV%)".
+Rows match on every knob column the two files share (the benchmark, bench,
+runtime, environment, processes and program flags; results/README.md) plus
+the benchmark name; only status=ok rows count, and the repetitions and
+concurrent processes of one setting are pooled. Per group and metric
+(step_ms, residual_cpu_ms, samples_per_s where present): median in A and B,
+relative change B/A - 1, and a two-sided Mann-Whitney U p-value (exact
+distribution when both sides have <= 20 values and no ties, else the normal
+approximation with tie and continuity correction; stats.py). A geometric-mean
+row summarises the ratios; groups whose median in A is zero within noise
+(ZERO_FLOOR) have no ratio and are left out of it. Cells whose coefficient of
+variation exceeds stats.NOISE_CV_THRESHOLD are marked "(! CV%)".
 
 --fail-if-regress METRIC:PCT exits 1 when the metric's geometric mean OR any
 single matched group is worse by more than PCT percent (worse = higher for
 step_ms and residual_cpu_ms, lower for samples_per_s). Bad input (missing
-columns, different schema_version, nothing in common) exits 2 with one line.
-Standard library only.
+columns, another schema version, nothing in common) exits 2 with one line.
 """
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threadburn_py import results, schema, stats  # noqa: E402
+from . import fmt, results, schema, stats
+from .errors import ThreadburnError
 
 METRICS = ("step_ms", "residual_cpu_ms", "samples_per_s")
 # Below this a metric is indistinguishable from zero: residual burn under half
@@ -34,10 +31,10 @@ METRICS = ("step_ms", "residual_cpu_ms", "samples_per_s")
 # idle gaps measure within +-0.01 ms of 0). Such a baseline gives no ratio,
 # and such a sample no noise flag (its CV would only measure that noise).
 ZERO_FLOOR = {"step_ms": 0.0, "residual_cpu_ms": 0.5, "samples_per_s": 0.0}
-REQUIRED = ("schema_version", "status", "benchmark") + schema.KNOB_COLUMNS + METRICS
+REQUIRED = ("schema_version", "status", "benchmark", "runtime", "repetition") + METRICS
 
 
-class CompareError(Exception):
+class CompareError(ThreadburnError):
     pass
 
 
@@ -54,19 +51,21 @@ def parse_regress(text):
     return metric, value
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_parser(sub):
+    p = sub.add_parser("compare", help="compare two results CSVs: change, p-value, noise",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("a", help="baseline results CSV")
     p.add_argument("b", help="contender results CSV")
     p.add_argument("--format", choices=("md", "text"), default="text")
     p.add_argument("--fail-if-regress", type=parse_regress, action="append", default=[],
                    metavar="METRIC:PCT", help="exit 1 if METRIC's geomean or any group is "
                    "worse than A by more than PCT percent (repeatable)")
-    return p.parse_args(argv)
+    p.set_defaults(run=main)
+    return p
 
 
-def match_key(row):
-    return tuple(row.get(k, "") for k in schema.KNOB_COLUMNS) + (row.get("benchmark", ""),)
+def match_key(row, knobs):
+    return tuple(row.get(k, "") for k in knobs) + (row.get("benchmark", ""),)
 
 
 def load(path):
@@ -78,16 +77,20 @@ def load(path):
     if len(versions) > 1:
         raise CompareError(f"{path}: mixes schema versions {', '.join(sorted(versions))}")
     if versions and versions != {schema.SCHEMA_VERSION}:
-        raise CompareError(f"{path}: schema_version {versions.pop()}, this compare.py reads "
+        raise CompareError(f"{path}: schema_version {versions.pop()}, this threadburn reads "
                            f"{schema.SCHEMA_VERSION} (columns differ between versions: compare "
                            "files of one version, e.g. re-run the older sweep)")
     results.check_columns(path, header, REQUIRED)
+    statuses = {s: sum(1 for r in rows if r["status"] == s) for s in ("skipped", "failed")}
+    return header, rows, statuses
+
+
+def group(rows, knobs):
     groups = {}
     for row in rows:
         if row["status"] == "ok":
-            groups.setdefault(match_key(row), []).append(row)
-    statuses = {s: sum(1 for r in rows if r["status"] == s) for s in ("skipped", "failed")}
-    return groups, statuses
+            groups.setdefault(match_key(row, knobs), []).append(row)
+    return groups
 
 
 def compare_metric(rows_a, rows_b, metric):
@@ -159,9 +162,7 @@ def regressions(table, geomeans, rules):
 
 
 def fmt_num(value):
-    if value is None:
-        return "-"
-    return "0" if abs(value) < 5e-4 else f"{value:.4g}"
+    return "-" if value is None else fmt.number(value, 4)
 
 
 def fmt_cell(value, cv):
@@ -175,7 +176,7 @@ def fmt_change(m):
     return "n/a (A~0)" if m["change"] is None else f"{m['change']:+.1%}"
 
 
-def render(table, geomeans, only_a, only_b, statuses, names, fmt):
+def render(table, geomeans, only_a, only_b, statuses, names, style):
     metrics = [m for m in METRICS if any(m in e["metrics"] for e in table)]
     header = ["benchmark", "setting", "n A/B"]
     for metric in metrics:
@@ -197,7 +198,7 @@ def render(table, geomeans, only_a, only_b, statuses, names, fmt):
         geo += ["", "", "-" if g is None else f"{g['ratio'] - 1:+.1%}", ""]
     body.append(geo)
     out = [f"A = {names[0]}", f"B = {names[1]}", ""]
-    out += markdown_table(header, body) if fmt == "md" else text_table(header, body)
+    out += fmt.table(header, body, style)
     notes = []
     few = sum(1 for e in table if min(e["n_a"], e["n_b"]) < stats.MIN_REPETITIONS_FOR_UTEST)
     if few:
@@ -219,47 +220,23 @@ def render(table, geomeans, only_a, only_b, statuses, names, fmt):
     for name, labels in ((names[0], only_a), (names[1], only_b)):
         if labels:
             notes.append(f"only in {name} ({len(labels)}):")
-            notes += [f"  {'- ' if fmt == 'md' else ''}{label}" for label in labels]
+            notes += [f"  {'- ' if style == 'md' else ''}{label}" for label in labels]
     if notes:
         out.append("")
-        out += [("- " + n if fmt == "md" and not n.startswith("  ") else n) for n in notes]
+        out += [("- " + n if style == "md" and not n.startswith("  ") else n) for n in notes]
     return "\n".join(out)
 
 
-def markdown_table(header, body):
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|"]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
-    return lines
-
-
-def text_table(header, body):
-    widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
-    def line(row):
-        return "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(row, widths))).rstrip()
-    return [line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in body]
-
-
-def main(argv=None):
-    args = parse_args(argv)
-    try:
-        groups_a, statuses_a = load(args.a)
-        groups_b, statuses_b = load(args.b)
-        table, geomeans, only_a, only_b = compare(groups_a, groups_b)
-        if not table:
-            raise CompareError(f"no common rows: no (knobs, benchmark) with status ok is in "
-                               f"both {args.a} and {args.b}")
-    except (CompareError, results.ResultsError) as e:
-        print(f"compare: {e}", file=sys.stderr)
-        return 2
-    print(render(table, geomeans, only_a, only_b, (statuses_a, statuses_b),
-                 (args.a, args.b), args.format))
+def main(args):
+    header_a, rows_a, statuses_a = load(args.a)
+    header_b, rows_b, statuses_b = load(args.b)
+    knobs = [k for k in schema.knob_columns(header_a) if k in header_b]
+    groups_a, groups_b = group(rows_a, knobs), group(rows_b, knobs)
+    table, geomeans, only_a, only_b = compare(groups_a, groups_b)
+    if not table:
+        raise CompareError(f"no common rows: no (knobs, benchmark) with status ok is in both {args.a} and {args.b}")
+    print(render(table, geomeans, only_a, only_b, (statuses_a, statuses_b), (args.a, args.b), args.format))
     found = regressions(table, geomeans, args.fail_if_regress)
     for line in found:
         print(f"regression: {line}", file=sys.stderr)
     return 1 if found else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

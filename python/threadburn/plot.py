@@ -1,8 +1,8 @@
-#!/usr/bin/python3
-"""PNG plots of a results CSV (run with /usr/bin/python3: needs matplotlib).
+"""threadburn plot: PNG plots of a results CSV (needs matplotlib: Debian's
+python3-matplotlib, for /usr/bin/python3).
 
-    /usr/bin/python3 scripts/plot.py results/default-host-20240101-120000.csv
-    /usr/bin/python3 scripts/plot.py --timeline some.timeline.csv --out-dir /tmp/p
+    threadburn plot runs/default-host-20240101-120000.csv
+    threadburn plot --timeline some.timeline.csv --out-dir /tmp/p
 
 Writes into --out-dir (default: <csv without .csv>.plots/):
   heatmap_<metric>_<workload>.png  median step_ms / residual_cpu_ms over
@@ -21,13 +21,12 @@ import argparse
 import csv
 import os
 import re
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from threadburn_py import results, schema  # noqa: E402
+from . import fmt, results, schema
+from .errors import ThreadburnError
 
 # Cores below this count as idle when choosing how much of a timeline to show
-# (same order as the 5 %-of-a-core threshold behind tail_ms in DESIGN.md).
+# (the 5 %-of-a-core threshold behind tail_ms: src/core/burn.h).
 IDLE_CORES = 0.05
 # Timelines also get a moving mean over this window: the CPU time of a thread
 # running on another CPU may only advance at scheduler ticks (4 ms at HZ=250),
@@ -43,22 +42,29 @@ FIXED_KNOBS = ("OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY", "cuda_sync", "pres
 MAX_OVERSUB_WORKLOADS = 4
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("csv", nargs="?", help="results CSV written by sweep.py")
+def add_parser(sub):
+    p = sub.add_parser("plot", help="PNG plots of a results CSV: heatmaps, Pareto, timelines",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("csv", nargs="?", help="results CSV written by threadburn sweep")
     p.add_argument("--out-dir", help="where the PNGs go (default: <csv stem>.plots)")
     p.add_argument("--timeline", action="append", default=[], metavar="FILE",
                    help="also plot this timeline CSV on its own (repeatable)")
     p.add_argument("--max-timelines", type=int, default=12,
                    help="at most this many settings per timeline figure (default 12)")
-    args = p.parse_args(argv)
-    if not args.csv and not args.timeline:
-        p.error("give a results CSV and/or --timeline FILE")
-    if not args.out_dir:
-        if not args.csv:
-            p.error("--out-dir is needed without a results CSV")
-        args.out_dir = os.path.splitext(args.csv)[0] + ".plots"
-    return args
+    p.set_defaults(run=main)
+    return p
+
+
+def pyplot():
+    """matplotlib's pyplot on the Agg backend; ThreadburnError without it."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ThreadburnError("matplotlib is missing for this interpreter; threadburn runs Debian's "
+                              "/usr/bin/python3 (apt install python3-matplotlib)") from None
+    return plt
 
 
 def slug(text):
@@ -152,7 +158,7 @@ def heatmap_figure(plt, fig_data, metric, fixed, out_dir):
                                 color="grey")
                     else:
                         bright = (value - vmin) / (vmax - vmin) > 0.6
-                        ax.text(x, y, results.fmt_number(value), ha="center", va="center",
+                        ax.text(x, y, fmt.number(value), ha="center", va="center",
                                 fontsize=8.5,
                                 color="black" if bright else "white")
     row = fig_data["row"]
@@ -254,8 +260,8 @@ def pareto_panel(ax, label, points):
         for c in clusters:
             ax.annotate(",".join(c["numbers"]), (c["x"], c["y"]), fontsize=7.5,
                         xytext=(7, 4), textcoords="offset points", color="dimgray")
-        key = "\n".join(f"{n:>2} {short_label(row)}: {results.fmt_number(x)} ms, "
-                        f"{results.fmt_number(y)} ms"
+        key = "\n".join(f"{n:>2} {short_label(row)}: {fmt.number(x)} ms, "
+                        f"{fmt.number(y)} ms"
                         for n, (x, y, row) in enumerate(ordered, 1))
         ax.text(1.03, 1.0, "setting: step, burn\n" + key, transform=ax.transAxes, va="top",
                 fontsize=7, family="monospace")
@@ -436,41 +442,40 @@ def timelines(rows, csv_dir, plt, out_dir, max_lines):
     return written
 
 
-def main(argv=None):
-    args = parse_args(argv)
+def make_all(rows, csv_dir, out_dir, max_timelines=12):
+    """Every plot of a results file's rows; returns the paths written."""
+    plt = pyplot()
+    os.makedirs(out_dir, exist_ok=True)
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"plot: matplotlib is missing for {sys.executable}; run /usr/bin/python3 "
-              "scripts/plot.py (Debian: apt install python3-matplotlib)", file=sys.stderr)
-        return 2
-    os.makedirs(args.out_dir, exist_ok=True)
+        return (heatmaps(rows, plt, out_dir) + pareto(rows, plt, out_dir) + oversubscription(rows, plt, out_dir)
+                + timelines(rows, csv_dir, plt, out_dir, max_timelines))
+    except (OSError, KeyError, ValueError) as e:
+        raise ThreadburnError(f"plot: {e}") from None
+
+
+def main(args):
+    if not args.csv and not args.timeline:
+        raise ThreadburnError("give a results CSV and/or --timeline FILE")
+    if not args.out_dir:
+        if not args.csv:
+            raise ThreadburnError("--out-dir is needed without a results CSV")
+        args.out_dir = os.path.splitext(args.csv)[0] + ".plots"
     written = []
-    try:
-        if args.csv:
-            rows = results.read_rows(args.csv, ("status", "benchmark", "runtime", "step_ms",
-                                                "residual_cpu_ms") + schema.ENV_KNOBS)
-            written += heatmaps(rows, plt, args.out_dir)
-            written += pareto(rows, plt, args.out_dir)
-            written += oversubscription(rows, plt, args.out_dir)
-            written += timelines(rows, os.path.dirname(os.path.abspath(args.csv)), plt,
-                                 args.out_dir, args.max_timelines)
-        for path in args.timeline:
-            name = os.path.basename(path).removesuffix(".timeline.csv")
-            out = os.path.join(args.out_dir, f"timeline_{slug(name)}.png")
-            written.append(timeline_figure(plt, [(name, path)], f"Burn around one step: {name}",
-                                           out))
-    except (results.ResultsError, OSError, KeyError, ValueError) as e:
-        print(f"plot: {e}", file=sys.stderr)
-        return 2
+    if args.csv:
+        rows = results.read_rows(args.csv, ("status", "benchmark", "runtime", "step_ms", "residual_cpu_ms",
+                                            "OMP_NUM_THREADS"))
+        written += make_all(rows, os.path.dirname(os.path.abspath(args.csv)), args.out_dir, args.max_timelines)
+    plt = pyplot()
+    os.makedirs(args.out_dir, exist_ok=True)
+    for path in args.timeline:
+        name = os.path.basename(path).removesuffix(".timeline.csv")
+        out = os.path.join(args.out_dir, f"timeline_{slug(name)}.png")
+        try:
+            written.append(timeline_figure(plt, [(name, path)], f"Burn around one step: {name}", out))
+        except (OSError, KeyError, ValueError) as e:
+            raise ThreadburnError(f"{path}: {e}") from None
     for path in written:
         print(path)
     if not written:
-        print("plot: nothing to plot (no ok rows with step_ms)", file=sys.stderr)
+        print("plot: nothing to plot (no ok rows with step_ms)")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

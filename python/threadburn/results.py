@@ -4,20 +4,19 @@ import csv
 import re
 import statistics
 
-from . import schema
+from . import fmt, schema
+from .errors import ThreadburnError
 
 # "Within 5 % of the fastest": differences below that are rarely reproducible
 # on a shared machine (same order as stats.NOISE_CV_THRESHOLD), so among such
 # near-ties the setting that burns the least CPU is the one to recommend.
 STEP_TOLERANCE = 0.05
-
-# A "setting": what a user picks for a given workload (runtime, environment,
-# and on CUDA the host wait policy). Everything else in KNOB_COLUMNS is the workload.
-ENV_KEY_COLUMNS = ("runtime",) + schema.ENV_KNOBS + ("cuda_sync", "preset")
-SETTING_KNOBS = {"runtime", "cuda_sync"} | set(schema.ENV_KNOBS)
+# Runs whose copies overlapped less than this are left out of the
+# oversubscription aggregate (the sweep flags them; sweep.OVERLAP_MIN).
+OVERLAP_MIN = 0.9
 
 
-class ResultsError(Exception):
+class ResultsError(ThreadburnError):
     """A results file that cannot be used; str() is the one line to print."""
 
 
@@ -47,10 +46,15 @@ def read_table(path):
         raise ResultsError(f"{path}: not a readable CSV: {e}") from None
 
 
+def _setting(row):
+    return set(schema.setting_columns(row))
+
+
 def workload_key(row):
     """What was measured, apart from the runtime and environment."""
+    setting = _setting(row)
     return (row.get("benchmark", ""),) + tuple(
-        row.get(k, "") for k in schema.KNOB_COLUMNS if k not in SETTING_KNOBS)
+        row.get(k, "") for k in schema.knob_columns(row) if k not in setting)
 
 
 def workload_label(row):
@@ -65,7 +69,7 @@ def workload_label(row):
 
 
 def env_key(row):
-    return tuple(row.get(k, "") for k in ENV_KEY_COLUMNS)
+    return tuple(row.get(k, "") for k in schema.setting_columns(row)) + (row.get("preset", ""),)
 
 
 def metric_values(rows, metric):
@@ -121,9 +125,9 @@ def best_settings(rows):
 
 def base_workload_key(row):
     """workload_key without processes: the P = 1 and P = 4 rows of a setting match."""
+    setting = _setting(row)
     return (row.get("benchmark", ""),) + tuple(
-        row.get(k, "") for k in schema.KNOB_COLUMNS
-        if k not in SETTING_KNOBS and k != "processes")
+        row.get(k, "") for k in schema.knob_columns(row) if k not in setting and k != "processes")
 
 
 def throughput_unit(bench):
@@ -157,6 +161,11 @@ def run_aggregate(copies):
 AGGREGATE_METRICS = ("step_ms", "throughput", "cpu_ms", "invol_ctxsw")
 
 
+def poorly_overlapped(row):
+    share = schema.to_float(row.get("overlap"))
+    return share is not None and share < OVERLAP_MIN
+
+
 def oversubscription(rows):
     """For every (workload, setting) run with processes P > 1, and its P = 1
     point if the file has one: run_aggregate per run (only runs whose P
@@ -174,6 +183,10 @@ def oversubscription(rows):
             continue
         key = (base_workload_key(row), env_key(row), procs)
         runs.setdefault(key, {}).setdefault(row.get("run_key", ""), []).append(row)
+    # A run whose copies did not measure together says nothing about sharing.
+    for by_run in runs.values():
+        for run_key in [k for k, copies in by_run.items() if any(poorly_overlapped(c) for c in copies)]:
+            del by_run[run_key]
     crowded = {(base, env) for base, env, procs in runs if procs > 1}
     points = {}
     for (base, env, procs), by_run in runs.items():
@@ -215,25 +228,11 @@ def oversubscription_text(entries):
             lines.append(f"  {e['setting']}")
         last = (e["workload"], e["setting"])
         slowdown = "x n/a" if e["slowdown"] is None else f"x{e['slowdown']:.2f}"
-        lines.append(f"    P={e['processes']:<3} step {_fmt_ms(e['step_ms']):>9} ({slowdown:>6}), "
-                     f"{fmt_number(e['throughput'])} {e['unit']}, CPU {_fmt_ms(e['cpu_ms'])}, "
-                     f"invol ctxsw {fmt_number(e['invol_ctxsw'])}  "
+        lines.append(f"    P={e['processes']:<3} step {fmt.ms(e['step_ms']):>9} ({slowdown:>6}), "
+                     f"{fmt.number(e['throughput'])} {e['unit']}, CPU {fmt.ms(e['cpu_ms'])}, "
+                     f"invol ctxsw {fmt.number(e['invol_ctxsw'])}  "
                      f"[{e['runs']} run{'s' if e['runs'] != 1 else ''}]")
     return lines
-
-
-def fmt_number(value):
-    """3 significant digits; |x| < 0.0005 prints as 0 (sampler noise around
-    zero burn would otherwise read like -0.000197)."""
-    if value is None:
-        return "n/a"
-    if abs(value) < 5e-4:
-        return "0"
-    return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
-
-
-def _fmt_ms(value):
-    return "n/a" if value is None else fmt_number(value) + " ms"
 
 
 def summary_text(rows):
@@ -248,8 +247,8 @@ def summary_text(rows):
             if point is None:
                 continue
             row, med = point
-            lines.append(f"  {title:<28} step {_fmt_ms(med['step_ms']):>9}, burn "
-                         f"{_fmt_ms(med['residual_cpu_ms']):>9}  {schema.env_label(row)}")
+            lines.append(f"  {title:<28} step {fmt.ms(med['step_ms']):>9}, burn "
+                         f"{fmt.ms(med['residual_cpu_ms']):>9}  {schema.env_label(row)}")
         if entry["default"] is None:
             lines.append(f"  {'default (gomp, no env)':<28} not in this sweep")
             continue
@@ -262,9 +261,9 @@ def summary_text(rows):
         versus = ["n/a" if step_change is None else f"step {step_change:+.1%} vs fastest"]
         if burn_change is not None:
             versus.append(f"burn {'+' if burn_change >= 0 else '-'}"
-                          f"{_fmt_ms(abs(burn_change))} vs least burn")
+                          f"{fmt.ms(abs(burn_change))} vs least burn")
         lines.append(
-            f"  {'default (gomp, no env)':<28} step {_fmt_ms(med['step_ms']):>9}, burn "
-            f"{_fmt_ms(med['residual_cpu_ms']):>9}  " + ", ".join(versus))
+            f"  {'default (gomp, no env)':<28} step {fmt.ms(med['step_ms']):>9}, burn "
+            f"{fmt.ms(med['residual_cpu_ms']):>9}  " + ", ".join(versus))
     lines += oversubscription_text(oversubscription(rows))
     return "\n".join(lines)

@@ -1,0 +1,49 @@
+"""The one command line: `threadburn <command> [options]`; `threadburn
+<command> --help` for each. Errors are one line on stderr and exit code 2
+(errors.ThreadburnError); a run interrupted with Ctrl-C keeps what it wrote.
+"""
+import argparse
+import sys
+
+from . import compare, doctor, findings, listing, monitor, plot, sweep
+from .errors import ThreadburnError
+
+DESCRIPTION = """threadburn measures how OpenMP, TBB and oneDNN worker threads behave around
+training steps: step time, and the CPU threads keep burning after a step returned.
+
+Start with `threadburn doctor` (what this machine has), `threadburn list` (the
+programs, their benchmarks and counters), then `threadburn sweep default`."""
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="threadburn", description=DESCRIPTION,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sweep.add_parser(sub)
+    compare.add_parser(sub)
+    plot.add_parser(sub)
+    monitor.add_parsers(sub)
+    findings.add_parser(sub)
+    listing.add_parser(sub)
+    doctor.add_parser(sub)
+    return p
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = argv[0] if argv else ""
+    try:
+        if command == "monitor":  # the monitor program's own flags: handed over as they are
+            return monitor.record(argv[1:])
+        p = parser()
+        args = p.parse_args(argv)
+        if not getattr(args, "run", None):
+            p.print_help()
+            return 0 if not argv else 2
+        return args.run(args)
+    except ThreadburnError as e:
+        print(f"threadburn {command}: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `threadburn sweep default --dry-run | head`
+        sys.stderr.close()
+        return 0

@@ -1,0 +1,244 @@
+"""threadburn findings: results/FINDINGS.md from its template and the committed
+result CSVs, so every number in it can be regenerated and checked.
+
+The template (docs/findings.template.md) holds the prose; in it
+  {{table NAME}}            is replaced by the table NAME (TABLES below), and
+  {{NAME|ROW|COLUMN}}       by one cell of it: ROW is the row's key (its label
+                            cells joined by " / "), COLUMN the header text.
+So prose numbers come from the tables too. `threadburn findings --check`
+(a unit test) fails when results/FINDINGS.md differs from what the template
+and the CSVs give; `--write` rewrites it.
+"""
+import argparse
+import difflib
+import os
+import re
+import statistics
+
+from . import fmt, paths, results, schema
+from .errors import ThreadburnError
+
+
+def add_parser(sub):
+    p = sub.add_parser("findings", help="regenerate or check results/FINDINGS.md from the committed CSVs",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--results", default=os.path.join(paths.data_dir(), "results"),
+                   help="folder of the reference CSVs and FINDINGS.md (default: results/)")
+    p.add_argument("--template", default=os.path.join(paths.data_dir(), "docs", "findings.template.md"))
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="exit 1 if FINDINGS.md is not what they give")
+    mode.add_argument("--write", action="store_true", help="rewrite FINDINGS.md")
+    p.set_defaults(run=main)
+    return p
+
+
+class Table:
+    def __init__(self, title, header, key_cells=1):
+        self.title, self.header, self.key_cells = title, header, key_cells
+        self.rows = []
+
+    def add(self, cells):
+        self.rows.append([str(c) for c in cells])
+
+    def key(self, row):
+        return " / ".join(row[:self.key_cells])
+
+    def cell(self, row_key, column):
+        if column not in self.header:
+            raise ThreadburnError(f"table {self.title!r} has no column {column!r}; it has: {', '.join(self.header)}")
+        for row in self.rows:
+            if self.key(row) == row_key:
+                return row[self.header.index(column)]
+        raise ThreadburnError(f"table {self.title!r} has no row {row_key!r}; rows: "
+                              + "; ".join(self.key(r) for r in self.rows))
+
+    def markdown(self):
+        return f"### {self.title}\n\n" + "\n".join(fmt.table(self.header, self.rows, "md", self.key_cells))
+
+
+def med(rows, metric):
+    values = results.metric_values(rows, metric)
+    return statistics.median(values) if values else None
+
+
+def num(value, digits=2):
+    if value is None:
+        return "–"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.{digits}f}"
+
+
+def setting(row):
+    """Runtime + environment, without the thread count (its own column)."""
+    label = re.sub(r"\s*OMP_NUM_THREADS=\S+", "", schema.env_label(row))
+    return label.replace("KMP_AFFINITY=granularity=fine,compact,1,0", "compact affinity")
+
+
+def groups(rows, key):
+    out = {}
+    for row in rows:
+        if row.get("status") == "ok":
+            out.setdefault(key(row), []).append(row)
+    return out
+
+
+def burn_table(rows, title):
+    """Step time against post-step burn per setting."""
+    t = Table(title, ["workload", "OMP_NUM_THREADS", "setting", "step_ms", "residual_cpu_ms", "of it OpenMP workers",
+                      "tail_ms", "residual_cores", "runs"], key_cells=3)
+    by = groups(rows, lambda r: (results.workload_label(r), r.get("OMP_NUM_THREADS", ""), setting(r)))
+    for (workload, threads, label), rs in sorted(by.items(), key=lambda kv: (kv[0][0], med(kv[1], "step_ms") or 0)):
+        t.add([workload, threads, label, num(med(rs, "step_ms")), num(med(rs, "residual_cpu_ms")),
+               num(med(rs, "residual_omp_ms")), num(med(rs, "tail_ms"), 1), num(med(rs, "residual_cores")), len(rs)])
+    return t
+
+
+def runtime_table(rows):
+    """Region time, wake-up cost and burn per kernel and setting (n = 1 Mi
+    floats); region times are the per-run medians over steps."""
+    rows = [r for r in rows if r.get("n") == "1048576"]
+    gaps = sorted({int(r["gap_ms"]) for r in rows if r.get("gap_ms")})
+    us = lambda v: num(v * 1000 if v is not None else None, 0)
+    header = ["kernel", "setting", "region µs (back-to-back)", "serial µs"]
+    header += [f"wake-up µs after {g} ms" for g in gaps[1:]]
+    header += [f"residual_cpu_ms after {gaps[-1]} ms", "of it OpenMP workers", "of it TBB workers", "tail_ms"]
+    t = Table("Runtimes side by side (runtime.csv, n = 1 Mi floats, OMP_NUM_THREADS=2; medians over steps, "
+              "then over runs)", header, key_cells=2)
+    for (kernel, label), rs in sorted(groups(rows, lambda r: (r.get("kernel", ""), setting(r))).items()):
+        at = {g: [r for r in rs if r.get("gap_ms") == str(g)] for g in gaps}
+        line = [kernel, label, us(med(at[gaps[0]], "step_ms_median")), us(med(at[gaps[0]], "serial_ms"))]
+        for g in gaps[1:]:
+            region, b2b = med(at[g], "step_ms_median"), med(at[g], "backtoback_ms")
+            line.append(us(region - b2b if region is not None and b2b is not None else None))
+        big = at[gaps[-1]]
+        line += [num(med(big, "residual_cpu_ms_median")), num(med(big, "residual_omp_ms")),
+                 num(med(big, "residual_tbb_ms")), num(med(big, "tail_ms_median"), 1)]
+        t.add(line)
+    return t
+
+
+def loader_table(rows):
+    t = Table("Loader contention (loader.csv: cifar_sgd, batch 64, augmentation on, gap 0)",
+              ["OMP_NUM_THREADS", "setting", "loader", "workers", "samples/s", "step_ms", "data_ms", "cores_busy",
+               "loader CPU ms", "OpenMP CPU ms", "threads", "invol_ctxsw/step"], key_cells=4)
+    by = groups(rows, lambda r: (r.get("OMP_NUM_THREADS", ""), setting(r), r.get("loader", ""), int(r.get("workers") or 0)))
+    for (threads, label, loader, workers), rs in sorted(by.items()):
+        t.add([threads, label, loader, workers, num(med(rs, "samples_per_s"), 0), num(med(rs, "step_ms")),
+               num(med(rs, "data_ms")), num(med(rs, "cores_busy")), num(med(rs, "step_cpu_loader_ms")),
+               num(med(rs, "step_cpu_omp_ms")), num(med(rs, "threads"), 0), num(med(rs, "invol_ctxsw"), 1)])
+    return t
+
+
+def onednn_table(rows):
+    t = Table("oneDNN on/off (onednn.csv)", ["model", "OMP_NUM_THREADS", "setting", "mkldnn", "step_ms", "forward_ms",
+                                             "backward_ms", "cores_busy", "residual_cpu_ms"], key_cells=4)
+    by = groups(rows, lambda r: (r.get("model", ""), r.get("OMP_NUM_THREADS", ""), setting(r), r.get("mkldnn", "")))
+    for (model, threads, label, mk), rs in sorted(by.items()):
+        t.add([model, threads, label, mk, num(med(rs, "step_ms")), num(med(rs, "forward_ms")),
+               num(med(rs, "backward_ms")), num(med(rs, "cores_busy")), num(med(rs, "residual_cpu_ms"))])
+    return t
+
+
+def oversub_table(rows):
+    t = Table("Oversubscription (oversubscription.csv; medians over runs whose copies overlapped >= 90 %)",
+              ["workload", "setting", "processes", "step_ms per copy", "slowdown", "throughput", "unit",
+               "CPU ms (all copies)", "invol_ctxsw", "runs"], key_cells=3)
+    for e in results.oversubscription(rows):
+        t.add([e["workload"], e["setting"], e["processes"], num(e["step_ms"]),
+               "–" if e["slowdown"] is None else f"x{e['slowdown']:.2f}", num(e["throughput"], 0), e["unit"],
+               num(e["cpu_ms"]), num(e["invol_ctxsw"], 1), e["runs"]])
+    return t
+
+
+def sampler_table(rows):
+    """step_ms with the sampler on and off, per workload and thread count."""
+    from . import stats
+    t = Table("The sampler's cost (sampler.csv: the same steps with the sampler on and off, interleaved runs)",
+              ["workload", "OMP_NUM_THREADS", "step_ms on", "step_ms off", "change", "p (Mann-Whitney)",
+               "sampler CPU share", "runs on/off"], key_cells=2)
+    by = groups(rows, lambda r: (results.workload_label(dict(r, sampler="")), r.get("OMP_NUM_THREADS", "")))
+    for (workload, threads), rs in sorted(by.items()):
+        on = results.metric_values([r for r in rs if r.get("sampler") == "on"], "step_ms")
+        off = results.metric_values([r for r in rs if r.get("sampler") == "off"], "step_ms")
+        if not on or not off:
+            continue
+        share = [schema.to_float(r["sampler_cpu_ms"]) / (schema.to_float(r["step_ms"]) + schema.to_float(r["gap_ms"]))
+                 for r in rs if r.get("sampler") == "on" and schema.to_float(r.get("sampler_cpu_ms")) is not None]
+        _, p, _ = stats.mann_whitney_u(on, off)
+        m_on, m_off = statistics.median(on), statistics.median(off)
+        t.add([workload, threads, num(m_on, 3), num(m_off, 3), f"{m_on / m_off - 1:+.1%}", f"{p:.2f}",
+               f"{statistics.median(share):.2%}" if share else "–", f"{len(on)}/{len(off)}"])
+    return t
+
+
+# name -> (CSV in results/, how to tabulate it)
+TABLES = {
+    "seed000": ("seed000", lambda r: burn_table(r, "An SGD step, then 2 s idle (seed000.csv)")),
+    "default": ("default", lambda r: burn_table(r, "The default study (default.csv)")),
+    "blocktime": ("blocktime", lambda r: burn_table(r, "Blocktime / spin count / wait policy (blocktime.csv)")),
+    "launcher": ("launcher", lambda r: burn_table(r, "PyTorch's launcher preset against the others (launcher.csv)")),
+    "runtime": ("runtime", runtime_table),
+    "loader": ("loader", loader_table),
+    "oversubscription": ("oversubscription", oversub_table),
+    "onednn": ("onednn", onednn_table),
+    "batch_workers": ("batch_workers", lambda r: burn_table(r, "Batch x workers (batch_workers.csv)")),
+    "sampler": ("sampler", sampler_table),
+}
+
+
+def build_tables(results_dir, names):
+    out = {}
+    for name in names:
+        if name not in TABLES:
+            raise ThreadburnError(f"the template names table {name!r}; known: {', '.join(TABLES)}")
+        csv_name, make = TABLES[name]
+        path = os.path.join(results_dir, csv_name + ".csv")
+        if not os.path.exists(path):
+            raise ThreadburnError(f"{path}: missing (table {name!r} of the template)")
+        out[name] = make(results.read_rows(path))
+    return out
+
+
+PLACEHOLDER = re.compile(r"\{\{(table ([\w-]+)|([\w-]+)\|([^|}]+)\|([^|}]+))\}\}")
+
+
+def render(template_text, results_dir):
+    names = {m.group(2) or m.group(3) for m in PLACEHOLDER.finditer(template_text)}
+    tables = build_tables(results_dir, sorted(names))
+
+    def fill(m):
+        if m.group(2):
+            return tables[m.group(2)].markdown()
+        return tables[m.group(3)].cell(m.group(4), m.group(5))
+    return ("<!-- Generated by `threadburn findings --write` from docs/findings.template.md and the CSVs\n"
+            "     in this folder. Edit the template, not this file. -->\n" + PLACEHOLDER.sub(fill, template_text))
+
+
+def main(args):
+    try:
+        with open(args.template) as f:
+            template = f.read()
+    except OSError as e:
+        raise ThreadburnError(f"{args.template}: cannot read: {e.strerror}") from None
+    text = render(template, args.results)
+    target = os.path.join(args.results, "FINDINGS.md")
+    if args.write:
+        with open(target, "w") as f:
+            f.write(text)
+        print(f"findings: wrote {target}")
+        return 0
+    if args.check:
+        try:
+            with open(target) as f:
+                current = f.read()
+        except OSError:
+            current = ""
+        if current != text:
+            diff = difflib.unified_diff(current.splitlines(), text.splitlines(), target, "regenerated", lineterm="", n=1)
+            print("\n".join(list(diff)[:60]))
+            print(f"findings: {target} differs from what the template and the CSVs give; "
+                  "run `threadburn findings --write` (and check the prose still holds)")
+            return 1
+        print(f"findings: {target} matches the template and the CSVs")
+        return 0
+    print(text)
+    return 0

@@ -1,0 +1,343 @@
+"""Sweep grids: a TOML file of studies, checked whole before anything runs and
+expanded into points.
+
+A point is one benchmark program under one environment: the OpenMP runtime
+and its OMP_* / KMP_* / GOMP_* variables (read once at start-up, so each
+point is a fresh process), one value of each launch axis, and the program's
+axis flags as comma lists (one process runs all their combinations). What a
+study may name and what each value may be comes from the program itself
+(programs.py): any flag it declares; an axis flag takes a list that one
+process runs, any other flag given a list becomes a launch axis (one process
+per value: device, cuda_sync, sampler, ...). A flag the study does not name
+keeps the program's own default, so a sweep and a hand-run program run the
+same benchmarks. The format is documented at the top of configs/default.toml.
+"""
+import hashlib
+import itertools
+import json
+import os
+import re
+from dataclasses import dataclass, field
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    tomllib = None
+
+from . import schema
+from .errors import ThreadburnError
+
+
+class GridError(ThreadburnError):
+    """A grid problem; str() is the one line the user sees (file: key: why)."""
+
+
+def max_processes():
+    # Four copies per CPU already means heavy oversubscription; more is
+    # almost certainly a typo (and would fork-bomb a small machine).
+    return 4 * (os.cpu_count() or 1)
+
+
+# Environment values the grid accepts, per knob (the list of knobs itself is
+# the programs': Description.env_knobs). Checked here because the process
+# that would reject them starts only later, one point at a time.
+_INT_WORDS = {"OMP_NUM_THREADS": ("cores",), "KMP_BLOCKTIME": ("infinite",), "GOMP_SPINCOUNT": ("infinite",)}
+_PLACES = r"(threads|cores|sockets|ll_caches|numa_domains)(\(\d+\))?|\{.+\}.*"
+_BIND = r"(true|false|master|primary|close|spread)(,(master|primary|close|spread))*"
+_PATTERNS = {
+    "OMP_WAIT_POLICY": (r"active|passive", '"active" or "passive"'),
+    "OMP_PROC_BIND": (_BIND, "true, false, close, spread, primary (comma list)"),
+    "OMP_PLACES": (_PLACES, 'threads, cores, sockets, ll_caches, numa_domains or an explicit "{...}" list'),
+    "KMP_AFFINITY": (r"[A-Za-z0-9_=,.\[\]\-]+", 'a KMP_AFFINITY string without spaces, e.g. "granularity=fine,compact,1,0"'),
+}
+
+
+def check_env_value(knob, value, where):
+    if value == schema.UNSET:
+        return value
+    if knob in _INT_WORDS:
+        words = _INT_WORDS[knob]
+        if isinstance(value, str) and value in words:
+            return value
+        low = 1 if knob == "OMP_NUM_THREADS" else 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise GridError(f"{where}: expected an integer >= {low}, "
+                            + ", ".join(f'"{w}"' for w in words) + f' or "unset", got {value!r}')
+        return str(value)
+    pattern, expected = _PATTERNS.get(knob, (r"\S+", "a value without spaces"))
+    if not isinstance(value, str) or not re.fullmatch(pattern, value):
+        raise GridError(f'{where}: expected {expected}, or "unset", got {value!r}')
+    return value
+
+
+def flag_value(value, where):
+    """A TOML value as the program flag's text."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, (int, float, str)) and not (isinstance(value, str) and (not value or " " in value)):
+        return str(value)
+    raise GridError(f"{where}: expected a number, true/false or a string without spaces, got {value!r}")
+
+
+def as_list(raw, where, check):
+    """A value or a non-empty list of values, each checked; duplicates dropped."""
+    values = raw if isinstance(raw, list) else [raw]
+    if not values:
+        raise GridError(f"{where}: empty list: give at least one value")
+    out = []
+    for i, v in enumerate(values):
+        canon = check(v, f"{where}[{i}]" if isinstance(raw, list) else where)
+        if canon not in out:
+            out.append(canon)
+    return out
+
+
+def resolve_threads(value):
+    return str(os.cpu_count() or 1) if value == "cores" else value
+
+
+@dataclass
+class Point:
+    grid: str
+    study: str
+    where: str        # e.g. study[0].runtimes[2], for messages
+    bench: str
+    program: object   # programs.Program
+    preset: str
+    runtime: str
+    env: dict         # env knob -> value or "unset"
+    processes: int
+    args: dict        # flag -> value as passed ("a,b" for an axis list)
+    repetitions: int = 1
+    timeout_s: int = 300
+    timeline: bool = False
+    threads_csv: bool = False
+    key: str = field(default="", init=False)
+
+    def __post_init__(self):
+        ident = {"bench": self.bench, "preset": self.preset, "runtime": self.runtime, "env": self.env,
+                 "processes": self.processes, "args": self.args}
+        self.key = hashlib.sha1(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
+
+    @property
+    def label(self):
+        row = dict(self.env, runtime=self.runtime, processes=str(self.processes), preset=self.preset,
+                   cuda_sync=self.args.get("cuda_sync", ""))
+        device = f" {self.args['device']}" if self.args.get("device", "cpu") != "cpu" else ""
+        return f"{self.bench}{device} {schema.env_label(row)}"
+
+    def program_args(self):
+        return [f"--{k}={v}" for k, v in self.args.items()]
+
+    def child_env(self, libomp):
+        """(variables to set, knobs to remove) for this point's process."""
+        setenv = {k: v for k, v in self.env.items() if v != schema.UNSET}
+        if self.runtime == "llvm":
+            # libomp implements the GOMP ABI: preloaded, it serves a
+            # libgomp-built libtorch (docs/design.md, "Runtimes").
+            setenv["LD_PRELOAD"] = libomp
+        unset = [k for k in list(self.env) + list(schema.NOT_A_KNOB) if k not in setenv]
+        return setenv, unset
+
+    def description(self):
+        """The program's description for this point's flags (cached)."""
+        return self.program.describe(self.program_args())
+
+
+class Grid:
+    def __init__(self, settings, points):
+        self.settings = settings
+        self.points = points
+
+    @property
+    def name(self):
+        return self.settings["name"]
+
+
+TOP_KEYS = {"name", "description", "repetitions", "timeout_s", "seed", "timeline", "study"}
+STUDY_KEYS = {"bench", "name", "preset", "repetitions", "timeout_s", "timeline", "threads_csv",
+              "env", "runtimes", "processes"}
+RUNTIME_KEYS = {"name", "preset", "timeline"}
+
+
+def _int(value, where, low=0, unit=""):
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise GridError(f"{where}: expected an integer >= {low}{unit}, got {value!r}")
+    return value
+
+
+def _bool(value, where):
+    if not isinstance(value, bool):
+        raise GridError(f"{where}: expected true or false, got {value!r}")
+    return value
+
+
+def _str(value, where):
+    if not isinstance(value, str) or not value:
+        raise GridError(f"{where}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _table(raw, where):
+    if not isinstance(raw, dict):
+        raise GridError(f"{where}: expected a table, got {type(raw).__name__}")
+    return raw
+
+
+def load(path, programs):
+    """Read, check and expand a grid file against the build's programs
+    ({bench: Program}). Raises GridError naming the file."""
+    if tomllib is None:
+        raise GridError(f"{path}: reading TOML needs Python >= 3.11 (tomllib)")
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise GridError(f"{path}: cannot read: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise GridError(f"{path}: not valid TOML: {e}") from None
+    try:
+        return expand(data, os.path.splitext(os.path.basename(path))[0], programs)
+    except GridError as e:
+        raise GridError(f"{path}: {e}") from None
+
+
+def expand(data, default_name, programs):
+    for key in data:
+        if key not in TOP_KEYS:
+            raise GridError(f"{key}: unknown key at the top level; expected one of: {', '.join(sorted(TOP_KEYS))}")
+    settings = {"name": _str(data.get("name", default_name), "name"),
+                "description": data.get("description", ""),
+                "repetitions": _int(data.get("repetitions", 3), "repetitions", 1),
+                "timeout_s": _int(data.get("timeout_s", 300), "timeout_s", 1, " (s)"),
+                "seed": _int(data["seed"], "seed") if "seed" in data else None,
+                "timeline": _bool(data.get("timeline", False), "timeline")}
+    studies = data.get("study")
+    if not isinstance(studies, list) or not studies:
+        raise GridError("study: expected at least one [[study]] table")
+    points, seen = [], {}
+    for index, raw in enumerate(studies):
+        for point in expand_study(_table(raw, f"study[{index}]"), index, settings, programs):
+            if point.key in seen:
+                raise GridError(f"{point.where}: duplicate point ({point.label}); it is already "
+                                f"produced by {seen[point.key]}")
+            seen[point.key] = point.where
+            points.append(point)
+    check_points(points)
+    return Grid(settings, points)
+
+
+class Study:
+    """One [[study]] table, checked: the program, its flags, the sweep's own keys."""
+
+    def __init__(self, raw, index, settings, programs):
+        self.where = f"study[{index}]"
+        self.raw = raw
+        if "bench" not in raw:
+            raise GridError(f"{self.where}.bench: missing: expected one of {', '.join(sorted(programs))}")
+        self.bench = raw["bench"]
+        if self.bench not in programs:
+            raise GridError(f"{self.where}.bench: {self.bench!r} is not a program of this build; "
+                            f"expected one of {', '.join(sorted(programs))}")
+        self.program = programs[self.bench]
+        base = self.program.describe()  # its defaults: flags and knobs
+        self.env_knobs = schema.env_knob_names(base)
+        flags = {name: f for name, f in base.flags.items() if name not in schema.SWEEP_FLAGS}
+        self.name = _str(raw.get("name", f"{self.bench}{index}"), f"{self.where}.name")
+        self.preset = _str(raw["preset"], f"{self.where}.preset") if "preset" in raw else ""
+        self.repetitions = _int(raw.get("repetitions", settings["repetitions"]), f"{self.where}.repetitions", 1)
+        self.timeout_s = _int(raw.get("timeout_s", settings["timeout_s"]), f"{self.where}.timeout_s", 1)
+        self.timeline = _bool(raw.get("timeline", settings["timeline"]), f"{self.where}.timeline")
+        self.threads_csv = _bool(raw.get("threads_csv", False), f"{self.where}.threads_csv")
+        self.processes = as_list(raw.get("processes", 1), f"{self.where}.processes", _processes)
+        self.axis_args, self.launch = {}, {}
+        for key, value in raw.items():
+            if key in STUDY_KEYS:
+                continue
+            if key in self.env_knobs:
+                raise GridError(f"{self.where}.{key}: environment variables go in the study's env table "
+                                "or in a runtimes entry")
+            if key not in flags:
+                allowed = sorted(STUDY_KEYS | set(flags))
+                raise GridError(f"{self.where}.{key}: not a key of a study nor a flag of {self.bench}; "
+                                f"expected one of: {', '.join(allowed)}")
+            values = as_list(value, f"{self.where}.{key}", flag_value)
+            if flags[key].axis:
+                self.axis_args[key] = ",".join(values)
+            else:
+                self.launch[key] = values  # one process per value
+        self.common_env = {}
+        for key, value in _table(raw.get("env", {}), f"{self.where}.env").items():
+            if key not in self.env_knobs or key in schema.RUNTIME_ONLY_KNOBS:
+                common = [k for k in self.env_knobs if k not in schema.RUNTIME_ONLY_KNOBS]
+                raise GridError(f"{self.where}.env.{key}: not a knob every runtime reads" + _runtime_hint(key)
+                                + f"; expected one of: {', '.join(common)}")
+            self.common_env[key] = as_list(value, f"{self.where}.env.{key}",
+                                           lambda v, w, k=key: check_env_value(k, v, w))
+
+
+def _processes(value, where):
+    n = _int(value, where, 1)
+    if n > max_processes():
+        raise GridError(f"{where}: {n} processes: at most {max_processes()} (4 per CPU)")
+    return n
+
+
+def _runtime_hint(key, runtime=None):
+    owner = schema.RUNTIME_ONLY_KNOBS.get(key)
+    if owner is None:
+        return ""
+    if runtime is None:
+        return f' ({key} is read only by the {owner} runtime: set it in a runtimes entry with name = "{owner}")'
+    return f" ({key} is read only by the {owner} runtime, so it is not varied under {runtime})"
+
+
+def expand_study(raw, index, settings, programs):
+    s = Study(raw, index, settings, programs)
+    runtimes = raw.get("runtimes", [{"name": "gomp"}])
+    if not isinstance(runtimes, list) or not runtimes:
+        raise GridError(f'{s.where}.runtimes: expected a non-empty array of tables such as '
+                        '[{name = "gomp"}, {name = "llvm", KMP_BLOCKTIME = [0, 200]}]')
+    for r_index, raw_rt in enumerate(runtimes):
+        where = f"{s.where}.runtimes[{r_index}]"
+        entry = _table(raw_rt, where)
+        if entry.get("name") not in schema.RUNTIMES:
+            raise GridError(f"{where}.name: expected one of {', '.join(schema.RUNTIMES)}, got {entry.get('name')!r}")
+        runtime = entry["name"]
+        own = [k for k, rt in schema.RUNTIME_ONLY_KNOBS.items() if rt == runtime and k in s.env_knobs]
+        env_axes = dict(s.common_env)  # an entry's own list replaces the study's
+        for key, value in entry.items():
+            if key in RUNTIME_KEYS:
+                continue
+            if key in s.env_knobs and (key not in schema.RUNTIME_ONLY_KNOBS or key in own):
+                env_axes[key] = as_list(value, f"{where}.{key}", lambda v, w, k=key: check_env_value(k, v, w))
+            else:
+                allowed = sorted(RUNTIME_KEYS | {k for k in s.env_knobs if k not in schema.RUNTIME_ONLY_KNOBS} | set(own))
+                raise GridError(f"{where}.{key}: not a key of a {runtime} entry{_runtime_hint(key, runtime)}; "
+                                f"expected one of: {', '.join(allowed)}")
+        preset = _str(entry["preset"], f"{where}.preset") if "preset" in entry else s.preset
+        timeline = _bool(entry.get("timeline", s.timeline), f"{where}.timeline")
+        knobs = list(s.env_knobs)
+        env_lists = [env_axes.get(k, [schema.UNSET]) for k in knobs]
+        if "OMP_NUM_THREADS" in knobs:  # "cores" may equal a number also listed: keep each once
+            i = knobs.index("OMP_NUM_THREADS")
+            env_lists[i] = list(dict.fromkeys(resolve_threads(v) for v in env_lists[i]))
+        launch_names = list(s.launch)
+        for combo in itertools.product(*env_lists, *(s.launch[n] for n in launch_names), s.processes):
+            env = dict(zip(knobs, combo[:len(knobs)]))
+            launch = dict(zip(launch_names, combo[len(knobs):-1]))
+            yield Point(grid=settings["name"], study=s.name, where=where, bench=s.bench, program=s.program,
+                        preset=preset, runtime=runtime, env=env, processes=combo[-1],
+                        args=dict(s.axis_args, **launch), repetitions=s.repetitions, timeout_s=s.timeout_s,
+                        timeline=timeline, threads_csv=s.threads_csv)
+
+
+def check_points(points):
+    """Every point's flags, as the program itself judges them (--describe):
+    bounds, choices, combinations that leave nothing to run. Asked once per
+    distinct set of flags."""
+    for point in points:
+        try:
+            point.description()
+        except ThreadburnError as e:
+            raise GridError(f"{point.where}: {e}") from None

@@ -1,0 +1,76 @@
+"""Where things are: the checkout or the installed tree, the build's programs,
+the folder for user runs, the LLVM OpenMP runtime.
+
+Programs are found in, first match wins: $THREADBURN_PROGRAMS (a folder), the
+installed libexec folder (written by `cmake --install` into _installed.py),
+then <checkout>/<build dir>/bench and <build dir>/src/monitor, the build dir
+being $THREADBURN_BUILD_DIR or "build".
+"""
+import glob
+import os
+
+from .errors import ThreadburnError
+
+PACKAGE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(PACKAGE))
+LIBOMP = "/usr/lib/x86_64-linux-gnu/libomp.so.5"
+# The suffix of every benchmark program; the grids' `bench` is the name before it.
+PROGRAM_SUFFIX = "_bench"
+
+try:
+    from . import _installed  # written by cmake --install
+    INSTALLED_LIBEXEC = _installed.LIBEXEC
+    INSTALLED_DATA = _installed.DATA
+except ImportError:
+    INSTALLED_LIBEXEC = None
+    INSTALLED_DATA = None
+
+
+def data_dir():
+    """configs/, docs/ and results/ of the checkout, or their installed copy."""
+    return INSTALLED_DATA or REPO
+
+
+def configs_dir():
+    return os.path.join(data_dir(), "configs")
+
+
+def build_dir(override=None):
+    return override or os.environ.get("THREADBURN_BUILD_DIR") or os.path.join(REPO, "build")
+
+
+def program_dirs(build=None):
+    dirs = []
+    if os.environ.get("THREADBURN_PROGRAMS"):
+        dirs.append(os.environ["THREADBURN_PROGRAMS"])
+    if build is None and INSTALLED_LIBEXEC:
+        dirs.append(INSTALLED_LIBEXEC)
+    root = build_dir(build)
+    dirs += [os.path.join(root, "bench"), os.path.join(root, "src", "monitor"), os.path.join(root, "src", "probe")]
+    return dirs
+
+
+def find_program(name, build=None):
+    """Path of an executable the build made (e.g. "threadburn_monitor")."""
+    for d in program_dirs(build):
+        path = os.path.join(d, name)
+        if os.access(path, os.X_OK):
+            return path
+    raise ThreadburnError(f"{name}: not found in {', '.join(program_dirs(build))}; build first "
+                          "(scripts/build.sh) or pass --build-dir")
+
+
+def benchmark_programs(build=None):
+    """{bench name: path} of every benchmark program of the first folder that has any."""
+    for d in program_dirs(build):
+        found = sorted(glob.glob(os.path.join(d, "*" + PROGRAM_SUFFIX)))
+        found = [p for p in found if os.access(p, os.X_OK)]
+        if found:
+            return {os.path.basename(p)[:-len(PROGRAM_SUFFIX)]: p for p in found}
+    raise ThreadburnError(f"no benchmark programs (*{PROGRAM_SUFFIX}) in {', '.join(program_dirs(build))}; "
+                          "build first (scripts/build.sh) or pass --build-dir")
+
+
+def runs_dir():
+    """User runs go here, never into results/ (committed references only)."""
+    return os.environ.get("THREADBURN_RUNS") or os.path.join(REPO if INSTALLED_DATA is None else os.getcwd(), "runs")

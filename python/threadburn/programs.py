@@ -1,0 +1,114 @@
+"""The benchmark programs as they describe themselves.
+
+`<program> [flags] --describe` prints JSON: the program, its family (first
+component of its benchmark names), the schema version, every flag (kind,
+default, bounds or choices, whether it is a benchmark axis), the axes and
+skip rules in force for those flags, the benchmarks it would run (name and
+the value of every axis), every counter it reports (name, unit, meaning),
+the environment knobs it reports, and the context (settings in force). Bad
+flags make it exit 2 with one line, as a real run would, before anything
+runs. The Python side asks this instead of re-deriving names, loop order,
+skipped combinations, defaults or bounds.
+"""
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+
+from .errors import ThreadburnError
+from .paths import benchmark_programs
+
+DESCRIBE_TIMEOUT_S = 120
+
+
+@dataclass
+class Flag:
+    name: str
+    kind: str
+    default: str
+    value: str  # in force for the flags --describe was given
+    help: str
+    axis: bool
+    min: object = None
+    max: object = None
+    choices: tuple = ()
+
+    @property
+    def is_list(self):
+        return self.kind in ("int_list", "choice_list")
+
+
+@dataclass
+class Benchmark:
+    name: str
+    args: dict  # axis -> value (strings)
+
+
+@dataclass
+class Description:
+    program: str
+    family: str
+    schema_version: str
+    flags: dict                  # name -> Flag, in the program's order
+    benchmarks: list             # [Benchmark] in run order
+    counters: list               # [{"name", "unit", "help"}]
+    env_knobs: list
+    axes: list = field(default_factory=list)
+    skip_rules: list = field(default_factory=list)
+    context: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, doc):
+        flags = {}
+        for f in doc["flags"]:
+            flags[f["name"]] = Flag(f["name"], f["kind"], f["default"], f.get("value", f["default"]), f["help"], f["axis"],
+                                    f.get("min"), f.get("max"), tuple(f.get("choices", ())))
+        return cls(doc["program"], doc["family"], str(doc["schema_version"]), flags,
+                   [Benchmark(b["name"], dict(b["args"])) for b in doc["benchmarks"]],
+                   list(doc["counters"]), list(doc["env_knobs"]), list(doc.get("axes", [])),
+                   list(doc.get("skip_rules", [])), dict(doc.get("context", {})))
+
+    def counter_names(self):
+        return [c["name"] for c in self.counters]
+
+
+def last_line(text):
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+class Program:
+    """One benchmark program of a build; describe() results are cached per
+    (args, environment), since every point of a sweep asks."""
+
+    def __init__(self, bench, path):
+        self.bench = bench
+        self.path = path
+        self._cache = {}
+
+    def describe(self, args=(), env=None):
+        key = (tuple(args), tuple(sorted((env or {}).items())))
+        if key not in self._cache:
+            self._cache[key] = self._describe(list(args), env)
+        return self._cache[key]
+
+    def _describe(self, args, env):
+        try:
+            p = subprocess.run([self.path, *args, "--describe"], capture_output=True, text=True,
+                               timeout=DESCRIBE_TIMEOUT_S, env=env, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise ThreadburnError(f"{self.path}: cannot ask it to describe itself: {e}") from None
+        if p.returncode != 0:
+            # The program's own one-line reason, e.g. "--batch: expected ...".
+            why = last_line(p.stderr).split(": error: ", 1)[-1] or f"exit code {p.returncode}"
+            raise ThreadburnError(f"{os.path.basename(self.path)} refuses {' '.join(args) or 'its defaults'}: {why}")
+        try:
+            return Description.from_json(json.loads(p.stdout))
+        except (ValueError, KeyError, TypeError) as e:
+            raise ThreadburnError(f"{self.path}: --describe printed no usable JSON ({e}); "
+                                  "is this a threadburn program of this version?") from None
+
+
+def programs(build=None):
+    """{bench name: Program} of the build."""
+    return {bench: Program(bench, path) for bench, path in benchmark_programs(build).items()}

@@ -1,0 +1,162 @@
+"""The results CSV: its columns, their order, and how values are written.
+
+One row per benchmark run (per copy, with processes > 1). The columns come
+from the programs' own description where they can: one per program flag, one
+per counter, one per context key the programs report; the rest are the
+sweep's (labels, the environment point, status, timing, the repro line).
+results/README.md documents them all; tests/python checks it does.
+SCHEMA_VERSION is python/threadburn/schema_version.txt, the one number the
+programs report too: bump it when a column is added, removed or changes
+meaning, and compare refuses to mix versions.
+"""
+import math
+import os
+
+from . import paths
+
+with open(os.path.join(paths.PACKAGE, "schema_version.txt")) as _f:
+    SCHEMA_VERSION = _f.read().strip()
+
+RUNTIMES = ("gomp", "llvm")
+# The runtime each name stands for, as the programs report it (omp_runtime).
+RUNTIME_LIBRARY = {"gomp": "libgomp", "llvm": "llvm-libomp"}
+UNSET = "unset"
+# Which runtime reads which runtime-specific knob. Such a knob is only varied
+# under its runtime: crossed with the other one it would only add duplicate
+# measurements labelled with a setting nobody read. (The programs report what
+# the live runtime really read: ignored_knobs, overridden_knobs.)
+RUNTIME_ONLY_KNOBS = {"KMP_BLOCKTIME": "llvm", "KMP_AFFINITY": "llvm", "GOMP_SPINCOUNT": "gomp"}
+# Not a knob column: the runtime column says what was preloaded.
+NOT_A_KNOB = ("LD_PRELOAD",)
+# Program flags the sweep sets itself (files, the barrier): no knob columns.
+SWEEP_FLAGS = ("timeline-dir", "timeline-threads", "threads-csv", "barrier")
+
+LEAD_COLUMNS = ("schema_version", "run_key", "status", "reason", "grid", "study", "preset",
+                "benchmark", "bench", "runtime")
+# Google Benchmark's own context keys worth a column (its JSON reporter's).
+GB_CONTEXT = ("host_name", "num_cpus", "mhz_per_cpu", "cpu_scaling_enabled", "load_avg",
+              "library_build_type", "date", "executable")
+RUN_COLUMNS = ("point_key", "run_rows", "seed", "order_index", "iterations", "real_time", "cpu_time",
+               "time_unit", "started_at", "finished_at", "wall_s", "exit_code", "overlap",
+               "timeline_file", "threads_file")
+STATUSES = ("ok", "skipped", "failed")
+# Metrics compare and the summaries talk about, and which way is better.
+LOWER_IS_BETTER = {"step_ms": True, "residual_cpu_ms": True, "samples_per_s": False}
+
+
+def env_knob_names(description):
+    return [k for k in description.env_knobs if k not in NOT_A_KNOB]
+
+
+def knob_flags(descriptions):
+    """Program flags that are knobs, in first-seen order over the programs."""
+    out = []
+    for d in descriptions:
+        for name in d.flags:
+            if name not in SWEEP_FLAGS and name not in out:
+                out.append(name)
+    return out
+
+
+class Columns:
+    """The header of a results CSV for these programs' descriptions."""
+
+    def __init__(self, descriptions):
+        descriptions = list(descriptions)
+        first = descriptions[0]
+        self.env_knobs = tuple(env_knob_names(first))
+        self.flags = tuple(knob_flags(descriptions))
+        counters = []
+        for d in descriptions:
+            counters += [c for c in d.counter_names() if c not in counters]
+        self.counters = tuple(counters)
+        context = list(GB_CONTEXT)
+        for d in descriptions:
+            context += [k for k in d.context if k not in context]
+        self.context = tuple(context)
+        self.knobs = ("bench", "runtime") + self.env_knobs + ("processes",) + self.flags
+        self.all = (LEAD_COLUMNS + self.env_knobs + ("processes",) + self.flags
+                    + ("repetition", "proc_index") + self.counters + ("extra_counters",)
+                    + self.context + ("extra_context",) + RUN_COLUMNS + ("repro",))
+        clash = {c for c in self.all if self.all.count(c) > 1}
+        if clash:
+            raise AssertionError(f"column names used twice: {sorted(clash)} (a flag, counter or "
+                                 "context key of the programs shares a name with another)")
+
+    def header(self):
+        return ",".join(self.all) + "\n"  # column names never need quoting
+
+
+def knob_columns(header):
+    """What was asked for, from a results file's own header: bench, runtime,
+    the environment knobs, processes and the program flags (Columns lays
+    them out in that order, between "runtime" and "repetition")."""
+    header = list(header)
+    return ["bench", "runtime"] + header[header.index("runtime") + 1:header.index("repetition")]
+
+
+# What a user picks for a given workload: the runtime, its environment and,
+# on CUDA, the host wait policy. Every other knob is the workload.
+SETTING_FLAGS = ("cuda_sync",)
+
+
+def setting_columns(header):
+    return ["runtime"] + [k for k in knob_columns(header) if k.isupper()] + list(SETTING_FLAGS)
+
+
+def fmt_value(value):
+    """One cell: integral floats lose their '.0', text loses line breaks
+    (a row must stay one physical line: resume relies on it)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isfinite(value) and value == int(value) and abs(value) < 1e15:
+            return str(int(value))
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return " ".join(fmt_value(v) for v in value)
+    return str(value).replace("\r", " ").replace("\n", " | ")
+
+
+def to_float(text):
+    """A numeric cell, or None when empty or not a number."""
+    if text is None or text == "":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def env_knobs_of(row):
+    """The environment knob columns of a row (those the programs report)."""
+    return [k for k in row if k.isupper() and k not in NOT_A_KNOB]
+
+
+def is_default_env(row):
+    """The point a user gets without touching anything: libgomp, no OpenMP env
+    (and, on CUDA, the driver's own wait policy)."""
+    return (row.get("runtime") == "gomp" and row.get("cuda_sync", "") in ("", "auto")
+            and all(row.get(k, UNSET) in (UNSET, "") for k in env_knobs_of(row)))
+
+
+def env_label(row):
+    """Short human name of a row's runtime + environment point."""
+    parts = [row.get("runtime", "?")]
+    for knob in env_knobs_of(row):
+        value = row.get(knob, UNSET)
+        if value not in (UNSET, ""):
+            parts.append(f"{knob}={value}")
+    if len(parts) == 1:
+        parts.append("(no env)")
+    if row.get("cuda_sync", "") not in ("", "auto"):
+        parts.append(f"cuda_sync={row['cuda_sync']}")
+    if row.get("processes", "1") not in ("1", ""):
+        parts.append(f"x{row['processes']} procs")
+    if row.get("preset"):
+        parts.append(f"[{row['preset']}]")
+    return " ".join(parts)
