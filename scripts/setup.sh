@@ -14,7 +14,12 @@ PACKAGES=(
   libomp-dev              # LLVM OpenMP runtime, for the runtime axis (LD_PRELOAD)
   libopenblas0-openmp     # BLAS for libtorch's matmuls, threaded by the same OpenMP runtime
                           # (without it libblas.so.3 is netlib's single-threaded reference BLAS)
-  python3 python3-numpy python3-matplotlib   # sweep / compare / plot scripts
+  python3 python3-numpy python3-matplotlib   # the threadburn command (Debian's /usr/bin/python3)
+  python3-torch           # real Python trainings as subjects of threadburn run / tune (PyTorch 1.13.1)
+  libgloo-dev             # headers that libtorch's c10d (distributed) headers include
+  openmpi-bin             # mpirun: a launcher of data-parallel ranks
+  slurm-wlm munge         # Slurm: job arrays of sweeps, srun of ranks (scripts/local_slurm.sh)
+  linux-perf              # perf, for doctor's check of hardware counters
 )
 
 missing=()

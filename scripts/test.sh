@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The test command: set up, build, then the unit tests and the benchmark tests.
+# The test command: set up and build, then the unit tests and the benchmark tests.
 #   scripts/test.sh            unit + bench
-#   scripts/test.sh unit       only one label
+#   scripts/test.sh unit       one label only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${THREADBURN_BUILD_DIR:-build}
@@ -10,7 +10,8 @@ labels=("${@:-unit bench}")
 rc=0
 for label in ${labels[@]}; do
   echo "== ctest -L $label"
-  # Unit tests run in parallel; benchmarks one at a time (they measure CPU).
+  # Unit tests run in parallel (the live ones are RUN_SERIAL); benchmarks one
+  # at a time: they measure CPU.
   if [ "$label" = unit ]; then jobs=$(nproc); else jobs=1; fi
   (cd "$BUILD_DIR" && ctest -L "^${label}\$" --output-on-failure -j "$jobs") || rc=1
 done

@@ -5,7 +5,7 @@
 import argparse
 import sys
 
-from . import compare, doctor, findings, listing, monitor, plot, sweep
+from . import compare, doctor, findings, listing, monitor, plot, run, sweep, tune
 from .errors import ThreadburnError
 
 DESCRIPTION = """threadburn measures how OpenMP, TBB and oneDNN worker threads behave around
@@ -15,11 +15,22 @@ Start with `threadburn doctor` (what this machine has), `threadburn list` (the
 programs, their benchmarks and counters), then `threadburn sweep default`."""
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with the one error convention: a bad command or flag is one
+    line on stderr and exit code 2 (argparse alone prints the usage too).
+    Subcommand parsers are of this class as well (add_subparsers)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def parser():
-    p = argparse.ArgumentParser(prog="threadburn", description=DESCRIPTION,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="threadburn", description=DESCRIPTION,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sweep.add_parser(sub)
+    run.add_parser(sub)
+    tune.add_parser(sub)
     compare.add_parser(sub)
     plot.add_parser(sub)
     monitor.add_parsers(sub)

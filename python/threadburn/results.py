@@ -7,10 +7,6 @@ import statistics
 from . import fmt, schema
 from .errors import ThreadburnError
 
-# "Within 5 % of the fastest": differences below that are rarely reproducible
-# on a shared machine (same order as stats.NOISE_CV_THRESHOLD), so among such
-# near-ties the setting that burns the least CPU is the one to recommend.
-STEP_TOLERANCE = 0.05
 # Runs whose copies overlapped less than this are left out of the
 # oversubscription aggregate (the sweep flags them; sweep.OVERLAP_MIN).
 OVERLAP_MIN = 0.9
@@ -96,32 +92,34 @@ def point_medians(rows):
     return out
 
 
-def best_settings(rows):
-    """Per workload: fastest setting, least-burn setting within STEP_TOLERANCE
-    of the fastest, and the default (libgomp, no environment) for contrast."""
-    table = []
+def recommendations(rows, objective="balanced"):
+    """Per workload, the recommend.py rule over its settings: time = step_ms,
+    CPU = step_cpu_ms + residual_cpu_ms (a step and the burn after it), one
+    sample per run; baselines: the default (libgomp, no environment) and the
+    launcher preset (rows with preset = "launcher")."""
+    from . import recommend
+    out = []
     for workload, by_env in group_points(rows).items():
-        points = []
-        for env, env_rows in by_env.items():
-            medians = point_medians(env_rows)
-            if medians["step_ms"] is not None:
-                points.append((env_rows[0], medians))
-        if not points:
-            continue
-        fastest = min(points, key=lambda p: (p[1]["step_ms"], p[1]["residual_cpu_ms"] or 0.0))
-        limit = fastest[1]["step_ms"] * (1 + STEP_TOLERANCE)
-        near = [p for p in points if p[1]["step_ms"] <= limit
-                and p[1]["residual_cpu_ms"] is not None]
-        least_burn = min(near, key=lambda p: (p[1]["residual_cpu_ms"], p[1]["step_ms"]),
-                         default=None)
-        default = next((p for p in points if schema.is_default_env(p[0])), None)
-        table.append({"workload": workload_label(points[0][0]), "fastest": fastest,
-                      "least_burn": least_burn, "default": default})
-    table.sort(key=lambda t: t["workload"])
-    return table
+        points, default, launcher = [], None, None
+        for env_rows in by_env.values():
+            row = env_rows[0]
+            time_values = metric_values(env_rows, "step_ms")
+            cpu_values = [a + b for a, b in zip(metric_values(env_rows, "step_cpu_ms"),
+                                                metric_values(env_rows, "residual_cpu_ms"))]
+            if not time_values or len(cpu_values) != len(time_values):
+                continue
+            name = schema.env_label(row)
+            points.append(recommend.Point(name, time_values, cpu_values, name))
+            if schema.is_default_env(row) and row.get("preset", "") in ("", "default"):
+                default = name
+            if row.get("preset") == "launcher":
+                launcher = name
+        if points:
+            rec = recommend.recommend(points, objective, baselines=[b for b in (default, launcher) if b])
+            out.append((workload_label(next(iter(by_env.values()))[0]), rec, default, launcher))
+    out.sort(key=lambda e: e[0])
+    return out
 
-
-# --- oversubscription: P copies of one setting at once --------------------------
 
 def base_workload_key(row):
     """workload_key without processes: the P = 1 and P = 4 rows of a setting match."""
@@ -236,34 +234,31 @@ def oversubscription_text(entries):
 
 
 def summary_text(rows):
+    from . import recommend
     lines = []
     counts = {s: sum(1 for r in rows if r.get("status") == s) for s in schema.STATUSES}
     lines.append("rows: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
-    for entry in best_settings(rows):
-        lines.append(entry["workload"])
-        for title, point in (("fastest", entry["fastest"]),
-                             (f"least burn (step <= +{STEP_TOLERANCE:.0%})",
-                              entry["least_burn"])):
-            if point is None:
-                continue
-            row, med = point
-            lines.append(f"  {title:<28} step {fmt.ms(med['step_ms']):>9}, burn "
-                         f"{fmt.ms(med['residual_cpu_ms']):>9}  {schema.env_label(row)}")
-        if entry["default"] is None:
-            lines.append(f"  {'default (gomp, no env)':<28} not in this sweep")
-            continue
-        row, med = entry["default"]
-        best_step = entry["fastest"][1]["step_ms"]
-        best_burn = (entry["least_burn"] or entry["fastest"])[1]["residual_cpu_ms"]
-        step_change = (med["step_ms"] / best_step - 1) if best_step else None
-        burn_change = (med["residual_cpu_ms"] - best_burn
-                       if med["residual_cpu_ms"] is not None and best_burn is not None else None)
-        versus = ["n/a" if step_change is None else f"step {step_change:+.1%} vs fastest"]
-        if burn_change is not None:
-            versus.append(f"burn {'+' if burn_change >= 0 else '-'}"
-                          f"{fmt.ms(abs(burn_change))} vs least burn")
-        lines.append(
-            f"  {'default (gomp, no env)':<28} step {fmt.ms(med['step_ms']):>9}, burn "
-            f"{fmt.ms(med['residual_cpu_ms']):>9}  " + ", ".join(versus))
+    lines.append("per workload: the setting recommended by the rule of `threadburn tune` (balanced: the least CPU "
+                 "per step, burn included, among the fastest within the noise; docs/design.md)")
+    for workload, rec, default, launcher in recommendations(rows):
+        lines.append(workload)
+        chosen = rec.winner or rec.best
+        if rec.single:
+            lines.append(f"  one setting only: {chosen.name}")
+        elif rec.winner:
+            lines.append(f"  recommended: {chosen.name}")
+        else:
+            lines.append(f"  no recommendation: {rec.best.name} is best by the median, but the runs cannot tell it "
+                         f"from {', '.join(p.name for p, _ in rec.tied)} (~"
+                         f"{max((n or 0) for _, n in rec.tied) or '?'} runs each would)")
+        lo, hi, _ = recommend.median_ci(chosen.time)
+        lines.append(f"    step {fmt.ms(chosen.med_time)} [{fmt.number(lo)}..{fmt.number(hi)}], CPU per step "
+                     f"{fmt.ms(chosen.med_cpu)} ({len(chosen.time)} runs)")
+        for v in rec.versus:
+            label = "default (gomp, no env)" if v.baseline == default else "launcher preset"
+            lines.append(f"    vs {label}: step {fmt.pct(v.time_change)} (p {fmt.number(v.time_p)}), "
+                         f"CPU {fmt.pct(v.cpu_change)} (p {fmt.number(v.cpu_p)})")
+        if default is None:
+            lines.append("    the default (gomp, no env) is not in this sweep")
     lines += oversubscription_text(oversubscription(rows))
     return "\n".join(lines)

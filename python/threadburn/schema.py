@@ -59,20 +59,28 @@ def knob_flags(descriptions):
 
 
 class Columns:
-    """The header of a results CSV for these programs' descriptions."""
+    """The header of a results CSV: for these programs' descriptions, or
+    (from_parts) for rows of another source, such as `threadburn tune`'s
+    runs of a user's command under the preload probe."""
 
     def __init__(self, descriptions):
         descriptions = list(descriptions)
-        first = descriptions[0]
-        self.env_knobs = tuple(env_knob_names(first))
-        self.flags = tuple(knob_flags(descriptions))
-        counters = []
+        counters, context = [], list(GB_CONTEXT)
         for d in descriptions:
             counters += [c for c in d.counter_names() if c not in counters]
-        self.counters = tuple(counters)
-        context = list(GB_CONTEXT)
-        for d in descriptions:
             context += [k for k in d.context if k not in context]
+        self._lay_out(env_knob_names(descriptions[0]), knob_flags(descriptions), counters, context)
+
+    @classmethod
+    def from_parts(cls, env_knobs, flags, counters, context):
+        self = cls.__new__(cls)
+        self._lay_out(env_knobs, flags, counters, context)
+        return self
+
+    def _lay_out(self, env_knobs, flags, counters, context):
+        self.env_knobs = tuple(k for k in env_knobs if k not in NOT_A_KNOB)
+        self.flags = tuple(flags)
+        self.counters = tuple(counters)
         self.context = tuple(context)
         self.knobs = ("bench", "runtime") + self.env_knobs + ("processes",) + self.flags
         self.all = (LEAD_COLUMNS + self.env_knobs + ("processes",) + self.flags

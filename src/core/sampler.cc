@@ -29,9 +29,11 @@ void BurnSampler::record(const ClassTotals& totals, int64_t t_ns, bool with_thre
   BurnSample s;
   s.t_ns = t_ns;
   s.cpu_ns = totals.cpu_ns;
+  if (options_.mark) s.mark_ns = options_.mark();
   ring_[static_cast<size_t>(head_ % static_cast<int64_t>(ring_.size()))] = s;
   ++head_;
-  if (with_threads && !thread_ring_.empty()) {
+  if (with_threads && !thread_ring_.empty() && t_ns - last_thread_snapshot_ >= options_.per_thread_every_ns) {
+    last_thread_snapshot_ = t_ns;
     ThreadSnapshot& snap = thread_ring_[static_cast<size_t>(thread_head_ % static_cast<int64_t>(thread_ring_.size()))];
     snap.t_ns = t_ns;
     snap.threads = clocks_.threads();
@@ -52,14 +54,17 @@ ClassTotals BurnSampler::sample_now(bool with_wait, std::vector<ThreadCpu>* thre
 
 void BurnSampler::kick() {
   relaxed_.store(false, std::memory_order_relaxed);
-  fast_until_.store(wall_ns() + kSamplerLingerNs, std::memory_order_relaxed);
+  // seq_cst on both sides (here: fast_until_ then idle_sleep_; the sampler:
+  // idle_sleep_ then fast_until_): one of the two always sees the other.
+  fast_until_.store(wall_ns() + kSamplerLingerNs, std::memory_order_seq_cst);
+  if (!idle_sleep_.exchange(false, std::memory_order_seq_cst)) return;  // awake, or fast: it will see fast_until_
   wake_.fetch_add(1, std::memory_order_release);
   syscall(SYS_futex, &wake_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
 void BurnSampler::relax() { relaxed_.store(true, std::memory_order_relaxed); }
 
-int64_t BurnSampler::next_deadline(int64_t now) {
+int64_t BurnSampler::next_deadline(int64_t now, bool* idle) {
   // Keep sampling fast while the last interval burned: the end is still ahead.
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -75,6 +80,7 @@ int64_t BurnSampler::next_deadline(int64_t now) {
     }
   }
   const bool fast = !relaxed_.load(std::memory_order_relaxed) && now < fast_until_.load(std::memory_order_relaxed);
+  *idle = !fast && options_.idle_period_ns > options_.period_ns;
   return now + (fast ? options_.period_ns : options_.idle_period_ns);
 }
 
@@ -106,8 +112,18 @@ void BurnSampler::run() {
       const ClassTotals totals = clocks_.read(false);
       record(totals, wall_ns(), options_.per_thread);
     }
-    const int64_t now = wall_ns();
-    wait_until(next_deadline(now), seen);
+    bool idle = false;
+    const int64_t deadline = next_deadline(wall_ns(), &idle);
+    if (idle) {
+      // Announce the long sleep before checking for a kick that came meanwhile.
+      idle_sleep_.store(true, std::memory_order_seq_cst);
+      if (!relaxed_.load() && wall_ns() < fast_until_.load()) {
+        idle_sleep_.store(false);
+        continue;
+      }
+    }
+    wait_until(deadline, seen);
+    idle_sleep_.store(false, std::memory_order_relaxed);
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -46,6 +47,9 @@ class BurnSampler {
     int64_t relist_ns = 10000000;  // re-list /proc/self/task at most this often
     size_t capacity = 1 << 17;     // ring of samples
     bool per_thread = false;       // also keep per-thread snapshots (timelines)
+    int64_t per_thread_every_ns = 0;  // ... at most this often (0: every sample)
+    // Read at every sample into BurnSample::mark_ns (may be empty).
+    std::function<int64_t()> mark;
   };
 
   explicit BurnSampler(Options options);
@@ -59,7 +63,8 @@ class BurnSampler {
   // returned totals; threads, when given, receives the per-thread values.
   ClassTotals sample_now(bool with_wait = false, std::vector<ThreadCpu>* threads = nullptr);
   // A burn may start now (a step ended): sample fast until nothing has burned
-  // for kSamplerLingerNs.
+  // for kSamplerLingerNs. Cheap enough for every parallel region's end: a
+  // futex wake (a syscall) only when the sampler sleeps at the idle period.
   void kick();
   // Nothing to locate until the next kick (a step is running): idle period.
   void relax();
@@ -75,7 +80,7 @@ class BurnSampler {
  private:
   void run();
   void record(const ClassTotals& totals, int64_t t_ns, bool with_threads);  // mu_ held
-  int64_t next_deadline(int64_t now);
+  int64_t next_deadline(int64_t now, bool* idle);
   void wait_until(int64_t deadline_ns, uint32_t seen);
 
   Options options_;
@@ -83,11 +88,12 @@ class BurnSampler {
   ThreadClocks clocks_;
   std::vector<BurnSample> ring_;
   std::vector<ThreadSnapshot> thread_ring_;
-  int64_t head_ = 0, thread_head_ = 0, last_relist_ = 0;
+  int64_t head_ = 0, thread_head_ = 0, last_relist_ = 0, last_thread_snapshot_ = 0;
   std::atomic<int64_t> taken_{0};
   std::atomic<int64_t> fast_until_{0};
   std::atomic<bool> relaxed_{false};
   std::atomic<uint32_t> wake_{0};  // futex word: bumped by kick()
+  std::atomic<bool> idle_sleep_{false};  // the sampler waits out an idle period now
   std::atomic<bool> stop_{false};
   std::atomic<bool> ready_{false};
   clockid_t own_clock_{};

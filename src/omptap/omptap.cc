@@ -56,14 +56,12 @@ void trampoline(void* p) {
   --t_depth;
 }
 
+// The runtime's GOMP_parallel, or null in a process without one (the probe
+// preloaded into a program that never loads OpenMP).
 ParallelFn next_parallel() {
   static ParallelFn next = [] {
     void* f = dlvsym(RTLD_NEXT, "GOMP_parallel", "GOMP_4.0");
     if (!f) f = dlsym(RTLD_NEXT, "GOMP_parallel");
-    if (!f) {
-      std::fprintf(stderr, "threadburn omptap: no OpenMP runtime defines GOMP_parallel after us\n");
-      std::abort();
-    }
     return reinterpret_cast<ParallelFn>(f);
   }();
   return next;
@@ -96,8 +94,13 @@ extern "C" __attribute__((visibility("default"))) void GOMP_parallel(void (*fn)(
   ot::Call call{fn, data, ot::cached_tid(), {0}};
   const int depth = ot::t_depth;
   const int64_t begin = threadburn::wall_ns();
+  const ot::ParallelFn next = ot::next_parallel();
+  if (!next) {  // only code compiled with -fopenmp calls this, and it links a runtime: never here
+    std::fprintf(stderr, "threadburn omptap: no OpenMP runtime defines GOMP_parallel after us\n");
+    std::abort();
+  }
   if (listener) listener->on_begin(begin, call.caller, depth);
-  ot::next_parallel()(ot::trampoline, &call, num_threads, flags);
+  next(ot::trampoline, &call, num_threads, flags);
   const int64_t end = threadburn::wall_ns();
   ot::g_regions.fetch_add(1, std::memory_order_relaxed);
   if (listener) {

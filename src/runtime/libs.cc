@@ -17,6 +17,15 @@
 
 namespace threadburn {
 
+Context runtime_context() {
+  Context ctx = openmp_context();
+  ctx.insert(ctx.end(), {{"dnnl_version", dnnl_version_string()},
+                         {"dnnl_cpu_runtime", dnnl_cpu_runtime_string()},
+                         {"tbb_version", tbb_version_string()},
+                         {"tbb_default_concurrency", std::to_string(tbb_default_concurrency())}});
+  return ctx;
+}
+
 bool have_tbb() { return THREADBURN_HAVE_TBB + 0 == 1; }
 bool have_dnnl() { return THREADBURN_HAVE_DNNL + 0 == 1; }
 

@@ -225,7 +225,7 @@ std::string join(const std::vector<std::string>& items, const char* sep) {
 
 }  // namespace
 
-Context runtime_context() {
+Context openmp_context() {
   const OmpInfo omp = detect_openmp();
   Context ctx = {
       {"threadburn_schema_version", kSchemaVersion},
@@ -238,10 +238,6 @@ Context runtime_context() {
       {"gomp_throttled_spincount", omp.gomp_throttled_spincount},
       {"gomp_spincount_in_force", omp.gomp_spincount_in_force},
       {"kmp_blocktime_ms", omp.kmp_blocktime_ms},
-      {"dnnl_version", dnnl_version_string()},
-      {"dnnl_cpu_runtime", dnnl_cpu_runtime_string()},
-      {"tbb_version", tbb_version_string()},
-      {"tbb_default_concurrency", std::to_string(tbb_default_concurrency())},
       {"blas_library", blas_library()},
   };
   EnvGetter env = [](const char* n) { return std::getenv(n); };

@@ -58,9 +58,12 @@ std::vector<KnobStatus> knob_report(const OmpInfo& omp, const EnvGetter& env);
 
 OmpInfo detect_openmp();
 
-// Everything as key/value pairs for a benchmark context: OpenMP's effective
-// settings, knob statuses (ignored_knobs, overridden_knobs, knob_notes), the
-// knob variables as set ("unset" when not), oneDNN, TBB and the BLAS.
+// OpenMP's effective settings, knob statuses (ignored_knobs,
+// overridden_knobs, knob_notes), the knob variables as set ("unset" when
+// not) and the BLAS, as key/value pairs. Needs nothing but libdl: the preload
+// probe reports it from inside any process (runtime.cc).
+Context openmp_context();
+// openmp_context() plus the oneDNN and TBB versions this build links (libs.cc).
 Context runtime_context();
 
 // Whether this build has TBB / oneDNN (THREADBURN_WITH_TBB / _DNNL).

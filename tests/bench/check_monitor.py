@@ -4,7 +4,7 @@
 spin_child's "spinner" thread burns a known 200 ms of CPU, so the CSV must
 show 200 ms +-10 % for it; every file the monitor leaves must be complete
 (a header, then rows of 9 columns, each ending in a newline).
-Usage: check_monitor.py CASE --monitor BIN --child BIN --fixtures DIR --plot SCRIPT
+Usage: check_monitor.py CASE --monitor BIN --child BIN --fixtures DIR --threadburn BIN
 """
 import argparse
 import csv
@@ -127,7 +127,11 @@ def case_sigint(a, tmp):
     out = os.path.join(tmp, "a.csv")
     child = subprocess.Popen([a.child, "--spin_ms=0", "--sleep_ms=5000"])
     mon = subprocess.Popen([a.monitor, f"--pid={child.pid}", "--out=" + out], stderr=subprocess.PIPE, text=True)
-    time.sleep(0.5)
+    time.sleep(0.2)
+    mon.send_signal(signal.SIGSTOP)  # it oversleeps 20 deadlines (5 ms): they must show as missed
+    time.sleep(0.1)
+    mon.send_signal(signal.SIGCONT)
+    time.sleep(0.2)
     mon.send_signal(signal.SIGINT)
     _, err = mon.communicate(timeout=5)
     sys.stdout.write(err)
@@ -135,6 +139,7 @@ def case_sigint(a, tmp):
     check("stopped by Interrupt" in err and "[process]" in err, "no summary after SIGINT")
     check(child.poll() is None, "the attached target was touched")
     check(check_samples(read_complete_csv(out), err) >= 1, "no sample before the SIGINT")
+    check(int(re.search(r"\((\d+) missed\)", err)[1]) >= 15, "the stopped monitor's deadlines were not counted as missed")
     # Even SIGKILL of the monitor leaves whole rows: it writes whole lines only.
     out = os.path.join(tmp, "k.csv")
     mon = subprocess.Popen([a.monitor, f"--pid={child.pid}", "--out=" + out], stderr=subprocess.DEVNULL)
@@ -198,18 +203,19 @@ def case_exec_error(a, tmp):
 
 def case_plot(a, tmp):
     png = os.path.join(tmp, "m.png")
-    p = run([sys.executable, a.plot, os.path.join(a.fixtures, "recording.csv"), "--marks",
-             os.path.join(a.fixtures, "ckpt.log"), "--out", png])
-    check(p.returncode == 0, f"plot_monitor.py returned {p.returncode}")
+    build = os.path.dirname(os.path.dirname(os.path.dirname(a.monitor)))
+    p = run([a.threadburn, "monitor-plot", os.path.join(a.fixtures, "recording.csv"), "--marks",
+             os.path.join(a.fixtures, "ckpt.log"), "--out", png, "--build-dir", build])
+    check(p.returncode == 0, f"threadburn monitor-plot returned {p.returncode}")
     check(open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "not a PNG")
-    p = run([sys.executable, a.plot, os.path.join(tmp, "missing.csv"), "--out", png])
-    one_error_line(p, 2, "plot_monitor.py: error:")
+    p = run([a.threadburn, "monitor-plot", os.path.join(tmp, "missing.csv"), "--out", png])
+    one_error_line(p, 2, "threadburn monitor-plot: error:")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case")
-    for name in ("--monitor", "--child", "--fixtures", "--plot"):
+    for name in ("--monitor", "--child", "--fixtures", "--threadburn"):
         ap.add_argument(name, required=True)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

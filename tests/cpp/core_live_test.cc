@@ -4,6 +4,7 @@
 // this machine happened to be: the tests must hold on a 3x slower machine and
 // with another process keeping a core busy (docs/design.md, "Known answers").
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -151,6 +152,45 @@ TEST(ThreadClocks, SumByClassMatchesEachThreadsOwnClock) {
   EXPECT_GE(b.threads, 3);
 }
 
+// Run-queue wait: the class totals are each thread's own schedstat run_delay.
+// The helper shares one CPU with a spinner while it spins, so it must wait.
+int64_t run_delay(pid_t tid) {
+  std::string text;
+  FILE* f = std::fopen(("/proc/self/task/" + std::to_string(tid) + "/schedstat").c_str(), "r");
+  char buf[128] = {};
+  if (f) { (void)!std::fread(buf, 1, sizeof buf - 1, f); std::fclose(f); }
+  return parse_schedstat(buf).value().run_delay_ns;
+}
+
+TEST(ThreadClocks, WaitIsEachThreadsOwnRunDelay) {
+  mark_current_thread(ThreadClass::kMain);
+  Helper loader(ThreadClass::kLoader);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(0, &one);
+  ASSERT_EQ(sched_setaffinity(loader.tid(), sizeof one, &one), 0);
+  std::atomic<bool> stop{false};
+  std::thread hog([&] {
+    sched_setaffinity(0, sizeof one, &one);
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  ThreadClocks clocks;
+  clocks.relist();
+  int64_t c = 0;
+  const ClassTotals a = read_still(&clocks, loader, &c);
+  const int64_t d0 = run_delay(loader.tid());
+  loader.order_spin(10 * kMs);
+  loader.wait_done();
+  sleep_for_ns(2 * kMs);
+  const ClassTotals b = read_still(&clocks, loader, &c);
+  const int64_t d1 = run_delay(loader.tid());
+  stop = true;
+  hog.join();
+  EXPECT_GT(d1 - d0, kMs) << "the helper never waited: the test means nothing";
+  EXPECT_EQ(b.wait_ns[index_of(ThreadClass::kLoader)] - a.wait_ns[index_of(ThreadClass::kLoader)], d1 - d0);
+}
+
 TEST(ThreadClocks, KeepsAnExitedThreadsCpu) {
   ThreadClocks clocks;
   std::atomic<int64_t> own{-1};
@@ -288,6 +328,7 @@ TEST(Residual, BreakdownHasTheBurningThreadFromItsOwnClock) {
 TEST(Sampler, ExcludesItsOwnCpu) {
   // A sampler waking every 100 us burns CPU of its own; with no other thread
   // running, the "others" it records must stay at zero all the same.
+  mark_current_thread(ThreadClass::kMain);  // else this thread's own wake-up is an "other"
   BurnSampler::Options o;
   o.period_ns = o.idle_period_ns = 100000;
   BurnSampler sampler(o);
@@ -354,7 +395,7 @@ TEST(Sampler, FastAfterAKickWhileSomethingBurnsIdleOtherwise) {
   ASSERT_GE(busy.size(), 10u);
   // Medians: robust to a few samples a loaded machine delays.
   EXPECT_GE(median_gap_ms(idle), 0.5 * ns_to_ms(kDefaultSamplerIdlePeriodNs));
-  EXPECT_LE(median_gap_ms(busy), 1.1 * ns_to_ms(kDefaultSamplerPeriodNs));
+  EXPECT_LE(median_gap_ms(busy), 2 * ns_to_ms(kDefaultSamplerPeriodNs));
 }
 
 TEST(Procfs, ReadsOwnThreadsByName) {

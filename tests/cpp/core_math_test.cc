@@ -8,6 +8,7 @@
 #include "core/json.h"
 #include "core/procfs.h"
 #include "core/stats.h"
+#include "core/thread_clocks.h"
 
 namespace threadburn {
 namespace {
@@ -47,6 +48,11 @@ TEST(BurnRates, OthersSumTheClassesButMainAndSampler) {
   EXPECT_DOUBLE_EQ(p[0].cores[index_of(ThreadClass::kLoader)], 0.2);
   EXPECT_DOUBLE_EQ(p[0].cores[index_of(ThreadClass::kSampler)], 0.4);
   EXPECT_EQ(s[1].others_cpu_ns(), 500 * 1000);
+  ClassTotals t;  // the live totals (residual wait, settle) must draw the same line
+  t.cpu_ns = t.wait_ns = s[1].cpu_ns;
+  EXPECT_EQ(t.others_cpu_ns(), 500 * 1000);
+  EXPECT_EQ(t.others_wait_ns(), 500 * 1000);
+  EXPECT_EQ(t.all_but_sampler_wait_ns(), 1400 * 1000);
 }
 
 TEST(TailMs, LastIntervalAboveThreshold) {

@@ -1,0 +1,141 @@
+"""The preload probe (src/probe/probe.cc) from the Python side: how a command
+is started under it, and what it wrote.
+
+The probe is a shared library put in front with LD_PRELOAD; it writes
+probe-<pid>.json (+ .timeline.csv, .gaps.csv, .threads.csv) into
+THREADBURN_PROBE_DIR for every process of the command that loaded it. For
+the llvm runtime, LLVM's libomp is preloaded right after it, so the probe's
+GOMP_parallel forwards to libomp.
+"""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+from . import paths, schema
+from .errors import ThreadburnError
+
+PROBE_LIBRARY = "libthreadburn_probe.so"
+
+
+def library(build=None):
+    return paths.find_program(PROBE_LIBRARY, build)
+
+
+def check_command(cmd):
+    """Refuses a command that cannot start, before anything runs."""
+    if not cmd:
+        raise ThreadburnError("no command: give it after --, e.g. -- python3 train.py")
+    exe = cmd[0]
+    path = exe if "/" in exe else shutil.which(exe)
+    if not path or not os.path.exists(path):
+        raise ThreadburnError(f"{exe}: command not found")
+    if not os.access(path, os.X_OK) or os.path.isdir(path):
+        raise ThreadburnError(f"{exe}: not an executable file")
+    return path
+
+
+def environment(base, probe_lib, out_dir, runtime="gomp", env=None, libomp=paths.LIBOMP, extra=None):
+    """The command's environment: base, minus the knobs the point leaves unset,
+    plus the point's knobs, the probe (and libomp for llvm) in front."""
+    out = dict(base)
+    for k, v in (env or {}).items():
+        if v == schema.UNSET:
+            out.pop(k, None)
+        else:
+            out[k] = v
+    preload = [probe_lib] + ([libomp] if runtime == "llvm" else [])
+    if base.get("LD_PRELOAD"):
+        preload.append(base["LD_PRELOAD"])
+    out["LD_PRELOAD"] = " ".join(preload)
+    out["THREADBURN_PROBE_DIR"] = out_dir
+    out.update(extra or {})
+    return out
+
+
+@dataclass
+class Report:
+    """One probed process."""
+    pid: int
+    path: str
+    summary: dict
+
+    @property
+    def counters(self):
+        return self.summary["counters"]
+
+    @property
+    def regions(self):
+        return int(self.counters.get("regions", 0))
+
+    def file(self, suffix):
+        return self.path.removesuffix(".json") + suffix
+
+
+def reports(out_dir):
+    """Every probe-<pid>.json in out_dir, most regions first."""
+    found = []
+    for path in glob.glob(os.path.join(out_dir, "probe-*.json")):
+        try:
+            with open(path) as f:
+                summary = json.load(f)
+        except (OSError, ValueError) as e:
+            raise ThreadburnError(f"{path}: unreadable probe summary ({e})") from None
+        found.append(Report(int(summary.get("pid", 0)), path, summary))
+    return sorted(found, key=lambda r: (-r.regions, r.pid))
+
+
+def main_report(out_dir, cmd, require_regions=True):
+    """The process of the command that ran OpenMP regions (the most; without
+    any, the one that used the most CPU), or a one-line reason why there is
+    none. require_regions: a command without any region is an error (run);
+    tune accepts it (a single-threaded setting runs no region)."""
+    found = reports(out_dir)
+    if not found:
+        raise ThreadburnError(f"the probe did not load into {cmd[0]}: a statically linked or setuid "
+                              "program cannot be probed (LD_PRELOAD is ignored)")
+    if found[0].regions == 0 and not require_regions:
+        return max(found, key=lambda r: r.counters.get("cpu_ms", 0))
+    if found[0].regions == 0:
+        raise ThreadburnError(f"no OpenMP parallel region was seen in {cmd[0]} ({len(found)} process(es) probed): "
+                              "it runs no OpenMP through GOMP_parallel (single-threaded, or LLVM-native OpenMP: "
+                              "docs/probe.md)")
+    return found[0]
+
+
+def describe(build=None):
+    """The probe's counters and context keys, from the library itself."""
+    lib = library(build)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, LD_PRELOAD=lib, THREADBURN_PROBE_DIR=tmp, THREADBURN_PROBE_DESCRIBE="1")
+        subprocess.run(["true"], env=env, check=False)
+        try:
+            with open(os.path.join(tmp, "describe.json")) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            raise ThreadburnError(f"{lib}: wrote no description; is it a threadburn probe of this version?") from None
+
+
+def run_command(cmd, env, out_dir, timeout_s=None, capture=True):
+    """Runs the command under the probe's environment into out_dir. Returns
+    (exit code or None on timeout, stdout text, last stderr line)."""
+    os.makedirs(out_dir, exist_ok=True)
+    try:
+        p = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, timeout=timeout_s,
+                           capture_output=capture, text=True)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return None, out, f"timeout after {timeout_s} s"
+    err = [ln for ln in (p.stderr or "").splitlines() if ln.strip()]
+    return p.returncode, p.stdout or "", err[-1][:300] if err else ""
+
+
+def columns(description, env_knobs):
+    """The CSV header of runs of a command under the probe: the sweep's
+    layout with one knob flag, `command`, the probe's counters plus `metric`
+    (the user's figure), and the probe's context."""
+    counters = [c["name"] for c in description["counters"]] + ["metric"]
+    return schema.Columns.from_parts(env_knobs, ("command",), counters, list(description["context"]))

@@ -1,0 +1,179 @@
+"""threadburn run: one run of your own program under the preload probe.
+
+    threadburn run [--runtime llvm] [--env KMP_BLOCKTIME=0 ...] -- python3 train.py --epochs 1
+
+Runs the command with libthreadburn_probe.so preloaded (and LLVM's libomp
+behind it with --runtime llvm), exactly as it would run otherwise, then
+prints what its threads did: every OpenMP parallel region it started, the
+CPU of its OpenMP workers inside regions and between them (the burn between
+regions), each gap without a region (a sleep, a wait for data or a GPU) with
+the burn and the tail in it, and the settings the runtime really used. Files
+go to --out (default runs/run-<command>-<time>/): the probe's files per
+process, run.csv (one tidy row, the schema of results/README.md) and
+timeline.png.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+from datetime import datetime
+
+from . import fmt, paths, probe, schema, sweep
+from .errors import ThreadburnError
+
+
+def add_parser(sub):
+    p = sub.add_parser("run", help="run your own program under the probe: every OpenMP region, burn between them",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_options(p)
+    p.add_argument("--out", help="folder for the files (default: runs/run-<command>-<time>/)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out")
+    p.add_argument("--no-plot", action="store_true", help="make no timeline plot")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
+    p.set_defaults(run=main)
+    return p
+
+
+def add_run_options(p):
+    p.add_argument("--runtime", choices=schema.RUNTIMES, default="gomp",
+                   help="gomp: as the program is built; llvm: LLVM's libomp preloaded in front")
+    p.add_argument("--env", action="append", default=[], metavar="VAR=VALUE",
+                   help="set a variable for the command (repeatable), e.g. KMP_BLOCKTIME=0")
+    p.add_argument("--gap-min-ms", type=float, default=1.0,
+                   help="a stretch without a region at least this long is a gap (default 1 ms)")
+    p.add_argument("--build-dir", help="CMake build dir holding the probe (default: build)")
+    p.add_argument("--libomp", default=paths.LIBOMP, help=f"LLVM's OpenMP runtime (default: {paths.LIBOMP})")
+
+
+def parse_env(items):
+    env = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ThreadburnError(f"--env {item!r}: expected VAR=VALUE")
+        env[name] = value
+    return env
+
+
+def command_of(args):
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    probe.check_command(cmd)
+    return cmd
+
+
+def probe_extra(args):
+    return {"THREADBURN_PROBE_GAP_MIN_US": str(int(args.gap_min_ms * 1000))}
+
+
+def default_out(kind, cmd):
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(cmd[-1] if cmd[0].startswith("python") and len(cmd) > 1
+                                                               else cmd[0]))
+    return os.path.join(paths.runs_dir(), f"{kind}-{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
+
+
+def describe_report(report, cmd):
+    """The summary people read: settings, regions, CPU by class, gaps, overhead."""
+    c, ctx = report.counters, report.summary.get("context", {})
+    lines = [f"threadburn run: {' '.join(cmd)} (pid {report.pid}): {fmt.number(c['wall_ms'] / 1000)} s"]
+    settings = f"{ctx.get('omp_runtime')} with {ctx.get('omp_max_threads')} threads, wait policy {ctx.get('omp_wait_policy')}"
+    if ctx.get("omp_runtime") == "libgomp":
+        settings += f", spin count {ctx.get('gomp_spincount')} (in force {ctx.get('gomp_spincount_in_force')})"
+    elif ctx.get("omp_runtime") == "llvm-libomp":
+        settings += f", blocktime {ctx.get('kmp_blocktime_ms')} ms"
+    lines.append(f"  settings in force: {settings}")
+    if ctx.get("knob_notes", "none") != "none":
+        lines.append(f"  note: {ctx['knob_notes']}")
+    lines.append(f"  regions: {int(c['regions'])} ({fmt.number(c['regions_per_s'])}/s), a region running "
+                 f"{c['region_share']:.0%} of the time; duration median <= {fmt.number(c['region_us_p50'])} us, "
+                 f"p90 <= {fmt.number(c['region_us_p90'])} us; largest team {int(c['max_team'])}")
+    rows = [["main thread", fmt.number(c["cpu_main_ms"]), "", ""],
+            [f"OpenMP workers ({int(c['threads_omp'])})", fmt.number(c["cpu_omp_ms"]),
+             fmt.number(c["omp_in_regions_ms"]), fmt.number(c["omp_between_regions_ms"])],
+            ["other threads", fmt.number(c["cpu_other_ms"]), "", ""]]
+    lines += ["  " + ln for ln in fmt.table(["CPU (ms)", "total", "in regions", "between regions"], rows)]
+    if c["gaps"] > 0:
+        lines.append(f"  gaps without a region (>= {fmt.number(report.summary.get('gap_min_ms', 1))} ms): "
+                     f"{int(c['gaps'])}, median {fmt.ms(c['gap_ms_median'])}; in each the workers burned "
+                     f"{fmt.ms(c['gap_omp_cpu_ms_median'])} (median), until {fmt.ms(c['gap_tail_ms_median'])} "
+                     f"after it began (p90 {fmt.ms(c['gap_tail_ms_p90'])})")
+    lines.append(f"  the probe's own cost: sampler {fmt.ms(c['sampler_cpu_ms'])} of CPU "
+                 f"({c['sampler_share']:.2%} of a core), {int(c['samples'])} samples")
+    if c["omp_between_regions_ms"] > 0.1 * max(c["cpu_omp_ms"], 1e-9) and c["omp_between_regions_ms"] > 50:
+        lines.append(f"  advice: the workers burned {fmt.ms(c['omp_between_regions_ms'])} while no region ran "
+                     "(spin-waiting). KMP_BLOCKTIME=0 or OMP_WAIT_POLICY=passive stop that, at some cost to the "
+                     "next region; `threadburn tune -- <command>` measures which setting costs least here.")
+    return lines
+
+
+def row_for(report, columns, base):
+    row = dict(base)
+    row.update({k: v for k, v in report.counters.items() if k in columns.counters})
+    context = report.summary.get("context", {})
+    row.update({k: v for k, v in context.items() if k in columns.context})
+    row["extra_context"] = ";".join(f"{k}={v}" for k, v in context.items() if k not in columns.context)
+    return row
+
+
+def plot_timeline(report, path):
+    from .plot import pyplot
+    import csv
+    plt = pyplot()
+    with open(report.file(".timeline.csv")) as f:
+        rows = list(csv.DictReader(f))
+    t = [float(r["t_ms"]) / 1000 for r in rows]
+    fig, ax = plt.subplots(figsize=(12, 4.5), dpi=110)
+    ax.fill_between(t, [float(r["in_region"]) for r in rows], step="pre", color="0.85", label="a region running (share)")
+    ax.step(t, [float(r["omp_cores"]) for r in rows], where="pre", label="OpenMP workers", linewidth=1)
+    ax.step(t, [float(r["main_cores"]) for r in rows], where="pre", label="main thread", linewidth=0.8, alpha=0.7)
+    ax.step(t, [float(r["other_cores"]) for r in rows], where="pre", label="other threads", linewidth=0.8, alpha=0.7)
+    ax.set_xlabel("time since the program started (s)")
+    ax.set_ylabel("CPU (cores)")
+    ax.set_title(f"{report.summary.get('command', '')[:100]}\n(sampled every 1 ms while a burn is followed, 10 ms otherwise)",
+                 fontsize=9)
+    ax.legend(loc="upper right", fontsize=8)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main(args):
+    cmd = command_of(args)
+    env_point = parse_env(args.env)
+    out = args.out or default_out("run", cmd)
+    if os.path.exists(out) and os.listdir(out):
+        if not args.force:
+            raise ThreadburnError(f"{out}: exists; pass --force to replace it")
+        shutil.rmtree(out)
+    if args.runtime == "llvm" and not os.path.exists(args.libomp):
+        raise ThreadburnError(f"--libomp {args.libomp}: not found (Debian: apt install libomp-dev)")
+    lib = probe.library(args.build_dir)
+    env = probe.environment(os.environ, lib, out, args.runtime, env_point, args.libomp, probe_extra(args))
+    os.makedirs(out, exist_ok=True)
+    code, _, last = probe.run_command(cmd, env, out, capture=False)
+    report = probe.main_report(out, cmd)
+    print("\n".join(describe_report(report, cmd)))
+    desc = probe.describe(args.build_dir)
+    columns = probe.columns(desc, [k for k in env_point if k.isupper()] or ["OMP_NUM_THREADS"])
+    base = {"schema_version": schema.SCHEMA_VERSION, "run_key": "run", "status": "ok" if code == 0 else "failed",
+            "reason": "" if code == 0 else f"{sweep.describe_exit(code)}: {last}", "benchmark": "run",
+            "bench": "command", "runtime": args.runtime, "processes": 1, "command": " ".join(cmd),
+            "repetition": 0, "proc_index": 0, "exit_code": code}
+    base.update(env_point)
+    results_file = sweep.ResultsFile(os.path.join(out, "run.csv"), columns)
+    results_file.create()
+    results_file.append([row_for(report, columns, base)])
+    written = [results_file.path]
+    if not args.no_plot:
+        try:
+            plot_timeline(report, os.path.join(out, "timeline.png"))
+            written.append(os.path.join(out, "timeline.png"))
+        except ThreadburnError as e:
+            print(f"run: no plot: {e}")
+    print(f"  files: {out}/ (probe-<pid>.json, .timeline.csv, .gaps.csv, .threads.csv per process; "
+          + ", ".join(os.path.basename(w) for w in written) + ")")
+    if code != 0:
+        print(f"run: the command ended with {sweep.describe_exit(code)}", file=sys.stderr)
+    return 0 if code == 0 else 1

@@ -1,0 +1,346 @@
+// libthreadburn_probe.so: LD_PRELOAD it into any dynamically linked program
+// (Python with PyTorch included) to see every OpenMP parallel region and the
+// CPU its threads burn between them, with no privileges and no change to the
+// program. Loaded with THREADBURN_PROBE_DIR set, it
+//  - interposes GOMP_parallel (omptap): every region's start, end, team and
+//    caller; team members are marked as OpenMP workers;
+//  - runs the core's burn sampler inside the program (per-thread CPU clocks,
+//    1 ms while a burn after a region is being located, 10 ms otherwise);
+//  - writes, when the program ends (exit, return from main, SIGTERM, and
+//    SIGINT unless the program handles it itself, as Python does by raising
+//    KeyboardInterrupt and exiting normally), into THREADBURN_PROBE_DIR:
+//      probe-<pid>.json           the summary (report.h's counters, regions,
+//                                 per-thread CPU, the settings in force)
+//      probe-<pid>.timeline.csv   cores by class of thread over time
+//      probe-<pid>.gaps.csv       each gap between regions: length, burn, tail
+//      probe-<pid>.threads.csv    per-thread CPU over time (10 ms steps)
+// Without THREADBURN_PROBE_DIR it only forwards GOMP_parallel. A child made by
+// fork() is not measured (its threads did not survive the fork); a child that
+// execs loads the probe anew and writes its own files.
+// THREADBURN_PROBE_DESCRIBE=1 writes describe.json (counters, schema) and
+// nothing else: how `threadburn tune` learns the columns before any run.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/clock.h"
+#include "core/json.h"
+#include "core/procfs.h"
+#include "core/sampler.h"
+#include "core/schema.h"
+#include "core/stats.h"
+#include "omptap/omptap.h"
+#include "probe/report.h"
+#include "runtime/runtime.h"
+
+namespace threadburn::probe {
+namespace {
+
+constexpr int64_t kDefaultGapMinNs = 1000000;  // 1 ms without a region is a gap
+
+struct State {
+  std::string dir;
+  pid_t pid = 0;
+  int64_t start_ns = 0, gap_min_ns = kDefaultGapMinNs;
+  std::unique_ptr<BurnSampler> sampler;
+  // Time inside outermost regions so far: closed regions plus the open one.
+  std::atomic<int> active{0};
+  std::atomic<int64_t> active_since{0}, inside_ns{0}, last_end{0};
+  std::mutex mu;  // stats, gaps
+  RegionStats stats;
+  std::vector<Gap> gaps;
+  std::atomic<bool> reported{false};
+};
+
+State* g_state = nullptr;
+
+int64_t inside_regions_ns() {
+  State& s = *g_state;
+  int64_t v = s.inside_ns.load(std::memory_order_relaxed);
+  if (s.active.load(std::memory_order_relaxed) > 0) v += wall_ns() - s.active_since.load(std::memory_order_relaxed);
+  return v;
+}
+
+class Regions : public omptap::Listener {
+ public:
+  void on_begin(int64_t begin_ns, pid_t, int depth) override {
+    if (depth != 0) return;
+    State& s = *g_state;
+    if (s.active.fetch_add(1, std::memory_order_acq_rel) != 0) return;
+    s.active_since.store(begin_ns, std::memory_order_relaxed);
+    const int64_t last = s.last_end.load(std::memory_order_relaxed);
+    if (last > 0 && begin_ns - last >= s.gap_min_ns) {
+      std::lock_guard<std::mutex> lock(s.mu);
+      s.gaps.push_back({last, begin_ns, false});
+    }
+  }
+  void on_end(const omptap::Region& r) override {
+    if (r.depth != 0) return;
+    State& s = *g_state;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      s.stats.add(r.end_ns - r.begin_ns, r.team);
+    }
+    const int64_t since = s.active_since.load(std::memory_order_relaxed);
+    if (s.active.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      s.inside_ns.fetch_add(r.end_ns - since, std::memory_order_relaxed);
+      s.last_end.store(r.end_ns, std::memory_order_relaxed);
+      s.sampler->kick();  // the team may burn now: sample fast until it stops
+    }
+  }
+};
+
+Regions g_regions;
+
+int64_t env_int(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long long x = std::strtoll(v, &end, 10);
+  return (*end == '\0' && x >= lo && x <= hi) ? x : fallback;
+}
+
+std::string command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(in)), {}), out;
+  for (char c : raw) out += c == '\0' ? ' ' : c;
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+void describe_counters(JsonWriter* j) {
+  j->key("counters").begin_array();
+  for (const Counter& c : counters()) j->begin_object().field("name", c.name).field("unit", c.unit).field("help", c.help).end_object();
+  j->end_array();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+std::string stem() { return g_state->dir + "/probe-" + std::to_string(g_state->pid); }
+
+// The summary: every counter of report.h, the region histogram, threads, context.
+void write_summary(const std::vector<BurnSample>& samples, const std::vector<ThreadCpu>& threads,
+                   const std::vector<GapBurn>& gaps, const RegionStats& stats, int64_t end_ns, int threads_max) {
+  State& s = *g_state;
+  const double wall_ms = ns_to_ms(end_ns - s.start_ns);
+  const RegionSplit split = split_by_regions(samples);
+  ClassArray cpu{};
+  for (const auto& t : threads) cpu[index_of(t.cls)] += t.cpu_ns;
+  const int omp = index_of(ThreadClass::kOmp), main = index_of(ThreadClass::kMain);
+  const int sampler = index_of(ThreadClass::kSampler);
+  int64_t all = 0, other = 0, others_between = 0;
+  for (int c = 0; c < kThreadClasses; ++c) {
+    if (c != sampler) all += cpu[c];
+    if (c != sampler && c != main && c != omp) other += cpu[c];
+    if (c != sampler && c != main) others_between += split.between_ns[c];
+  }
+  std::vector<double> gap_len, gap_cpu, gap_tail;
+  double gap_total = 0;
+  for (const GapBurn& gb : gaps) {
+    if (!gb.measured) continue;
+    gap_len.push_back(gb.length_ms);
+    gap_cpu.push_back(gb.omp_cpu_ms);
+    gap_tail.push_back(gb.omp_tail_ms);
+    gap_total += gb.omp_cpu_ms;
+  }
+  int team_threads = 0;
+  for (const auto& t : threads) team_threads += t.cls == ThreadClass::kOmp;
+  const double sampler_ms = ns_to_ms(cpu[sampler]);
+  const std::map<std::string, double> values = {
+      {"wall_ms", wall_ms},
+      {"cpu_ms", ns_to_ms(all)},
+      {"cpu_main_ms", ns_to_ms(cpu[main])},
+      {"cpu_omp_ms", ns_to_ms(cpu[omp])},
+      {"cpu_other_ms", ns_to_ms(other)},
+      {"omp_in_regions_ms", ns_to_ms(split.in_regions_ns[omp])},
+      {"omp_between_regions_ms", ns_to_ms(split.between_ns[omp])},
+      {"others_between_regions_ms", ns_to_ms(others_between)},
+      {"regions", static_cast<double>(stats.count)},
+      {"regions_per_s", wall_ms > 0 ? static_cast<double>(stats.count) / (wall_ms / 1e3) : 0},
+      {"region_share", wall_ms > 0 ? ns_to_ms(s.inside_ns.load()) / wall_ms : 0},
+      {"region_us_mean", stats.count > 0 ? static_cast<double>(stats.total_ns) / 1e3 / static_cast<double>(stats.count) : 0},
+      {"region_us_p50", stats.quantile_us(0.5)},
+      {"region_us_p90", stats.quantile_us(0.9)},
+      {"region_us_p99", stats.quantile_us(0.99)},
+      {"max_team", static_cast<double>(stats.max_team)},
+      {"gaps", static_cast<double>(gap_len.size())},
+      {"gap_ms_median", median(gap_len)},
+      {"gap_omp_cpu_ms_median", median(gap_cpu)},
+      {"gap_omp_cpu_ms_total", gap_total},
+      {"gap_tail_ms_median", median(gap_tail)},
+      {"gap_tail_ms_p90", percentile(gap_tail, 0.9)},
+      {"threads_max", static_cast<double>(threads_max)},
+      {"threads_omp", static_cast<double>(team_threads)},
+      {"sampler_cpu_ms", sampler_ms},
+      {"sampler_share", wall_ms > 0 ? sampler_ms / wall_ms : 0},
+      {"samples", static_cast<double>(samples.size())},
+  };
+  JsonWriter j;
+  j.begin_object().field("schema_version", kSchemaVersion).field("pid", static_cast<int64_t>(s.pid))
+      .field("command", command_line()).field("gap_min_ms", ns_to_ms(s.gap_min_ns))
+      .field("omptap_installed", omptap::installed());
+  j.key("counters").begin_object();
+  for (const Counter& c : counters()) j.field(c.name, values.at(c.name));
+  j.end_object();
+  j.key("region_duration_buckets_ns").begin_array();
+  for (int k = 0; k < kDurationBuckets; ++k) {
+    if (stats.buckets[static_cast<size_t>(k)] > 0) {
+      j.begin_object().field("from", static_cast<int64_t>(1) << k).field("count", stats.buckets[static_cast<size_t>(k)]).end_object();
+    }
+  }
+  j.end_array();
+  j.key("threads").begin_array();
+  for (const auto& t : threads) {
+    j.begin_object().field("tid", static_cast<int64_t>(t.tid)).field("name", t.alive ? thread_name(0, t.tid) : "")
+        .field("class", thread_class_name(t.cls)).field("cpu_ms", ns_to_ms(t.cpu_ns)).field("alive", t.alive).end_object();
+  }
+  j.end_array();
+  j.key("context").begin_object();
+  for (const auto& [k, v] : openmp_context()) j.field(k, v);
+  j.end_object();
+  j.end_object();
+  write_file(stem() + ".json", j.str() + "\n");
+}
+
+void write_timeline(const std::vector<BurnSample>& samples) {
+  std::string out = "t_ms,in_region,others_cores,main_cores,omp_cores,other_cores\n";
+  const int omp = index_of(ThreadClass::kOmp);
+  for (size_t i = 1; i < samples.size(); ++i) {
+    const BurnSample& a = samples[i - 1];
+    const BurnSample& b = samples[i];
+    const double dt = static_cast<double>(b.t_ns - a.t_ns);
+    if (dt <= 0) continue;
+    const auto rate = [&](int c) { return static_cast<double>(b.cpu_ns[c] - a.cpu_ns[c]) / dt; };
+    const double others = static_cast<double>(b.others_cpu_ns() - a.others_cpu_ns()) / dt;
+    char line[160];
+    std::snprintf(line, sizeof line, "%.3f,%.3f,%.4f,%.4f,%.4f,%.4f\n", ns_to_ms(b.t_ns - g_state->start_ns),
+                  static_cast<double>(b.mark_ns - a.mark_ns) / dt, others, rate(index_of(ThreadClass::kMain)),
+                  rate(omp), others - rate(omp));
+    out += line;
+  }
+  write_file(stem() + ".timeline.csv", out);
+}
+
+void write_gaps(const std::vector<Gap>& gaps, const std::vector<GapBurn>& burns) {
+  std::string out = "start_ms,length_ms,omp_cpu_ms,others_cpu_ms,omp_tail_ms,open,measured\n";
+  for (size_t i = 0; i < gaps.size(); ++i) {
+    char line[200];
+    std::snprintf(line, sizeof line, "%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d\n", ns_to_ms(gaps[i].start_ns - g_state->start_ns),
+                  burns[i].length_ms, burns[i].omp_cpu_ms, burns[i].others_cpu_ms, burns[i].omp_tail_ms,
+                  gaps[i].open ? 1 : 0, burns[i].measured ? 1 : 0);
+    out += line;
+  }
+  write_file(stem() + ".gaps.csv", out);
+}
+
+void write_thread_timeline(const std::vector<ThreadSnapshot>& snaps) {
+  std::string out = "t_ms,tid,class,cores\n";
+  for (size_t i = 1; i < snaps.size(); ++i) {
+    const double dt = static_cast<double>(snaps[i].t_ns - snaps[i - 1].t_ns);
+    if (dt <= 0) continue;
+    std::map<pid_t, int64_t> before;
+    for (const auto& t : snaps[i - 1].threads) before[t.tid] = t.cpu_ns;
+    for (const auto& t : snaps[i].threads) {
+      const int64_t d = t.cpu_ns - (before.count(t.tid) ? before[t.tid] : 0);
+      if (d <= 0) continue;
+      char line[120];
+      std::snprintf(line, sizeof line, "%.3f,%d,%s,%.4f\n", ns_to_ms(snaps[i].t_ns - g_state->start_ns),
+                    static_cast<int>(t.tid), thread_class_name(t.cls), static_cast<double>(d) / dt);
+      out += line;
+    }
+  }
+  write_file(stem() + ".threads.csv", out);
+}
+
+void report() {
+  State* s = g_state;
+  if (!s || s->pid != getpid() || s->reported.exchange(true)) return;
+  omptap::set_listener(nullptr);
+  std::vector<ThreadCpu> threads;
+  s->sampler->sample_now(false, &threads);
+  const int64_t end_ns = wall_ns();
+  const auto samples = s->sampler->window(0, end_ns);
+  const auto snaps = s->sampler->thread_window(0, end_ns);
+  int threads_max = 0;
+  for (const auto& snap : snaps) {
+    int alive = 0;
+    for (const auto& t : snap.threads) alive += t.alive;
+    threads_max = std::max(threads_max, alive);
+  }
+  std::vector<Gap> gaps;
+  RegionStats stats;
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    gaps = s->gaps;
+    stats = s->stats;
+  }
+  const int64_t last = s->last_end.load();
+  if (last > 0 && s->active.load() == 0 && end_ns - last >= s->gap_min_ns) gaps.push_back({last, end_ns, true});
+  std::vector<GapBurn> burns;
+  for (const Gap& gap : gaps) burns.push_back(gap_burn(samples, gap));
+  write_summary(samples, threads, burns, stats, end_ns, threads_max);
+  write_timeline(samples);
+  write_gaps(gaps, burns);
+  write_thread_timeline(snaps);
+}
+
+void on_signal(int sig) {
+  report();  // not async-signal-safe; the process is ending anyway
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void write_describe(const std::string& dir) {
+  JsonWriter j;
+  j.begin_object().field("schema_version", kSchemaVersion);
+  describe_counters(&j);
+  j.key("context").begin_object();
+  for (const auto& [k, v] : openmp_context()) j.field(k, v);
+  j.end_object().end_object();
+  write_file(dir + "/describe.json", j.str() + "\n");
+}
+
+__attribute__((constructor)) void start() {
+  const char* dir = std::getenv("THREADBURN_PROBE_DIR");
+  if (!dir || !*dir) return;  // loaded but not asked: only forward GOMP_parallel
+  if (std::getenv("THREADBURN_PROBE_DESCRIBE")) {
+    write_describe(dir);
+    return;
+  }
+  g_state = new State;
+  State& s = *g_state;
+  s.dir = dir;
+  s.pid = getpid();
+  s.start_ns = wall_ns();
+  s.gap_min_ns = env_int("THREADBURN_PROBE_GAP_MIN_US", kDefaultGapMinNs / 1000, 10, 60000000) * 1000;
+  mark_current_thread(ThreadClass::kMain);  // the constructor runs on the program's first thread
+  BurnSampler::Options o;
+  o.period_ns = env_int("THREADBURN_PROBE_PERIOD_US", kDefaultSamplerPeriodNs / 1000, 100, 1000) * 1000;
+  o.capacity = 1 << 20;
+  o.per_thread = true;
+  o.per_thread_every_ns = 10 * kNsPerMsInt;
+  o.mark = inside_regions_ns;
+  s.sampler = std::make_unique<BurnSampler>(o);
+  omptap::set_listener(&g_regions);
+  std::atexit(report);
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) signal(sig, on_signal);
+  }
+  // A forked child has no sampler thread: it stays out (no listener, no report).
+  pthread_atfork(nullptr, nullptr, [] { omptap::set_listener(nullptr); });
+}
+
+}  // namespace
+}  // namespace threadburn::probe

@@ -1,0 +1,119 @@
+#include "probe/report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/clock.h"
+
+namespace threadburn::probe {
+
+void RegionStats::add(int64_t duration_ns, int team) {
+  ++count;
+  total_ns += duration_ns;
+  max_team = std::max(max_team, team);
+  int k = 0;
+  for (int64_t d = std::max<int64_t>(duration_ns, 1); d > 1 && k < kDurationBuckets - 1; d >>= 1) ++k;
+  ++buckets[static_cast<size_t>(k)];
+}
+
+double RegionStats::quantile_us(double q) const {
+  if (count == 0) return 0;
+  const double want = q * static_cast<double>(count);
+  double seen = 0;
+  for (int k = 0; k < kDurationBuckets; ++k) {
+    seen += static_cast<double>(buckets[static_cast<size_t>(k)]);
+    if (seen >= want) return std::ldexp(1.0, k + 1) / 1000.0;
+  }
+  return std::ldexp(1.0, kDurationBuckets) / 1000.0;
+}
+
+RegionSplit split_by_regions(const std::vector<BurnSample>& samples) {
+  RegionSplit out;
+  for (size_t i = 1; i < samples.size(); ++i) {
+    const BurnSample& a = samples[i - 1];
+    const BurnSample& b = samples[i];
+    const double dt = static_cast<double>(b.t_ns - a.t_ns);
+    if (dt <= 0) continue;
+    const double inside = std::clamp(static_cast<double>(b.mark_ns - a.mark_ns) / dt, 0.0, 1.0);
+    for (int c = 0; c < kThreadClasses; ++c) {
+      const double cpu = static_cast<double>(b.cpu_ns[c] - a.cpu_ns[c]);
+      const auto in = static_cast<int64_t>(std::llround(cpu * inside));
+      out.in_regions_ns[c] += in;
+      out.between_ns[c] += static_cast<int64_t>(cpu) - in;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// CPU of one class over [from, to], the boundary intervals prorated by time.
+double cpu_between(const std::vector<BurnSample>& s, int64_t from, int64_t to, bool others, int cls) {
+  double total = 0;
+  for (size_t i = 1; i < s.size(); ++i) {
+    const int64_t lo = std::max(s[i - 1].t_ns, from), hi = std::min(s[i].t_ns, to);
+    if (hi <= lo) continue;
+    const double dt = static_cast<double>(s[i].t_ns - s[i - 1].t_ns);
+    const double cpu = others ? static_cast<double>(s[i].others_cpu_ns() - s[i - 1].others_cpu_ns())
+                              : static_cast<double>(s[i].cpu_ns[cls] - s[i - 1].cpu_ns[cls]);
+    total += cpu * static_cast<double>(hi - lo) / dt;
+  }
+  return total;
+}
+
+}  // namespace
+
+GapBurn gap_burn(const std::vector<BurnSample>& samples, const Gap& gap) {
+  GapBurn g;
+  g.length_ms = ns_to_ms(gap.end_ns - gap.start_ns);
+  if (samples.empty() || samples.front().t_ns > gap.start_ns) return g;  // the ring no longer covers it
+  const int omp = index_of(ThreadClass::kOmp);
+  g.omp_cpu_ms = cpu_between(samples, gap.start_ns, gap.end_ns, false, omp) / kNsPerMs;
+  g.others_cpu_ms = cpu_between(samples, gap.start_ns, gap.end_ns, true, 0) / kNsPerMs;
+  // The team's own tail: the rates of the OpenMP class only.
+  std::vector<BurnSample> window;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const bool last_before = i + 1 < samples.size() && samples[i + 1].t_ns > gap.start_ns && samples[i].t_ns <= gap.start_ns;
+    if (last_before || (samples[i].t_ns > gap.start_ns && samples[i].t_ns <= gap.end_ns)) window.push_back(samples[i]);
+  }
+  std::vector<BurnPoint> points = burn_rates(window, gap.start_ns);
+  for (auto& p : points) p.others_cores = p.cores[static_cast<size_t>(omp)];
+  g.omp_tail_ms = tail_ms(points);
+  g.measured = true;
+  return g;
+}
+
+const std::vector<Counter>& counters() {
+  static const std::vector<Counter> table = {
+      {"wall_ms", "ms", "the program's run time under the probe (load to exit)"},
+      {"cpu_ms", "ms", "CPU of every thread of the program (the sampler excluded)"},
+      {"cpu_main_ms", "ms", "the main thread's CPU"},
+      {"cpu_omp_ms", "ms", "the OpenMP team members' CPU"},
+      {"cpu_other_ms", "ms", "CPU of every other thread (Python's, loaders', the runtime's helpers)"},
+      {"omp_in_regions_ms", "ms", "the team's CPU while a parallel region ran"},
+      {"omp_between_regions_ms", "ms", "the team's CPU while no region ran: the burn between regions"},
+      {"others_between_regions_ms", "ms", "CPU of every thread but main while no region ran"},
+      {"regions", "1", "parallel regions started through GOMP_parallel"},
+      {"regions_per_s", "1/s", "regions / wall time"},
+      {"region_share", "1", "share of the wall time with a region running"},
+      {"region_us_mean", "us", "mean duration of a region"},
+      {"region_us_p50", "us", "median duration (upper bound of its power-of-two bucket)"},
+      {"region_us_p90", "us", "90th percentile duration (upper bound of its bucket)"},
+      {"region_us_p99", "us", "99th percentile duration (upper bound of its bucket)"},
+      {"max_team", "1", "largest team that ran a region"},
+      {"gaps", "1", "stretches of at least gap_min_ms without a region (a loop's sleep, a GPU wait)"},
+      {"gap_ms_median", "ms", "median length of a gap"},
+      {"gap_omp_cpu_ms_median", "ms", "median CPU the team burned in a gap"},
+      {"gap_omp_cpu_ms_total", "ms", "CPU the team burned in all gaps"},
+      {"gap_tail_ms_median", "ms", "median time from a gap's start to the end of the team's burn in it"},
+      {"gap_tail_ms_p90", "ms", "90th percentile of the same"},
+      {"threads_max", "1", "threads alive at once (most seen)"},
+      {"threads_omp", "1", "threads that ran a region as team members"},
+      {"sampler_cpu_ms", "ms", "the probe's sampler thread's own CPU"},
+      {"sampler_share", "1", "sampler_cpu_ms / wall_ms: the sampling overhead in cores"},
+      {"samples", "1", "samples taken"},
+  };
+  return table;
+}
+
+}  // namespace threadburn::probe
