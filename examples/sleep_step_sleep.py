@@ -1,19 +1,20 @@
 #!/usr/bin/python3
-"""Seed 000 reproduced: CPU training with SGD, a sleep before and after each
-optimizer.step() + zero_grad(), every phase logged to ckpt.log in the seed's
-format ("2022-11-23 14:47:19,534 - ckpt - update_start", local time).
+"""A CPU training with SGD that sleeps before and after each
+optimizer.step() + zero_grad(), every phase logged to ckpt.log in Python's
+logging format ("2022-11-23 14:47:19,534 - ckpt - update_start", local time):
+the loop whose OpenMP workers keep burning after each step.
 
-Run it under threadburn_monitor to see which threads burn CPU after update_end:
-  threadburn_monitor --out=run.csv --marks=ckpt.log -- /usr/bin/python3 scripts/seed000_train.py
-Needs PyTorch (Debian 12: apt install python3-torch, PyTorch 1.13.1, libgomp).
-Not used by any test.
+  threadburn run -- /usr/bin/python3 examples/sleep_step_sleep.py --threads 2
+  threadburn monitor --out=run.csv --marks=ckpt.log -- /usr/bin/python3 examples/sleep_step_sleep.py
+Needs PyTorch (Debian 12: python3-torch, PyTorch 1.13.1, libgomp). The
+preload probe's known answers use it (tests/bench/check_probe.py).
 """
 import argparse
 import logging
 import sys
 import time
 
-PROG = "seed000_train.py"
+PROG = "sleep_step_sleep.py"
 
 
 def build_model(nn, width):
@@ -31,11 +32,11 @@ def build_model(nn, width):
 def main():
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=5, help="training steps (0: until Ctrl-C)")
-    ap.add_argument("--sleep_s", type=float, default=2.0, help="sleep before and after each update (seed: 2)")
+    ap.add_argument("--sleep_s", type=float, default=2.0, help="sleep before and after each update")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--width", type=int, default=64, help="channels of the first conv (model size)")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's default)")
-    ap.add_argument("--log", default="ckpt.log", help="event log, seed 000's format (overwritten)")
+    ap.add_argument("--log", default="ckpt.log", help="event log, Python logging format (overwritten)")
     a = ap.parse_args()
     if a.steps < 0 or a.sleep_s < 0 or a.batch < 1 or a.width < 1 or a.threads < 0:
         print(f"{PROG}: error: --steps, --sleep_s, --threads must be >= 0; --batch, --width >= 1", file=sys.stderr)

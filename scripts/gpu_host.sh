@@ -50,7 +50,7 @@ build() {
   cat <<TXT
 built. Try:
   build-gpu/bench/train_step_bench --device=cuda --preload=0,1 --item_sync=0,1 --gap_ms=0,100
-  python3 scripts/sweep.py configs/cuda.toml --build-dir build-gpu
+  bin/threadburn sweep cuda --build-dir build-gpu
 TXT
 }
 

@@ -112,6 +112,7 @@ class Point:
     timeout_s: int = 300
     timeline: bool = False
     threads_csv: bool = False
+    launch: tuple = ()  # the flags that are launch axes of its study (shown in the label)
     key: str = field(default="", init=False)
 
     def __post_init__(self):
@@ -124,7 +125,8 @@ class Point:
         row = dict(self.env, runtime=self.runtime, processes=str(self.processes), preset=self.preset,
                    cuda_sync=self.args.get("cuda_sync", ""))
         device = f" {self.args['device']}" if self.args.get("device", "cpu") != "cpu" else ""
-        return f"{self.bench}{device} {schema.env_label(row)}"
+        launch = "".join(f" {k}={self.args[k]}" for k in self.launch if k not in ("device", "cuda_sync"))
+        return f"{self.bench}{device} {schema.env_label(row)}{launch}"
 
     def program_args(self):
         return [f"--{k}={v}" for k, v in self.args.items()]
@@ -329,7 +331,8 @@ def expand_study(raw, index, settings, programs):
             yield Point(grid=settings["name"], study=s.name, where=where, bench=s.bench, program=s.program,
                         preset=preset, runtime=runtime, env=env, processes=combo[-1],
                         args=dict(s.axis_args, **launch), repetitions=s.repetitions, timeout_s=s.timeout_s,
-                        timeline=timeline, threads_csv=s.threads_csv)
+                        timeline=timeline, threads_csv=s.threads_csv,
+                        launch=tuple(n for n in launch_names if len(s.launch[n]) > 1))
 
 
 def check_points(points):

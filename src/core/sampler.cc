@@ -30,6 +30,7 @@ void BurnSampler::record(const ClassTotals& totals, int64_t t_ns, bool with_thre
   s.t_ns = t_ns;
   s.cpu_ns = totals.cpu_ns;
   if (options_.mark) s.mark_ns = options_.mark();
+  s.others_wait_ns = totals.others_wait_ns();
   ring_[static_cast<size_t>(head_ % static_cast<int64_t>(ring_.size()))] = s;
   ++head_;
   if (with_threads && !thread_ring_.empty() && t_ns - last_thread_snapshot_ >= options_.per_thread_every_ns) {
@@ -46,7 +47,7 @@ ClassTotals BurnSampler::sample_now(bool with_wait, std::vector<ThreadCpu>* thre
   std::lock_guard<std::mutex> lock(mu_);
   clocks_.relist();
   last_relist_ = wall_ns();
-  const ClassTotals totals = clocks_.read(with_wait);
+  const ClassTotals totals = clocks_.read(with_wait || options_.with_wait);
   record(totals, wall_ns(), options_.per_thread);
   if (threads) *threads = clocks_.threads();
   return totals;
@@ -105,11 +106,11 @@ void BurnSampler::run() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       const int64_t now = wall_ns();
-      if (now - last_relist_ >= options_.relist_ns) {
+      if (now - last_relist_ >= options_.relist_ns || relist_requested_.exchange(false, std::memory_order_relaxed)) {
         clocks_.relist();
         last_relist_ = now;
       }
-      const ClassTotals totals = clocks_.read(false);
+      const ClassTotals totals = clocks_.read(options_.with_wait);
       record(totals, wall_ns(), options_.per_thread);
     }
     bool idle = false;

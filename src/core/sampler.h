@@ -50,6 +50,9 @@ class BurnSampler {
     int64_t per_thread_every_ns = 0;  // ... at most this often (0: every sample)
     // Read at every sample into BurnSample::mark_ns (may be empty).
     std::function<int64_t()> mark;
+    // Also read each thread's run-queue wait at every sample (~0.3 us per
+    // thread): BurnSample::others_wait_ns.
+    bool with_wait = false;
   };
 
   explicit BurnSampler(Options options);
@@ -68,6 +71,10 @@ class BurnSampler {
   void kick();
   // Nothing to locate until the next kick (a step is running): idle period.
   void relax();
+  // New threads exist (e.g. a team grew): re-list /proc/self/task at the next
+  // sample rather than up to relist_ns later, so their CPU so far lands near
+  // the moment they were born.
+  void request_relist() { relist_requested_.store(true, std::memory_order_relaxed); }
 
   // Samples with from_ns <= t <= to_ns.
   std::vector<BurnSample> window(int64_t from_ns, int64_t to_ns) const;
@@ -94,6 +101,7 @@ class BurnSampler {
   std::atomic<bool> relaxed_{false};
   std::atomic<uint32_t> wake_{0};  // futex word: bumped by kick()
   std::atomic<bool> idle_sleep_{false};  // the sampler waits out an idle period now
+  std::atomic<bool> relist_requested_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> ready_{false};
   clockid_t own_clock_{};

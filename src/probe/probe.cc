@@ -54,6 +54,7 @@ struct State {
   // Time inside outermost regions so far: closed regions plus the open one.
   std::atomic<int> active{0};
   std::atomic<int64_t> active_since{0}, inside_ns{0}, last_end{0};
+  std::atomic<int> largest_team{1};  // the sampler re-lists threads when a team grows
   std::mutex mu;  // stats, gaps
   RegionStats stats;
   std::vector<Gap> gaps;
@@ -90,6 +91,10 @@ class Regions : public omptap::Listener {
       s.stats.add(r.end_ns - r.begin_ns, r.team);
     }
     const int64_t since = s.active_since.load(std::memory_order_relaxed);
+    if (r.team > s.largest_team.load(std::memory_order_relaxed)) {
+      s.largest_team.store(r.team, std::memory_order_relaxed);
+      s.sampler->request_relist();  // new workers: their CPU so far should not land in a gap
+    }
     if (s.active.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       s.inside_ns.fetch_add(r.end_ns - since, std::memory_order_relaxed);
       s.last_end.store(r.end_ns, std::memory_order_relaxed);
@@ -145,13 +150,14 @@ void write_summary(const std::vector<BurnSample>& samples, const std::vector<Thr
     if (c != sampler && c != main && c != omp) other += cpu[c];
     if (c != sampler && c != main) others_between += split.between_ns[c];
   }
-  std::vector<double> gap_len, gap_cpu, gap_tail;
+  std::vector<double> gap_len, gap_cpu, gap_tail, gap_wait;
   double gap_total = 0;
   for (const GapBurn& gb : gaps) {
     if (!gb.measured) continue;
     gap_len.push_back(gb.length_ms);
     gap_cpu.push_back(gb.omp_cpu_ms);
     gap_tail.push_back(gb.omp_tail_ms);
+    gap_wait.push_back(gb.others_wait_ms);
     gap_total += gb.omp_cpu_ms;
   }
   int team_threads = 0;
@@ -180,6 +186,7 @@ void write_summary(const std::vector<BurnSample>& samples, const std::vector<Thr
       {"gap_omp_cpu_ms_total", gap_total},
       {"gap_tail_ms_median", median(gap_tail)},
       {"gap_tail_ms_p90", percentile(gap_tail, 0.9)},
+      {"gap_others_wait_ms_median", median(gap_wait)},
       {"threads_max", static_cast<double>(threads_max)},
       {"threads_omp", static_cast<double>(team_threads)},
       {"sampler_cpu_ms", sampler_ms},
@@ -233,11 +240,12 @@ void write_timeline(const std::vector<BurnSample>& samples) {
 }
 
 void write_gaps(const std::vector<Gap>& gaps, const std::vector<GapBurn>& burns) {
-  std::string out = "start_ms,length_ms,omp_cpu_ms,others_cpu_ms,omp_tail_ms,open,measured\n";
+  std::string out = "start_ms,length_ms,omp_cpu_ms,others_cpu_ms,others_wait_ms,omp_tail_ms,boundary_ms,open,measured\n";
   for (size_t i = 0; i < gaps.size(); ++i) {
     char line[200];
-    std::snprintf(line, sizeof line, "%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d\n", ns_to_ms(gaps[i].start_ns - g_state->start_ns),
-                  burns[i].length_ms, burns[i].omp_cpu_ms, burns[i].others_cpu_ms, burns[i].omp_tail_ms,
+    std::snprintf(line, sizeof line, "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d\n", ns_to_ms(gaps[i].start_ns - g_state->start_ns),
+                  burns[i].length_ms, burns[i].omp_cpu_ms, burns[i].others_cpu_ms, burns[i].others_wait_ms, burns[i].omp_tail_ms,
+                  burns[i].boundary_ms,
                   gaps[i].open ? 1 : 0, burns[i].measured ? 1 : 0);
     out += line;
   }
@@ -327,7 +335,8 @@ __attribute__((constructor)) void start() {
   mark_current_thread(ThreadClass::kMain);  // the constructor runs on the program's first thread
   BurnSampler::Options o;
   o.period_ns = env_int("THREADBURN_PROBE_PERIOD_US", kDefaultSamplerPeriodNs / 1000, 100, 1000) * 1000;
-  o.capacity = 1 << 20;
+  o.capacity = 1 << 19;  // 56 MB at most; at ~200 samples/s, 40 minutes of program
+  o.with_wait = true;
   o.per_thread = true;
   o.per_thread_every_ns = 10 * kNsPerMsInt;
   o.mark = inside_regions_ns;

@@ -48,15 +48,16 @@ RegionSplit split_by_regions(const std::vector<BurnSample>& samples) {
 namespace {
 
 // CPU of one class over [from, to], the boundary intervals prorated by time.
-double cpu_between(const std::vector<BurnSample>& s, int64_t from, int64_t to, bool others, int cls) {
+// A running total of the samples over [from, to], the boundary intervals
+// prorated by time.
+template <typename Get>
+double between(const std::vector<BurnSample>& s, int64_t from, int64_t to, Get get) {
   double total = 0;
   for (size_t i = 1; i < s.size(); ++i) {
     const int64_t lo = std::max(s[i - 1].t_ns, from), hi = std::min(s[i].t_ns, to);
     if (hi <= lo) continue;
     const double dt = static_cast<double>(s[i].t_ns - s[i - 1].t_ns);
-    const double cpu = others ? static_cast<double>(s[i].others_cpu_ns() - s[i - 1].others_cpu_ns())
-                              : static_cast<double>(s[i].cpu_ns[cls] - s[i - 1].cpu_ns[cls]);
-    total += cpu * static_cast<double>(hi - lo) / dt;
+    total += static_cast<double>(get(s[i]) - get(s[i - 1])) * static_cast<double>(hi - lo) / dt;
   }
   return total;
 }
@@ -68,8 +69,9 @@ GapBurn gap_burn(const std::vector<BurnSample>& samples, const Gap& gap) {
   g.length_ms = ns_to_ms(gap.end_ns - gap.start_ns);
   if (samples.empty() || samples.front().t_ns > gap.start_ns) return g;  // the ring no longer covers it
   const int omp = index_of(ThreadClass::kOmp);
-  g.omp_cpu_ms = cpu_between(samples, gap.start_ns, gap.end_ns, false, omp) / kNsPerMs;
-  g.others_cpu_ms = cpu_between(samples, gap.start_ns, gap.end_ns, true, 0) / kNsPerMs;
+  g.omp_cpu_ms = between(samples, gap.start_ns, gap.end_ns, [&](const BurnSample& x) { return x.cpu_ns[omp]; }) / kNsPerMs;
+  g.others_cpu_ms = between(samples, gap.start_ns, gap.end_ns, [](const BurnSample& x) { return x.others_cpu_ns(); }) / kNsPerMs;
+  g.others_wait_ms = between(samples, gap.start_ns, gap.end_ns, [](const BurnSample& x) { return x.others_wait_ns; }) / kNsPerMs;
   // The team's own tail: the rates of the OpenMP class only.
   std::vector<BurnSample> window;
   for (size_t i = 0; i < samples.size(); ++i) {
@@ -79,6 +81,11 @@ GapBurn gap_burn(const std::vector<BurnSample>& samples, const Gap& gap) {
   std::vector<BurnPoint> points = burn_rates(window, gap.start_ns);
   for (auto& p : points) p.others_cores = p.cores[static_cast<size_t>(omp)];
   g.omp_tail_ms = tail_ms(points);
+  for (size_t i = 1; i < samples.size(); ++i) {
+    if (samples[i - 1].t_ns <= gap.start_ns && samples[i].t_ns > gap.start_ns) {
+      g.boundary_ms = ns_to_ms(samples[i].t_ns - samples[i - 1].t_ns);
+    }
+  }
   g.measured = true;
   return g;
 }
@@ -107,6 +114,7 @@ const std::vector<Counter>& counters() {
       {"gap_omp_cpu_ms_total", "ms", "CPU the team burned in all gaps"},
       {"gap_tail_ms_median", "ms", "median time from a gap's start to the end of the team's burn in it"},
       {"gap_tail_ms_p90", "ms", "90th percentile of the same"},
+      {"gap_others_wait_ms_median", "ms", "median run-queue wait in a gap of the threads but main: spinners that had no CPU"},
       {"threads_max", "1", "threads alive at once (most seen)"},
       {"threads_omp", "1", "threads that ran a region as team members"},
       {"sampler_cpu_ms", "ms", "the probe's sampler thread's own CPU"},

@@ -40,7 +40,12 @@ struct GapBurn {
   double length_ms = 0;
   double omp_cpu_ms = 0;     // the OpenMP team's CPU in the gap
   double others_cpu_ms = 0;  // every thread but main and the sampler
+  double others_wait_ms = 0; // their run-queue wait in the gap: CPU they wanted and did not get
   double omp_tail_ms = 0;    // gap start -> end of the team's last burning interval
+  // The sampling interval around the gap's start, whose CPU is split between
+  // the region before and the gap by time: how uncertain the burn is (CPU of
+  // at most this long) and where the tail can end at the earliest.
+  double boundary_ms = 0;
   bool measured = false;     // false when the samples no longer cover it
 };
 

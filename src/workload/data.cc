@@ -240,7 +240,7 @@ class LoaderSource : public BatchSource {
   std::unique_ptr<torch::data::Iterator<torch::data::Example<>>> it_;
 };
 
-// seeds/002's "gpu" mode: the normalised set lives in one tensor on the device
+// The MNIST example's "gpu" mode: the normalised set lives in one tensor on the device
 // and a batch is an index_select of a shuffled index range.
 class PreloadedSource : public BatchSource {
  public:

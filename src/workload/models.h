@@ -8,7 +8,7 @@
 
 namespace threadburn {
 
-// seeds/002: the PyTorch MNIST example's Net, layer for layer (1x28x28 inputs).
+// The PyTorch MNIST example's Net, layer for layer (1x28x28 inputs).
 struct MnistNetImpl : torch::nn::Module {
   MnistNetImpl();
   torch::Tensor forward(torch::Tensor x);  // log-probabilities, [N, 10]
@@ -18,7 +18,7 @@ struct MnistNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(MnistNet);
 
-// seeds/000 trains a CIFAR-10 CNN with SGD + momentum; the script's model is not
+// A CIFAR-10 CNN trained with SGD + momentum; the training script's model is not
 // given, so this is the PyTorch CIFAR-10 tutorial's Net (3x32x32 inputs).
 struct CifarNetImpl : torch::nn::Module {
   CifarNetImpl();

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ctest -L bench: runs scripts/sweep.py on bench/smoke_grid.toml against the
+"""ctest -L bench: runs threadburn sweep on tests/bench/smoke_grid.toml against the
 built programs into a temporary CSV and checks every row: ok, except CUDA rows,
 which must be ok on a GPU machine and 'skipped' on one without.
 

@@ -183,7 +183,7 @@ TEST(Log, ParsesSeedLineAsLocalTime) {
   EXPECT_EQ(m->unix_ms, 1669214839534LL - 3600000);
   EXPECT_EQ(m->event, "update_start");
   set_tz("UTC");
-  // seed 000's other log has the same shape; the event is the value.
+  // another log of the same shape; the event is the value.
   m = parse_log_line("2022-11-23 14:47:19,553 - sgd_profiler - 1783.5");
   ASSERT_TRUE(m);
   EXPECT_EQ(m->event, "1783.5");

@@ -48,7 +48,7 @@ TEST(Models, OutputShapes) {
   EXPECT_NEAR(y.exp().sum(1)[0].item<double>(), 1.0, 1e-5);
   CifarNet cifar;
   EXPECT_EQ(cifar->forward(torch::randn({2, 3, 32, 32})).sizes(), (std::vector<int64_t>{2, 10}));
-  // seeds/002's Net: conv 1->32->64, fc 9216->128->10.
+  // The MNIST example's Net: conv 1->32->64, fc 9216->128->10.
   int64_t n = 0;
   for (const auto& p : mnist->parameters()) n += p.numel();
   EXPECT_EQ(n, 32 * 9 + 32 + 64 * 32 * 9 + 64 + 9216 * 128 + 128 + 128 * 10 + 10);

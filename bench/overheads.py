@@ -1,0 +1,92 @@
+#!/usr/bin/python3
+"""What measuring costs, on this machine: writes results/overheads.csv.
+
+    bench/overheads.py [--build-dir build] [--runs 9] [--out results/overheads.csv]
+
+  probe_region_ns     the preload probe's cost per parallel region: the mean
+                      wall time of an empty 2-thread region with the probe
+                      minus without it (regions_child, 200000 regions per
+                      run, runs alternating with and without).
+  probe_sampler_share the probe sampler's CPU / wall time, on regions_child
+                      (steps of regions and 150 ms sleeps, LLVM blocktime 30)
+                      and on a PyTorch training in the sleep/step/sleep
+                      pattern (examples/sleep_step_sleep.py).
+  monitor_share       threadburn_monitor's own CPU / wall time at its default
+                      period, recording that training.
+Each figure: the median over the runs, with the min and max. The sampler's
+cost inside the benchmark programs (sampler_cpu_ms per step, and step_ms with
+the sampler on and off) comes from configs/sampler.toml instead.
+"""
+import argparse
+import csv
+import glob
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIBOMP = "/usr/lib/x86_64-linux-gnu/libomp.so.5"
+
+
+def region_ns(child, env):
+    p = subprocess.run([child, "--steps=1", "--regions=200000", "--gap_ms=0", "--work_us=0"],
+                       env=env, capture_output=True, text=True, check=True)
+    return float(re.search(r"([0-9.]+) ns per region", p.stdout)[1])
+
+
+def probe_share(cmd, env, probe):
+    with tempfile.TemporaryDirectory() as out:
+        full = dict(env, LD_PRELOAD=probe, THREADBURN_PROBE_DIR=out)
+        subprocess.run(cmd, env=full, capture_output=True, check=True)
+        summaries = [json.load(open(p)) for p in glob.glob(os.path.join(out, "probe-*.json"))]
+    return max(summaries, key=lambda s: s["counters"]["regions"])["counters"]["sampler_share"]
+
+
+def monitor_share(monitor, cmd, env):
+    with tempfile.TemporaryDirectory() as out:
+        p = subprocess.run([monitor, f"--out={out}/m.csv", "--", *cmd], env=env, capture_output=True, text=True)
+    m = re.search(r"own CPU ([0-9.]+) ms \(([0-9.]+) % of a core\)", p.stderr)
+    return float(m[2]) / 100
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build-dir", default=os.path.join(REPO, "build"))
+    ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--out", default=os.path.join(REPO, "results", "overheads.csv"))
+    a = ap.parse_args()
+    b = a.build_dir
+    child = os.path.join(b, "tests", "cpp", "regions_child")
+    probe = os.path.join(b, "src", "probe", "libthreadburn_probe.so")
+    monitor = os.path.join(b, "src", "monitor", "threadburn_monitor")
+    base = dict(os.environ, OMP_NUM_THREADS="2")
+    training = ["/usr/bin/python3", os.path.join(REPO, "examples", "sleep_step_sleep.py"), "--steps=3",
+                "--sleep_s=0.5", "--threads=2", "--log=/dev/null"]
+    samples = {"probe_region_ns": [], "probe_sampler_share_regions_child": [],
+               "probe_sampler_share_training": [], "monitor_share_training": []}
+    for i in range(a.runs):
+        with tempfile.TemporaryDirectory() as out:
+            without = region_ns(child, base)
+            with_probe = region_ns(child, dict(base, LD_PRELOAD=probe, THREADBURN_PROBE_DIR=out))
+        samples["probe_region_ns"].append(with_probe - without)
+        samples["probe_sampler_share_regions_child"].append(probe_share(
+            [child, "--steps=10", "--regions=20", "--gap_ms=150"], dict(base, KMP_BLOCKTIME="30"),
+            probe + " " + LIBOMP))
+        samples["probe_sampler_share_training"].append(probe_share(training, base, probe))
+        samples["monitor_share_training"].append(monitor_share(monitor, training, base))
+        print(f"run {i + 1}/{a.runs}: " + ", ".join(f"{k} {v[-1]:.4g}" for k, v in samples.items()), flush=True)
+    with open(a.out, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["figure", "median", "min", "max", "runs", "unit"])
+        for k, v in samples.items():
+            w.writerow([k, f"{statistics.median(v):.4g}", f"{min(v):.4g}", f"{max(v):.4g}", len(v),
+                        "ns" if k.endswith("_ns") else "cores"])
+    print(f"overheads: wrote {a.out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

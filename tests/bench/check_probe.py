@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+"""Known answers of the preload probe (src/probe), live:
+
+    check_probe.py CASE --probe LIB --child regions_child --libomp LIB [--repo DIR]
+
+regions_child runs STEPS x (REGIONS parallel regions, then a sleep). Under
+LLVM's runtime with KMP_BLOCKTIME=b and 2 threads, the worker spins b ms (wall
+time) after the last region of each step, then sleeps: in each gap its CPU
+plus its run-queue wait is b ms, however busy the machine, and the burn ends
+b ms into the gap (earlier only by the time it waited for a CPU). Under
+libgomp with OMP_WAIT_POLICY=passive the worker sleeps at once: no burn, no
+tail. The python case checks the same on a real PyTorch training in the
+sleep/step/sleep pattern (examples/sleep_step_sleep.py; skipped without
+python3-torch). Standard library only.
+"""
+import argparse
+import csv
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+STEPS, REGIONS, GAP_MS = 6, 20, 150
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def probed(a, tmp, cmd, env):
+    out = os.path.join(tmp, "probe")
+    os.makedirs(out, exist_ok=True)
+    preload = [a.probe] + ([a.libomp] if "KMP_BLOCKTIME" in env else [])
+    full = dict(os.environ, LD_PRELOAD=" ".join(preload), THREADBURN_PROBE_DIR=out, **env)
+    print("$ " + " ".join(f"{k}={v}" for k, v in env.items()) + " " + " ".join(cmd))
+    p = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=300)
+    sys.stdout.write(p.stdout + p.stderr)
+    check(p.returncode == 0, f"{cmd[0]} exited {p.returncode}")
+    summaries = []
+    for path in glob.glob(os.path.join(out, "probe-*.json")):
+        with open(path) as f:
+            summaries.append((json.load(f), path))
+    check(summaries, "the probe wrote no summary")
+    summary, path = max(summaries, key=lambda s: s[0]["counters"]["regions"])
+    with open(path.removesuffix(".json") + ".gaps.csv") as f:
+        gaps = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    c = summary["counters"]
+    print("counters: " + ", ".join(f"{k}={v:.4g}" for k, v in c.items()))
+    for g in gaps:
+        print(f"gap at {g['start_ms']:.1f} ms: {g['length_ms']:.1f} ms long, omp cpu {g['omp_cpu_ms']:.2f} + "
+              f"wait {g['others_wait_ms']:.2f}, tail {g['omp_tail_ms']:.2f} (boundary {g['boundary_ms']:.2f})")
+    closed = [g for g in gaps if g["open"] == 0 and g["measured"] == 1]
+    return c, closed
+
+
+def child_cmd(a, steps=STEPS):
+    return [a.child, f"--steps={steps}", f"--regions={REGIONS}", f"--gap_ms={GAP_MS}", "--work_us=200"]
+
+
+# The CPU of the sampling interval around a gap's start is split between the
+# region before and the gap by time (boundary_ms long): the burn is known to
+# within that much CPU per worker, and the tail to within one interval.
+# Intervals are 1 ms while a burn is followed, so a few ms of slack.
+def check_blocktime(gaps, b, what):
+    for g in gaps:
+        spun = g["omp_cpu_ms"] + g["others_wait_ms"]
+        slack = 0.03 * b + g["boundary_ms"] + 1.0
+        check(abs(spun - b) <= slack, f"{what}: a gap shows {spun:.2f} ms of spin (cpu + wait), expected {b} +- {slack:.2f}")
+        check(b - g["others_wait_ms"] - 2 - g["boundary_ms"] <= g["omp_tail_ms"] <= b + 2 + g["boundary_ms"],
+              f"{what}: the burn ended {g['omp_tail_ms']:.2f} ms into a gap, expected {b} (less the wait)")
+
+
+def check_no_burn(gaps, what):
+    for g in gaps:
+        check(g["omp_cpu_ms"] <= g["boundary_ms"] + 0.1, f"{what}: {g['omp_cpu_ms']:.2f} ms of CPU in a gap "
+              f"(more than the {g['boundary_ms']:.2f} ms interval around its start)")
+        check(g["omp_tail_ms"] <= g["boundary_ms"] + 0.01, f"{what}: a tail of {g['omp_tail_ms']:.2f} ms")
+
+
+def case_llvm(a, tmp):
+    c, gaps = probed(a, tmp, child_cmd(a), {"OMP_NUM_THREADS": "2", "KMP_BLOCKTIME": "30"})
+    check(c["regions"] == STEPS * REGIONS, f"{c['regions']} regions, expected {STEPS * REGIONS}")
+    check(c["max_team"] == 2 and c["threads_omp"] == 1, "expected a team of 2: main + one worker")
+    check(len(gaps) == STEPS - 1, f"{len(gaps)} closed gaps, expected {STEPS - 1}")
+    check_blocktime(gaps, 30, "LLVM KMP_BLOCKTIME=30")
+    # The burn between regions is the workers' spin in the gaps, plus their
+    # short spins between back-to-back regions.
+    check(c["omp_between_regions_ms"] >= sum(g["omp_cpu_ms"] for g in gaps) - 1, "burn between regions < the gaps' burn")
+
+
+def case_gomp_passive(a, tmp):
+    c, gaps = probed(a, tmp, child_cmd(a), {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "passive"})
+    check(c["regions"] == STEPS * REGIONS, f"{c['regions']} regions, expected {STEPS * REGIONS}")
+    check_no_burn(gaps, "passive workers")
+
+
+def case_gomp_default(a, tmp):
+    c, gaps = probed(a, tmp, child_cmd(a), {"OMP_NUM_THREADS": "2"})
+    for g in gaps:
+        check(1 <= g["omp_tail_ms"] <= 50, f"libgomp's default spin ended {g['omp_tail_ms']:.2f} ms into a gap, expected 1..50")
+
+
+def case_python(a, tmp):
+    py = "/usr/bin/python3"
+    if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode != 0:
+        print("SKIP: no python3-torch")
+        return
+    script = os.path.join(a.repo, "examples", "sleep_step_sleep.py")
+    cmd = [py, script, "--steps=3", "--sleep_s=0.3", f"--log={tmp}/ckpt.log", "--threads=2"]
+    c, gaps = probed(a, tmp, cmd, {"OMP_NUM_THREADS": "2", "KMP_BLOCKTIME": "50"})
+    check(c["regions"] > 0 and c["max_team"] == 2, "no 2-thread region in the training")
+    sleeps = [g for g in gaps if g["length_ms"] >= 250]
+    check(len(sleeps) >= 5, f"{len(sleeps)} gaps of a sleep, expected >= 5 (2 per step)")
+    check_blocktime(sleeps, 50, "python, LLVM KMP_BLOCKTIME=50")
+    c, gaps = probed(a, tmp + "/p", cmd, {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "passive"})
+    check_no_burn([g for g in gaps if g["length_ms"] >= 250], "passive workers, python")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=("llvm", "gomp_passive", "gomp_default", "python"))
+    for name in ("--probe", "--child", "--libomp", "--repo"):
+        ap.add_argument(name, required=True)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        globals()["case_" + a.case](a, tmp)
+    print("OK " + a.case)
+
+
+if __name__ == "__main__":
+    main()
