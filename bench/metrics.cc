@@ -16,7 +16,8 @@ const std::vector<Metric>& metrics() {
       {"sync_ms", "ms", "CUDA or --item_sync: waiting for the device at the step's end"},
       {"sync_cpu_ms", "ms", "the main thread's CPU while it waited for the device (spin vs blocking wait)"},
       {"gpu_ms", "ms", "CUDA: GPU time of the step, from CUDA events"},
-      {"allreduce_ms", "ms", "data-parallel steps: time in the gradient all-reduce"},
+      {"allreduce_ms", "ms",
+       "data-parallel steps: gradients into the buckets, every bucket's all-reduce and its wait, the mean back"},
       {"step_cpu_ms", "ms", "CPU of every thread but the sampler during the step"},
       {"cores_busy", "cores", "step_cpu_ms / step_ms"},
       {"step_cpu_main_ms", "ms", "the measuring (main) thread's CPU during the step"},
@@ -41,7 +42,7 @@ const std::vector<Metric>& metrics() {
       {"threads", "1", "threads alive in the process at the step's end (max over the steps)"},
       {"vol_ctxsw", "1", "voluntary context switches of the process per step (step + gap)"},
       {"invol_ctxsw", "1", "involuntary context switches (preemptions) of the process per step (step + gap)"},
-      {"samples_per_s", "1/s", "train steps: batch / step_ms"},
+      {"samples_per_s", "1/s", "train steps: batch / step_ms (data-parallel steps: this rank's batch and step)"},
       {"sampler_cpu_ms", "ms", "the burn sampler's own CPU per step (step + gap), excluded from the above"},
       {"sampler_period_us", "us", "the sampler's fast period (0: sampler off)"},
       {"timed_start_s", "s", "CLOCK_MONOTONIC at the first timed step's start (same clock in every process)"},
@@ -55,6 +56,9 @@ const std::vector<Metric>& metrics() {
       {"speedup", "1", "runtime_bench: serial time / region time"},
       {"world_size", "1", "data-parallel steps: ranks in the process group"},
       {"rank", "1", "data-parallel steps: this process's rank"},
+      {"buckets", "1", "data-parallel steps: gradient buckets, one all-reduce each per step"},
+      {"param_checksum", "1",
+       "data-parallel steps: 48-bit hash of the parameters after the last step, equal on every rank when in step"},
   };
   return table;
 }

@@ -77,6 +77,7 @@ void StepLoop::settle() {
 
 void StepLoop::line_up() {
   if (o_.barrier) barrier_ok_ = o_.barrier->wait(kBarrierTimeoutNs);
+  if (o_.meet) o_.meet();
 }
 
 void StepLoop::warm_up(const StepFn& step) {
@@ -122,6 +123,7 @@ void StepLoop::report() {
     c.set("sync_cpu_ms", phase_mean(&StepPhases::sync_cpu_ms));
     if (o_.report_gpu) c.set("gpu_ms", phase_mean(&StepPhases::gpu_ms));
   }
+  if (o_.report_allreduce) c.set("allreduce_ms", phase_mean(&StepPhases::allreduce_ms));
   const double step_cpu = mean_of([](const StepRecord& r) { return r.step_cpu_ms(); });
   c.set("step_cpu_ms", step_cpu);
   c.set("cores_busy", step_ms > 0 ? step_cpu / step_ms : 0);

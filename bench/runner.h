@@ -26,12 +26,16 @@ struct LoopOptions {
   double samples_per_step = 0;   // batch size; 0: no samples_per_s counter
   bool report_phases = false;    // train steps have phases; optimizer steps don't
   bool report_gpu = false;       // CUDA steps: GPU time from events
+  bool report_allreduce = false; // data-parallel steps: the gradient all-reduce's time
   bool sampler = true;           // off: step times, CPU and residual only (no tail)
   int64_t sampler_period_us = kDefaultSamplerPeriodNs / 1000;
   std::string timeline_dir;      // write <name>.timeline.csv here when set
   bool timeline_threads = false; // add per-thread series to the timeline
   std::string threads_csv;       // append the per-thread breakdown here when set
   ProcessBarrier* barrier = nullptr;  // copies of this program started together
+  // Called after settling, before the warmup: a data-parallel program's ranks
+  // meet here, so that their timed steps overlap. Throws to fail the program.
+  std::function<void()> meet;
 };
 
 using StepFn = std::function<StepPhases()>;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -217,6 +218,19 @@ std::string blas_library() {
   return kind + ":" + path;
 }
 
+// The CPU's model name, for rows of a fleet: which machine measured them.
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  }
+  return "unknown";
+}
+
 std::string join(const std::vector<std::string>& items, const char* sep) {
   std::string out;
   for (const auto& s : items) out += (out.empty() ? "" : sep) + s;
@@ -239,6 +253,7 @@ Context openmp_context() {
       {"gomp_spincount_in_force", omp.gomp_spincount_in_force},
       {"kmp_blocktime_ms", omp.kmp_blocktime_ms},
       {"blas_library", blas_library()},
+      {"cpu_model", cpu_model()},
   };
   EnvGetter env = [](const char* n) { return std::getenv(n); };
   std::vector<std::string> ignored, overridden, notes;

@@ -84,7 +84,7 @@ TrainWorkload::TrainWorkload(const std::string& model, const ImageSet& data,
     net->to(options.device);
     module_ = net.ptr();
     model_any_ = torch::nn::AnyModule(net);
-    optimizer_ = std::make_unique<Adadelta>(params_of(module_), 1.0);  // seeds/002: lr=1.0
+    optimizer_ = std::make_unique<Adadelta>(params_of(module_), 1.0);  // the MNIST example: lr=1.0
     source_ = make_batch_source(data, mnist_normalization(), options);
   } else if (model == "cifar_sgd") {
     if (data.images.size(1) != 3 || data.images.size(2) != 32 || data.images.size(3) != 32) {
@@ -119,6 +119,12 @@ StepPhases TrainWorkload::step() {
   t0 = wall_ns();
   loss_.backward();
   t.backward_ms = ms_since(t0);
+
+  if (gradient_hook_) {
+    t0 = wall_ns();
+    gradient_hook_();
+    t.allreduce_ms = ms_since(t0);
+  }
 
   t0 = wall_ns();
   optimizer_->step();

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,9 +31,13 @@ class TrainWorkload {
   // model: one of train_models(); data: a dataset matching the model's input.
   TrainWorkload(const std::string& model, const ImageSet& data, const PipelineOptions& options);
   StepPhases step();
-  // seeds/002 prints loss.item() every step: a host-device sync point.
+  // The MNIST example prints loss.item() every step: a host-device sync point.
   void set_item_sync(bool on) { item_sync_ = on; }
   double last_loss() const;  // forces a sync on CUDA: not for timed code
+  // Runs between backward and the optimizer step, its wall time the step's
+  // allreduce_ms: a data-parallel step all-reduces the gradients there (ddp.h).
+  void set_gradient_hook(std::function<void()> hook) { gradient_hook_ = std::move(hook); }
+  std::vector<torch::Tensor> parameters() const { return module_->parameters(); }
 
  private:
   std::string model_;
@@ -44,13 +49,14 @@ class TrainWorkload {
   torch::Tensor loss_;
   bool item_sync_ = false;
   double last_item_ = 0;
+  std::function<void()> gradient_hook_;
 };
 
 // The dataset a model trains on: real files from data_dir when given, else
 // deterministic synthetic images of the right shape (n examples).
 ImageSet dataset_for(const std::string& model, const std::string& data_dir, int64_t synthetic_n);
 
-// seeds/000's optimizer-only step: `params` floats in tensors of at most
+// An optimizer-only step (a loop's sleep; step; sleep): `params` floats in tensors of at most
 // 1 << 20 elements (a layer-sized chunk), grads filled once with fixed noise.
 class OptimizerWorkload {
  public:
