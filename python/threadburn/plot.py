@@ -162,8 +162,9 @@ def heatmap_figure(plt, fig_data, metric, fixed, out_dir):
                                 fontsize=8.5,
                                 color="black" if bright else "white")
     row = fig_data["row"]
+    # cuda_sync=auto is the default (train_step rows on cpu carry it too): no label.
     extra = ", ".join(f"{k}={v}" for k, v in zip(FIXED_KNOBS, fixed)
-                      if v not in ("", schema.UNSET))
+                      if v not in ("", schema.UNSET) and not (k == "cuda_sync" and v == "auto"))
     label = results.workload_label(row)
     fig.suptitle(f"{METRIC_TITLES[metric]}: {label}{' (' + extra + ')' if extra else ''}",
                  fontsize=10)

@@ -409,7 +409,11 @@ def fill_entry(row, entry, columns):
         row[key] = entry.get(key)
     extra = []
     for key, value in entry.items():
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or key in GB_FIELDS:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        # GB writes its own "threads" before the counters; a "threads" counter
+        # repeats the key and, read last, wins: it is the counter then.
+        if key in GB_FIELDS and not (key in columns.counters and not entry.get("error_occurred")):
             continue
         if key in columns.counters:
             row[key] = value

@@ -1,64 +1,74 @@
-"""Shared by the Python tests: a fake build dir, running the scripts, reading CSVs."""
+"""Shared by the Python tests: the package on sys.path, a fake build dir of
+fake_program.py wrappers, running bin/threadburn, reading CSVs, the real build."""
 import csv
+import glob
+import json
 import os
 import stat
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-SCRIPTS = os.path.join(REPO, "scripts")
+PYTHON_DIR = os.path.join(REPO, "python")
 FIXTURES = os.path.join(HERE, "fixtures")
-FAKE_BENCH = os.path.join(HERE, "fake_bench.py")
-sys.path.insert(0, SCRIPTS)
+PROGRAM_FIXTURES = os.path.join(REPO, "tests", "fixtures", "programs")
+FAKE = os.path.join(HERE, "fake_program.py")
+THREADBURN = os.path.join(REPO, "bin", "threadburn")
+# The programs recorded in tests/fixtures/programs (<bench>.cpu.json): a fake build has them all.
+BENCHES = tuple(sorted(n[:-len(".cpu.json")] for n in os.listdir(PROGRAM_FIXTURES) if n.endswith(".cpu.json")))
+if PYTHON_DIR not in sys.path:
+    sys.path.insert(0, PYTHON_DIR)
 
 
-def make_build_dir(root, cache=None):
-    """root/bench/<program>_bench wrappers around fake_bench.py; with cache
-    (e.g. {"THREADBURN_WITH_TBB": "OFF"}), a CMakeCache.txt holding those
-    variables as a configured build would."""
+def make_fake_build(root):
+    """root/bench/<bench>_bench: wrappers running fake_program.py BENCH."""
     bench = os.path.join(root, "bench")
     os.makedirs(bench, exist_ok=True)
-    if cache is not None:
-        lines = ["# This is the CMakeCache file.", "CMAKE_BUILD_TYPE:STRING=Release"]
-        lines += [f"//Build the parts\n{k}:BOOL={v}" for k, v in cache.items()]
-        write_file(os.path.join(root, "CMakeCache.txt"), "\n".join(lines) + "\n")
-    for program in ("train_step", "optimizer_step", "runtime"):
-        path = os.path.join(bench, f"{program}_bench")
+    for name in BENCHES:
+        path = os.path.join(bench, f"{name}_bench")
         with open(path, "w") as f:
-            f.write(f"#!/bin/sh\nexec '{sys.executable}' '{FAKE_BENCH}' {program} \"$@\"\n")
-        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+            f.write(f"#!/bin/sh\nexec '{sys.executable}' '{FAKE}' {name} \"$@\"\n")
+        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return root
 
 
-def preloadable_lib():
-    """A shared library LD_PRELOAD can load harmlessly: the real libomp if
-    installed, else the libc this interpreter already runs on."""
-    if os.path.exists("/usr/lib/x86_64-linux-gnu/libomp.so.5"):
-        return "/usr/lib/x86_64-linux-gnu/libomp.so.5"
+def fake_libomp(directory):
+    """A preloadable library named libomp.so.5 (a link to the C library every
+    process has loaded anyway): the fake reports llvm-libomp for it."""
+    libc = None
     with open("/proc/self/maps") as f:
         for line in f:
             path = line.split()[-1]
-            if "/libc.so" in path or "/libc-" in path:
-                return path
-    raise RuntimeError("no preloadable library found")
+            if os.path.basename(path).startswith("libc.so") or os.path.basename(path).startswith("libc-"):
+                libc = path
+                break
+    if libc is None:
+        raise RuntimeError("no C library in /proc/self/maps")
+    link = os.path.join(directory, "libomp.so.5")
+    if not os.path.lexists(link):
+        os.symlink(libc, link)
+    return link
 
 
 def clean_env(**extra):
-    """The environment without OpenMP knobs or fake-bench switches, plus extra."""
+    """This environment without OpenMP knobs, LD_PRELOAD, the fake's switches
+    or threadburn's own variables (the build dir ctest passes), plus extra."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OMP_", "KMP_", "GOMP_", "FAKE_BENCH_")) and k != "LD_PRELOAD"}
+           if not k.startswith(("OMP_", "KMP_", "GOMP_", "FAKE_", "THREADBURN_")) and k != "LD_PRELOAD"}
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
 
-def script_cmd(script, *args):
-    return [sys.executable, os.path.join(SCRIPTS, script)] + [str(a) for a in args]
+def threadburn_cmd(*args):
+    return [THREADBURN] + [str(a) for a in args]
 
 
-def run_script(script, *args, env=None, timeout=60):
-    return subprocess.run(script_cmd(script, *args), capture_output=True, text=True,
-                          env=env or clean_env(), timeout=timeout)
+def threadburn(*args, env=None, timeout=120, cwd=None):
+    """bin/threadburn ARGS as a user runs it."""
+    return subprocess.run(threadburn_cmd(*args), capture_output=True, text=True, timeout=timeout,
+                          env=clean_env() if env is None else env, cwd=cwd, stdin=subprocess.DEVNULL)
 
 
 def write_file(path, text):
@@ -72,13 +82,60 @@ def read_rows(path):
         return list(csv.DictReader(f))
 
 
-def assert_one_line_grid_error(test, load, text, key_text, words, grid_error):
-    """load(text) must raise grid_error whose one-line message starts with the
-    grid's path and contains key_text and words."""
-    with test.assertRaises(grid_error) as caught:
-        load(text)
-    message = str(caught.exception)
-    test.assertRegex(message, r"^/\S+/g\.toml: ")
-    test.assertIn(key_text, message)
-    test.assertIn(words, message)
-    test.assertNotIn("\n", message)
+def read_header(path):
+    with open(path, newline="") as f:
+        return next(csv.reader(f))
+
+
+def recording(bench, device="cpu"):
+    with open(os.path.join(PROGRAM_FIXTURES, f"{bench}.{device}.json")) as f:
+        return json.load(f)
+
+
+def recorded_descriptions():
+    """programs.Description of each recorded program with its defaults (what a
+    fake build's programs describe), in the order the sweep sees them."""
+    from threadburn import programs
+    return [programs.Description.from_json(recording(b)) for b in BENCHES]
+
+
+def real_build_dir():
+    """The CMake build holding the real programs ($THREADBURN_BUILD_DIR, else
+    build/), or None when there is none (the drift and documentation tests skip)."""
+    root = os.environ.get("THREADBURN_BUILD_DIR") or os.path.join(REPO, "build")
+    paths = [p for p in glob.glob(os.path.join(root, "bench", "*_bench")) if os.access(p, os.X_OK)]
+    if not paths:
+        return None
+    with open(paths[0], "rb") as f:
+        if f.read(2) == b"#!":  # a fake build's wrapper script
+            return None
+    return root
+
+
+class TempDir:
+    """A temporary directory for a TestCase (self.tmp), removed afterwards."""
+
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="tb-test-")
+        self.tmp = self._tmp.name
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def path(self, *parts):
+        return os.path.join(self.tmp, *parts)
+
+
+def assert_one_line_error(test, result, *fragments, code=2):
+    """A command that failed with exit code `code`, one line on stderr, holding fragments."""
+    test.assertEqual(result.returncode, code, result.stdout + result.stderr)
+    test.assertEqual(result.stderr.count("\n"), 1, result.stderr)
+    for fragment in fragments:
+        test.assertIn(fragment, result.stderr)
+
+
+def glob_one(pattern):
+    found = glob.glob(pattern)
+    if len(found) != 1:
+        raise AssertionError(f"{pattern}: {len(found)} matches")
+    return found[0]

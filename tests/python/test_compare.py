@@ -1,27 +1,26 @@
-"""scripts/compare.py and its statistics, on hand-checked fixtures.
+"""`threadburn compare` and its statistics (python/threadburn/compare.py,
+stats.py), on hand-checked fixtures (make_fixtures.compare_rows):
 
-Fixtures (tests/python/fixtures/compare_{a,b}.csv), status ok rows:
-  G1 optimizer llvm T=2 bt=200: step A 10,11,12  B 13,14,15; residual A 200,201,202 B 0.5,1,1.5
-  G2 optimizer gomp (no env):   step A 10 x4     B 10 x4;    residual A 0 x4        B 1 x4
-  G3 train mnist gap 100 gomp:  step A 19,20,21  B 24,25,26; residual A 6,7,8      B 0,0.5,1
+  G1 optimizer llvm T=2 bt=200: step A 10,11,12  B 13,14,15; residual A 200,201,202  B 0.5,1,1.5
+  G2 optimizer gomp (no env):   step A 10 x4     B 10 x4;    residual A 0 x4         B 1 x4
+  G3 train mnist gap 100 gomp:  step A 19,20,21  B 24,25,26; residual A 6,7,8       B 0,0.5,1
                                 samples_per_s A 3400,3200,3050  B 2700,2560,2460
-  G4 only in A, G5 only in B; A has one failed row of G1, B one skipped cuda row.
-compare_schema1.csv: compare_a.csv as schema 1 wrote it (fewer columns), for
-the refusal to compare across schema versions.
+  G4 only in A, G5 only in B; A has one failed row of G1, B one skipped CUDA row.
+compare_schema2.csv: a file of schema 2, for the refusal to compare across versions.
 """
 import csv
 import math
 import os
-import shutil
-import tempfile
 import unittest
 
 import helpers
-import compare
-from threadburn_py import stats
+from threadburn import compare, schema, stats
 
 A = os.path.join(helpers.FIXTURES, "compare_a.csv")
 B = os.path.join(helpers.FIXTURES, "compare_b.csv")
+OPT = "optimizer_step/sgd/params:4000000/gap_ms:300"
+TRAIN = "train_step/mnist_adadelta/preload:0/batch:64/workers:0/loader:torch/mkldnn:1/gap_ms:100"
+G1 = "llvm OMP_NUM_THREADS=2 KMP_BLOCKTIME=200"
 
 
 class MannWhitney(unittest.TestCase):
@@ -44,8 +43,7 @@ class MannWhitney(unittest.TestCase):
         # z = (5.5 - 0.5)/sqrt(var) = 1.48835; p = erfc(z/sqrt 2) = 0.136658
         u, p, method = stats.mann_whitney_u([1, 2, 2, 3], [2, 3, 4, 5])
         self.assertEqual((u, method), (2.5, "normal"))
-        self.assertAlmostEqual(p, math.erfc(5 / math.sqrt(16 / 12 * (9 - 30 / 56)) / math.sqrt(2)),
-                               places=15)
+        self.assertAlmostEqual(p, math.erfc(5 / math.sqrt(16 / 12 * (9 - 30 / 56)) / math.sqrt(2)), places=15)
         self.assertAlmostEqual(p, 0.136658, places=6)
 
     def test_degenerate_samples(self):
@@ -69,26 +67,31 @@ class MannWhitney(unittest.TestCase):
         self.assertEqual(stats.geometric_mean([None, 0]), None)
 
 
+def load_pair(a, b):
+    header_a, rows_a, _ = compare.load(a)
+    header_b, rows_b, _ = compare.load(b)
+    knobs = [k for k in schema.knob_columns(header_a) if k in header_b]
+    return compare.compare(compare.group(rows_a, knobs), compare.group(rows_b, knobs))
+
+
 class CompareFixtures(unittest.TestCase):
     def setUp(self):
-        groups_a, _ = compare.load(A)
-        groups_b, _ = compare.load(B)
-        self.table, self.geo, self.only_a, self.only_b = compare.compare(groups_a, groups_b)
-        self.by_setting = {(e["workload"].split("/")[0], e["setting"]): e for e in self.table}
+        self.table, self.geo, self.only_a, self.only_b = load_pair(A, B)
+        self.by = {(e["workload"], e["setting"]): e for e in self.table}
 
     def test_groups_medians_changes_p_values(self):
-        self.assertEqual(len(self.table), 3)
-        g1 = self.by_setting[("optimizer_step", "llvm OMP_NUM_THREADS=2 KMP_BLOCKTIME=200")]
+        self.assertEqual(sorted(self.by), [(OPT, "gomp (no env)"), (OPT, G1), (TRAIN, "gomp (no env)")])
+        g1 = self.by[(OPT, G1)]
         self.assertEqual((g1["n_a"], g1["n_b"]), (3, 3))  # the failed row is not a sample
         step = g1["metrics"]["step_ms"]
-        self.assertEqual((step["median_a"], step["median_b"], step["p"]), (11.0, 14.0, 0.1))
+        self.assertEqual((step["median_a"], step["median_b"], step["p"], step["method"]), (11.0, 14.0, 0.1, "exact"))
         self.assertAlmostEqual(step["change"], 3 / 11, places=15)
         self.assertAlmostEqual(step["cv_a"], 1 / 11, places=15)
         res = g1["metrics"]["residual_cpu_ms"]
         self.assertEqual((res["median_a"], res["median_b"], res["p"]), (201.0, 1.0, 0.1))
         self.assertNotIn("samples_per_s", g1["metrics"])
 
-        g2 = self.by_setting[("optimizer_step", "gomp (no env)")]
+        g2 = self.by[(OPT, "gomp (no env)")]
         self.assertEqual(g2["metrics"]["step_ms"]["p"], 1.0)  # all 8 values tied
         self.assertEqual(g2["metrics"]["step_ms"]["change"], 0.0)
         res = g2["metrics"]["residual_cpu_ms"]
@@ -97,54 +100,47 @@ class CompareFixtures(unittest.TestCase):
         self.assertAlmostEqual(res["p"], math.erfc(7.5 / math.sqrt(64 / 7) / math.sqrt(2)), places=15)
         self.assertAlmostEqual(res["p"], 0.013124, places=6)
 
-        g3 = self.by_setting[("train_step", "gomp (no env)")]
+        g3 = self.by[(TRAIN, "gomp (no env)")]
         sps = g3["metrics"]["samples_per_s"]
         self.assertEqual((sps["median_a"], sps["median_b"], sps["p"]), (3200.0, 2560.0, 0.1))
         self.assertAlmostEqual(sps["change"], -0.2, places=15)
 
     def test_geomeans_and_unmatched(self):
-        self.assertAlmostEqual(self.geo["step_ms"]["ratio"], (14 / 11 * 1.0 * 1.25) ** (1 / 3),
-                               places=14)
-        self.assertAlmostEqual(self.geo["residual_cpu_ms"]["ratio"], math.sqrt(1 / 201 * 0.5 / 7),
-                               places=14)
+        self.assertAlmostEqual(self.geo["step_ms"]["ratio"], (14 / 11 * 1.0 * 1.25) ** (1 / 3), places=14)
+        self.assertAlmostEqual(self.geo["residual_cpu_ms"]["ratio"], math.sqrt(1 / 201 * 0.5 / 7), places=14)
         self.assertEqual(self.geo["residual_cpu_ms"]["left_out"], 1)
         self.assertAlmostEqual(self.geo["samples_per_s"]["ratio"], 0.8, places=14)
-        self.assertEqual(self.only_a, ["optimizer_step/sgd/params:4000000/gap_ms:300 | "
-                                       "llvm OMP_NUM_THREADS=1 KMP_BLOCKTIME=0"])
-        self.assertEqual(self.only_b, ["train_step/cifar_sgd/batch:64/workers:0/gap_ms:0/"
-                                       "preload:0 | gomp (no env)"])
+        self.assertEqual(self.only_a, [f"{OPT} | llvm OMP_NUM_THREADS=1 KMP_BLOCKTIME=0"])
+        self.assertEqual(self.only_b, ["train_step/cifar_sgd/preload:0/batch:64/workers:0/loader:torch/mkldnn:1"
+                                       "/gap_ms:0 | gomp (no env)"])
 
     def test_text_output(self):
-        result = helpers.run_script("compare.py", A, B)
+        result = helpers.threadburn("compare", A, B)
         self.assertEqual(result.returncode, 0, result.stderr)
         out = result.stdout
         row = next(ln for ln in out.splitlines() if "KMP_BLOCKTIME=200" in ln).split()
-        self.assertEqual(row[-19:], ["3/3", "11", "(!", "9.1%)", "14", "(!", "7.1%)", "+27.3%",
-                                     "0.1", "201", "1", "(!", "50%)", "-99.5%", "0.1",
-                                     "-", "-", "-", "-"])
+        self.assertEqual(row[-19:], ["3/3", "11", "(!", "9.1%)", "14", "(!", "7.1%)", "+27.3%", "0.1", "201", "1",
+                                     "(!", "50%)", "-99.5%", "0.1", "-", "-", "-", "-"])
         geo = next(ln for ln in out.splitlines() if ln.startswith("geomean")).split()
         self.assertEqual(geo, ["geomean", "(3", "groups)", "+16.7%", "-98.1%", "-20.0%"])
         self.assertIn("warning: 3 of 3 groups have fewer than 9 samples on a side", out)
         self.assertIn("noisy: (! X%) marks a coefficient of variation above 5%", out)
         self.assertIn(f"{A}: not compared: 1 failed, 0 skipped rows", out)
         self.assertIn(f"{B}: not compared: 0 failed, 1 skipped rows", out)
-        self.assertIn(f"only in {A} (1):\n  optimizer_step/sgd/params:4000000/gap_ms:300 | "
-                      "llvm OMP_NUM_THREADS=1 KMP_BLOCKTIME=0", out)
+        self.assertIn(f"only in {A} (1):\n  {OPT} | llvm OMP_NUM_THREADS=1 KMP_BLOCKTIME=0", out)
         self.assertIn("n/a (A~0)", out)
 
     def test_markdown_output(self):
-        result = helpers.run_script("compare.py", A, B, "--format", "md")
-        lines = result.stdout.splitlines()
-        table = [ln for ln in lines if ln.startswith("|")]
+        result = helpers.threadburn("compare", A, B, "--format", "md")
+        table = [ln for ln in result.stdout.splitlines() if ln.startswith("|")]
         self.assertEqual(len(table), 2 + 3 + 1)
         self.assertEqual({ln.count("|") for ln in table}, {16})  # 15 columns everywhere
-        self.assertEqual(table[0], "| benchmark | setting | n A/B | step_ms A | step_ms B | change "
-                         "| p | residual_cpu_ms A | residual_cpu_ms B | change | p | "
-                         "samples_per_s A | samples_per_s B | change | p |")
+        self.assertEqual(table[0], "| benchmark | setting | n A/B | step_ms A | step_ms B | change | p | "
+                         "residual_cpu_ms A | residual_cpu_ms B | change | p | samples_per_s A | samples_per_s B "
+                         "| change | p |")
         # B's burn median 0.5 ms is zero within noise (ZERO_FLOOR): no CV flag there
-        self.assertIn("| train_step/mnist_adadelta/batch:64/workers:0/gap_ms:100/preload:0 | "
-                      "gomp (no env) | 3/3 | 20 | 25 | +25.0% | 0.1 | 7 (! 14%) | 0.5 "
-                      "| -92.9% | 0.1 | 3200 (! 5.5%) | 2560 | -20.0% | 0.1 |", table)
+        self.assertIn(f"| {TRAIN} | gomp (no env) | 3/3 | 20 | 25 | +25.0% | 0.1 | 7 (! 14%) | 0.5 | -92.9% | 0.1 "
+                      "| 3200 (! 5.5%) | 2560 | -20.0% | 0.1 |", table)
 
     def test_fail_if_regress(self):
         cases = [(["step_ms:10"], 1),   # geomean +16.7 % (and rows) > 10 %
@@ -157,26 +153,19 @@ class CompareFixtures(unittest.TestCase):
         for rules, code in cases:
             with self.subTest(rules=rules):
                 args = [A, B] + [x for r in rules for x in ("--fail-if-regress", r)]
-                result = helpers.run_script("compare.py", *args)
+                result = helpers.threadburn("compare", *args)
                 self.assertEqual(result.returncode, code, result.stderr)
                 self.assertEqual(bool(result.stderr), bool(code))
-        result = helpers.run_script("compare.py", A, B, "--fail-if-regress", "step_ms:26")
-        self.assertEqual(result.stderr, "regression: step_ms +27.3% (limit 26%): optimizer_step/"
-                         "sgd/params:4000000/gap_ms:300 | llvm OMP_NUM_THREADS=2 KMP_BLOCKTIME=200\n")
+        result = helpers.threadburn("compare", A, B, "--fail-if-regress", "step_ms:26")
+        self.assertEqual(result.stderr, f"regression: step_ms +27.3% (limit 26%): {OPT} | {G1}\n")
 
     def test_same_file_shows_no_change(self):
-        result = helpers.run_script("compare.py", A, A, "--fail-if-regress", "step_ms:0")
+        result = helpers.threadburn("compare", A, A, "--fail-if-regress", "step_ms:0")
         self.assertEqual(result.returncode, 0)
         self.assertIn("geomean (4 groups)", result.stdout)
 
 
-class BadInput(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="tb-compare-")
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
+class BadInput(helpers.TempDir, unittest.TestCase):
     def rewrite(self, name, edit_header=None, edit_row=None):
         with open(A, newline="") as f:
             rows = list(csv.reader(f))
@@ -185,60 +174,58 @@ class BadInput(unittest.TestCase):
             header, body = edit_header(header, body)
         if edit_row:
             body = [edit_row(header, r) for r in body]
-        path = os.path.join(self.tmp, name)
+        path = self.path(name)
         with open(path, "w", newline="") as f:
             csv.writer(f, lineterminator="\n").writerows([header] + body)
         return path
 
     def assert_exit_2(self, args, message):
-        result = helpers.run_script("compare.py", *args)
-        self.assertEqual(result.returncode, 2)
+        result = helpers.threadburn("compare", *args)
+        helpers.assert_one_line_error(self, result, f"threadburn compare: error: {message}")
         self.assertEqual(result.stdout, "")
-        self.assertEqual(result.stderr.count("\n"), 1, result.stderr)
-        self.assertIn(message, result.stderr)
 
     def test_missing_columns(self):
         def drop(header, body):
-            keep = [i for i, c in enumerate(header) if c not in ("residual_cpu_ms", "KMP_BLOCKTIME")]
+            keep = [i for i, c in enumerate(header) if c not in ("residual_cpu_ms", "repetition")]
             return [header[i] for i in keep], [[r[i] for i in keep] for r in body]
         path = self.rewrite("missing.csv", edit_header=drop)
-        self.assert_exit_2([path, B], f"compare: {path}: missing columns: KMP_BLOCKTIME, "
-                           "residual_cpu_ms")
+        self.assert_exit_2([path, B], f"{path}: missing columns: repetition, residual_cpu_ms")
 
     def test_other_schema_version(self):
         def bump(header, row):
-            return ["3" if c == "schema_version" else v for c, v in zip(header, row)]
-        path = self.rewrite("v3.csv", edit_row=bump)
-        self.assert_exit_2([A, path], f"compare: {path}: schema_version 3, this compare.py reads 2")
+            return ["99" if c == "schema_version" else v for c, v in zip(header, row)]
+        path = self.rewrite("v99.csv", edit_row=bump)
+        self.assert_exit_2([A, path], f"{path}: schema_version 99, this threadburn reads {schema.SCHEMA_VERSION}")
 
-    def test_schema_1_file_is_refused_by_version_not_by_columns(self):
-        # compare_schema1.csv is the v1 layout (no loader, kernel, cuda_sync ...
-        # columns): the one line must name the version, in either position.
-        old = os.path.join(helpers.FIXTURES, "compare_schema1.csv")
+    def test_a_schema_2_file_is_refused_by_version_not_by_columns(self):
+        # compare_schema2.csv has the columns of schema 2 (extra_args, no sampler ...):
+        # the one line must name the version, in either position.
+        old = os.path.join(helpers.FIXTURES, "compare_schema2.csv")
         for args in ([old, B], [A, old]):
             with self.subTest(args=args):
-                self.assert_exit_2(args, f"compare: {old}: schema_version 1, this compare.py "
-                                   "reads 2 (columns differ between versions")
+                self.assert_exit_2(args, f"{old}: schema_version 2, this threadburn reads {schema.SCHEMA_VERSION} "
+                                   "(columns differ between versions")
 
     def test_mixed_versions_in_one_file(self):
         def half(header, row):
             i = header.index("run_key")
-            return ["1" if c == "schema_version" and row[i].endswith("r0") else v
-                    for c, v in zip(header, row)]
+            return ["2" if c == "schema_version" and row[i].endswith("r0") else v for c, v in zip(header, row)]
         path = self.rewrite("mixed.csv", edit_row=half)
-        self.assert_exit_2([path, B], f"compare: {path}: mixes schema versions 1, 2")
+        self.assert_exit_2([path, B], f"{path}: mixes schema versions 2, {schema.SCHEMA_VERSION}")
 
     def test_no_common_rows(self):
         def other_steps(header, row):
             return ["99" if c == "steps" else v for c, v in zip(header, row)]
         path = self.rewrite("other.csv", edit_row=other_steps)
-        self.assert_exit_2([A, path], "compare: no common rows")
+        self.assert_exit_2([A, path], f"no common rows: no (knobs, benchmark) with status ok is in both {A} and "
+                           f"{path}")
 
     def test_unreadable_and_bad_rule(self):
-        self.assert_exit_2([os.path.join(self.tmp, "none.csv"), B], "cannot read")
-        result = helpers.run_script("compare.py", A, B, "--fail-if-regress", "speed:10")
-        self.assertEqual(result.returncode, 2)
-        self.assertIn("expected METRIC:PCT", result.stderr)
+        self.assert_exit_2([self.path("none.csv"), B], f"{self.path('none.csv')}: cannot read: No such file")
+        self.assert_exit_2([A, B, "--fail-if-regress", "speed:10"],
+                           "argument --fail-if-regress: expected METRIC:PCT with METRIC one of step_ms, "
+                           "residual_cpu_ms, samples_per_s and PCT >= 0, got 'speed:10'")
+        self.assert_exit_2([A, B, "--format", "html"], "argument --format: invalid choice: 'html'")
 
 
 if __name__ == "__main__":

@@ -1,74 +1,55 @@
-"""Grid loading, validation and expansion (scripts/threadburn_py/grid.py)."""
+"""Grids (python/threadburn/grid.py): checked whole against the programs'
+own descriptions (here: fake_program.py serving the recorded ones), expanded
+into points."""
 import glob
 import os
+import shutil
 import tempfile
 import textwrap
 import unittest
 
 import helpers
-from threadburn_py import grid, schema
-
-
-def load(text):
-    with tempfile.TemporaryDirectory() as tmp:
-        path = helpers.write_file(os.path.join(tmp, "g.toml"), textwrap.dedent(text))
-        return grid.load_grid(path)
-
+from threadburn import grid, programs, schema
 
 OPT = 'bench = "optimizer_step"\n'
+TRAIN = 'bench = "train_step"\n'
+CPUS = os.cpu_count() or 1
 
 
-class ShippedGrids(unittest.TestCase):
-    def test_every_config_validates(self):
-        paths = sorted(glob.glob(os.path.join(helpers.REPO, "configs", "*.toml")))
-        # The grids the suite promises must ship; any other grid must validate too.
-        required = {"batch_workers.toml", "blocktime.toml", "default.toml",
-                    "launcher.toml", "seed000.toml", "cuda.toml", "runtime.toml",
-                    "loader.toml", "oversubscription.toml", "onednn.toml"}
-        self.assertLessEqual(required, {os.path.basename(p) for p in paths})
-        for path in paths:
-            with self.subTest(path=path):
-                settings, points = grid.load_grid(path)
-                self.assertTrue(points)
-                for p in points:  # the runtime-only knobs never cross runtimes
-                    if p.runtime == "gomp":
-                        self.assertEqual(p.env["KMP_BLOCKTIME"], "unset")
-                        self.assertEqual(p.env["KMP_AFFINITY"], "unset")
-                    else:
-                        self.assertEqual(p.env["GOMP_SPINCOUNT"], "unset")
-
-    def test_default_grid_shape(self):
-        settings, points = grid.load_grid(os.path.join(helpers.REPO, "configs", "default.toml"))
-        self.assertEqual(settings["name"], "default")
-        self.assertEqual(len(points), 16)
-        self.assertEqual(sum(p.repetitions for p in points), 12 * 5 + 4 * 3)
-        defaults = [p for p in points if schema.is_default_env(dict(p.env, runtime=p.runtime))]
-        self.assertEqual([p.bench for p in defaults], ["optimizer_step", "train_step"])
-        launcher = [p for p in points if p.preset == "launcher"]
-        self.assertEqual(len(launcher), 1)
-        self.assertEqual(launcher[0].env["KMP_BLOCKTIME"], "1")
-        self.assertEqual(launcher[0].env["KMP_AFFINITY"], "granularity=fine,compact,1,0")
-        self.assertEqual(launcher[0].env["OMP_NUM_THREADS"], str(os.cpu_count()))
-
-    def test_seed000_saves_timelines(self):
-        _, points = grid.load_grid(os.path.join(helpers.REPO, "configs", "seed000.toml"))
-        self.assertTrue(all(p.timeline for p in points))
-        self.assertEqual({p.inproc["gap_ms"][0] for p in points}, {"2000"})
+def setUpModule():
+    global BUILD_TMP, PROGS
+    BUILD_TMP = tempfile.mkdtemp(prefix="tb-grid-")
+    PROGS = programs.programs(helpers.make_fake_build(os.path.join(BUILD_TMP, "build")))
 
 
-class Documentation(unittest.TestCase):
-    def test_every_csv_column_is_documented(self):
-        with open(os.path.join(helpers.REPO, "results", "README.md")) as f:
-            text = f.read()
-        missing = [c for c in schema.COLUMNS if f"`{c}`" not in text
-                   and not (c.startswith("env_") and "`env_OMP_NUM_THREADS` ... " in text)]
-        self.assertEqual(missing, [])
-        self.assertIn("## Reference results", text)
+def tearDownModule():
+    shutil.rmtree(BUILD_TMP, ignore_errors=True)
+
+
+def load(text, name="g"):
+    path = helpers.write_file(os.path.join(BUILD_TMP, f"{name}.toml"), textwrap.dedent(text))
+    return grid.load(path, PROGS)
 
 
 class Expansion(unittest.TestCase):
+    def test_defaults(self):
+        g = load("[[study]]\n" + TRAIN)
+        self.assertEqual((g.name, g.settings["repetitions"], g.settings["timeout_s"], g.settings["seed"]),
+                         ("g", 3, 300, None))
+        (p,) = g.points
+        self.assertEqual((p.bench, p.runtime, p.processes, p.preset, p.study, p.where),
+                         ("train_step", "gomp", 1, "", "train_step0", "study[0].runtimes[0]"))
+        # A flag the grid does not name is not passed: the program's default holds.
+        self.assertEqual(p.args, {})
+        self.assertEqual(p.program_args(), [])
+        self.assertEqual(set(p.env), set(schema.env_knob_names(PROGS["train_step"].describe())))
+        self.assertEqual(set(p.env.values()), {"unset"})
+        self.assertEqual(p.label, "train_step gomp (no env)")
+        self.assertEqual([b.name for b in p.description().benchmarks],
+                         [b["name"] for b in helpers.recording("train_step")["benchmarks"]])
+
     def test_runtime_knobs_are_not_crossed(self):
-        _, points = load("""
+        g = load("""
             [[study]]
             bench = "optimizer_step"
             [study.env]
@@ -81,208 +62,252 @@ class Expansion(unittest.TestCase):
             KMP_BLOCKTIME = [0, 50, 200]
         """)
         # 2 threads x (2 spin counts + 3 blocktimes), not 2 x 2 x 3 x 2 runtimes.
-        self.assertEqual(len(points), 10)
+        self.assertEqual(len(g.points), 10)
         gomp = sorted((p.env["OMP_NUM_THREADS"], p.env["GOMP_SPINCOUNT"], p.env["KMP_BLOCKTIME"])
-                      for p in points if p.runtime == "gomp")
+                      for p in g.points if p.runtime == "gomp")
         self.assertEqual(gomp, [("1", "0", "unset"), ("1", "1000", "unset"),
                                 ("2", "0", "unset"), ("2", "1000", "unset")])
         llvm = sorted((p.env["OMP_NUM_THREADS"], p.env["KMP_BLOCKTIME"], p.env["GOMP_SPINCOUNT"])
-                      for p in points if p.runtime == "llvm")
+                      for p in g.points if p.runtime == "llvm")
         self.assertEqual(llvm, [("1", "0", "unset"), ("1", "200", "unset"), ("1", "50", "unset"),
                                 ("2", "0", "unset"), ("2", "200", "unset"), ("2", "50", "unset")])
 
     def test_entry_list_replaces_study_list(self):
-        _, points = load("""
+        g = load("""
             [[study]]
             bench = "optimizer_step"
             env = {OMP_NUM_THREADS = [1, 2]}
             runtimes = [{name = "gomp", OMP_NUM_THREADS = "unset"}, {name = "gomp"}]
         """)
-        self.assertEqual([p.env["OMP_NUM_THREADS"] for p in points], ["unset", "1", "2"])
-
-    def test_default_runtime_is_gomp_and_defaults_are_explicit(self):
-        settings, points = load('[[study]]\nbench = "train_step"\n')
-        self.assertEqual(len(points), 1)
-        p = points[0]
-        self.assertEqual((p.runtime, p.device, p.processes, p.steps, p.warmup), ("gomp", "cpu", 1, 10, 2))
-        self.assertEqual((settings["repetitions"], settings["timeout_s"], settings["seed"]), (3, 300, None))
-        self.assertEqual(p.bench_args(), ["--model=mnist_adadelta", "--batch=64", "--workers=0",
-                                          "--gap_ms=0", "--preload=0", "--loader=torch",
-                                          "--mkldnn=1", "--device=cpu", "--steps=10",
-                                          "--warmup=2"])
-        self.assertEqual(p.cuda_sync, "")
+        self.assertEqual([p.env["OMP_NUM_THREADS"] for p in g.points], ["unset", "1", "2"])
 
     def test_cores_resolves_and_dedupes(self):
-        _, points = load(f"""
+        g = load(f"""
             [[study]]
             bench = "optimizer_step"
-            env = {{OMP_NUM_THREADS = ["cores", {os.cpu_count()}, "unset"]}}
+            env = {{OMP_NUM_THREADS = ["cores", {CPUS}, "unset"]}}
         """)
-        self.assertEqual([p.env["OMP_NUM_THREADS"] for p in points], [str(os.cpu_count()), "unset"])
+        self.assertEqual([p.env["OMP_NUM_THREADS"] for p in g.points], [str(CPUS), "unset"])
 
-    def test_launch_axes_cross_and_inproc_axes_stay_lists(self):
-        _, points = load("""
+    def test_axis_flags_stay_one_process_and_other_lists_are_launch_axes(self):
+        g = load("""
             seed = 5
             [[study]]
             bench = "train_step"
-            model = ["mnist_adadelta", "cifar_sgd"]
-            batch = [16, 64]
-            preload = true
-            device = ["cpu", "cuda"]
+            model = ["cifar_sgd", "mnist_adadelta"]
+            batch = [16, 64, 16]
+            sampler = ["on", "off"]
+            steps = 4
+            augment = false
             processes = [1, 2]
-            runtimes = [{name = "llvm", KMP_BLOCKTIME = 0}]
         """)
-        self.assertEqual(len(points), 4)
-        self.assertEqual(sorted((p.device, p.processes) for p in points),
-                         [("cpu", 1), ("cpu", 2), ("cuda", 1), ("cuda", 2)])
-        p = points[0]
-        self.assertEqual(p.inproc["model"], ["mnist_adadelta", "cifar_sgd"])
-        self.assertEqual(p.inproc["preload"], ["1"])
-        self.assertEqual(p.knobs()["model"], "")  # two values: known only per row
-        self.assertEqual(p.knobs()["batch"], "")
-        self.assertEqual(p.knobs()["workers"], "0")
-        cuda = next(q for q in points if q.device == "cuda")
-        self.assertEqual([n for n, _ in cuda.expected_benchmarks()][:2], [
-            "train_step_cuda/mnist_adadelta/batch:16/workers:0/gap_ms:0/preload:1/tbb_loader:0"
-            "/mkldnn:1/pin_memory:0/non_blocking:0/item_sync:0/iterations:10/manual_time",
-            "train_step_cuda/mnist_adadelta/batch:64/workers:0/gap_ms:0/preload:1/tbb_loader:0"
-            "/mkldnn:1/pin_memory:0/non_blocking:0/item_sync:0/iterations:10/manual_time"])
-        self.assertEqual(len(cuda.expected_benchmarks()), 4)
-        self.assertEqual(cuda.cuda_sync, "auto")
-        cpu = next(q for q in points if q.device == "cpu")
-        self.assertEqual(cpu.expected_benchmarks()[0][0],
-                         "train_step/mnist_adadelta/batch:16/workers:0/gap_ms:0/preload:1"
-                         "/tbb_loader:0/mkldnn:1/iterations:10/manual_time")
+        self.assertEqual(g.settings["seed"], 5)
+        self.assertEqual(len(g.points), 4)  # sampler x processes
+        self.assertEqual(sorted((p.args["sampler"], p.processes) for p in g.points),
+                         [("off", 1), ("off", 2), ("on", 1), ("on", 2)])
+        p = g.points[0]
+        # axis lists as one comma list (duplicates dropped), booleans as 0/1
+        self.assertEqual(p.program_args(), ["--model=cifar_sgd,mnist_adadelta", "--batch=16,64",
+                                            f"--sampler={p.args['sampler']}", "--steps=4", "--augment=0"])
+        names = [b.name for b in p.description().benchmarks]
+        self.assertEqual(len(names), 2 * 2 * 2 * 2)  # model x batch x workers (0, 2) x gap_ms (0, 100)
+        self.assertEqual(names[0], "train_step/cifar_sgd/preload:0/batch:16/workers:0/loader:torch/mkldnn:1/gap_ms:0")
+        self.assertEqual(len({q.key for q in g.points}), 4)
+
+    def test_device_is_a_launch_axis_with_its_own_benchmarks(self):
+        g = load('[[study]]\n' + TRAIN + 'device = ["cpu", "cuda"]\nworkers = 0\ngap_ms = 0\n')
+        cpu, cuda = g.points
+        self.assertEqual((cpu.args, cuda.args), ({"workers": "0", "gap_ms": "0", "device": "cpu"},
+                                                 {"workers": "0", "gap_ms": "0", "device": "cuda"}))
+        self.assertEqual(cuda.label, "train_step cuda gomp (no env)")
+        self.assertEqual([b.name for b in cuda.description().benchmarks], [
+            f"train_step_cuda/{m}/preload:0/batch:64/workers:0/loader:torch/mkldnn:1/pin_memory:0"
+            "/non_blocking:0/item_sync:0/gap_ms:0" for m in ("mnist_adadelta", "cifar_sgd")])
+
+    def test_skip_rules_come_from_the_program(self):
+        (p,) = load('[[study]]\n' + TRAIN + 'model = "mnist_adadelta"\npreload = [0, 1]\nworkers = [0, 2]\n'
+                    'loader = ["torch", "tbb"]\ngap_ms = 0\n').points
+        self.assertEqual([(b.args["preload"], b.args["workers"], b.args["loader"])
+                          for b in p.description().benchmarks],
+                         [("0", "0", "torch"), ("0", "2", "torch"), ("0", "2", "tbb"), ("1", "0", "torch")])
 
     def test_child_env_and_point_keys(self):
-        _, points = load("""
+        gomp, llvm = load("""
             [[study]]
             bench = "optimizer_step"
             runtimes = [{name = "gomp"}, {name = "llvm", KMP_BLOCKTIME = 0, OMP_NUM_THREADS = 2}]
-        """)
-        gomp, llvm = points
-        self.assertEqual(gomp.child_env("/x/libomp.so.5"), ({}, list(schema.CONTROLLED_ENV)))
+        """).points
+        knobs = schema.env_knob_names(PROGS["optimizer_step"].describe())
+        self.assertEqual(gomp.child_env("/x/libomp.so.5"), ({}, knobs + ["LD_PRELOAD"]))
         setenv, unset = llvm.child_env("/x/libomp.so.5")
-        self.assertEqual(setenv, {"OMP_NUM_THREADS": "2", "KMP_BLOCKTIME": "0",
-                                  "LD_PRELOAD": "/x/libomp.so.5"})
-        self.assertEqual(unset, ["GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OMP_PROC_BIND",
-                                 "OMP_PLACES", "KMP_AFFINITY"])
+        self.assertEqual(setenv, {"OMP_NUM_THREADS": "2", "KMP_BLOCKTIME": "0", "LD_PRELOAD": "/x/libomp.so.5"})
+        self.assertEqual(unset, [k for k in knobs if k not in ("OMP_NUM_THREADS", "KMP_BLOCKTIME")])
+        self.assertEqual(llvm.label, "optimizer_step llvm OMP_NUM_THREADS=2 KMP_BLOCKTIME=0")
         self.assertNotEqual(gomp.key, llvm.key)
-        self.assertEqual(len(gomp.key), 12)
-        _, again = load("""
-            [[study]]
-            name = "renamed"
-            bench = "optimizer_step"
-            runtimes = [{name = "gomp"}]
-        """)
-        self.assertEqual(again[0].key, gomp.key)  # labels do not change identity
+        self.assertRegex(gomp.key, r"^[0-9a-f]{12}$")
+        again = load('[[study]]\nname = "renamed"\n' + OPT + 'runtimes = [{name = "gomp"}]\n').points[0]
+        self.assertEqual(again.key, gomp.key)  # labels do not change identity
+        other = load('[[study]]\n' + OPT + 'steps = 3\n').points[0]
+        self.assertNotEqual(other.key, gomp.key)
 
-    def test_extra_args_pass_through_and_change_the_key(self):
-        _, (plain,) = load('[[study]]\nbench = "train_step"\n')
-        _, (point,) = load('[[study]]\nbench = "train_step"\n'
-                           'extra_args = {augment = 0, sampler_us = 250, x = true}\n')
-        self.assertEqual(point.bench_args()[-3:], ["--augment=0", "--sampler_us=250", "--x=1"])
-        self.assertEqual(point.knobs()["extra_args"], "augment=0;sampler_us=250;x=1")
-        self.assertEqual(plain.knobs()["extra_args"], "")
-        self.assertNotEqual(point.key, plain.key)
-
-    def test_parse_benchmark_name(self):
-        self.assertEqual(grid.parse_benchmark_name(
-            "train_step/mnist_adadelta/batch:64/workers:2/gap_ms:100/preload:0/manual_time"),
-            {"model": "mnist_adadelta", "batch": "64", "workers": "2", "gap_ms": "100",
-             "preload": "0"})
-        self.assertEqual(grid.parse_benchmark_name(
-            "optimizer_step/sgd/params:4000000/gap_ms:300/manual_time"),
-            {"optimizer": "sgd", "params": "4000000", "gap_ms": "300"})
-        # components the contract does not list (GB's iterations:N, new axes) are ignored
-        self.assertEqual(grid.parse_benchmark_name(
-            "train_step/cifar_sgd/batch:16/workers:0/gap_ms:0/preload:1/future:3"
-            "/iterations:10/manual_time"),
-            {"model": "cifar_sgd", "batch": "16", "workers": "0", "gap_ms": "0", "preload": "1"})
+    def test_settings_reach_points(self):
+        g = load('repetitions = 2\ntimeout_s = 9\ntimeline = true\n[[study]]\n' + OPT
+                 + 'repetitions = 5\nthreads_csv = true\npreset = "mine"\n'
+                 + 'runtimes = [{name = "gomp"}, {name = "llvm", preset = "other", timeline = false}]\n')
+        gomp, llvm = g.points
+        self.assertEqual((gomp.repetitions, gomp.timeout_s, gomp.timeline, gomp.threads_csv, gomp.preset),
+                         (5, 9, True, True, "mine"))
+        self.assertEqual((llvm.timeline, llvm.preset), (False, "other"))
 
 
 class Validation(unittest.TestCase):
+    """Each bad grid: one line naming the file, the key and what was expected."""
+    ALLOWED_STUDY = ("bench, device, env, gap_ms, name, optimizer, params, preset, processes, repetitions, runtimes, "
+                     "sampler, sampler_us, steps, threads_csv, timeline, timeout_s, warmup")
     CASES = [
-        # (grid text, key path in the message, words of the message)
-        ('colour = "red"\n[[study]]\n' + OPT, "(top level).colour", "unknown key"),
-        ('[[study]]\n' + OPT + 'batch = [64]\n', "study[0].batch", "unknown key"),
-        ('[[study]]\nbench = "train_step"\nbatch = "big"\n', "study[0].batch",
-         "expected an integer >= 1, got 'big'"),
-        ('repetitions = 1.5\n[[study]]\n' + OPT, "repetitions", "expected an integer >= 1, got 1.5"),
-        ('timeline = "yes"\n[[study]]\n' + OPT, "timeline", "expected true or false"),
-        ('[[study]]\nbench = "train_step"\nbatch = []\n', "study[0].batch", "empty axis"),
-        ('[[study]]\n' + OPT + 'runtimes = [{name = "llvm", KMP_BLOCKTIME = -3}]\n',
-         "study[0].runtimes[0].KMP_BLOCKTIME", "expected an integer >= 0 (ms)"),
-        ('[[study]]\n' + OPT + 'env = {OMP_NUM_THREADS = [2, 0]}\n',
-         "study[0].env.OMP_NUM_THREADS[1]", "expected an integer >= 1"),
-        ('[[study]]\n' + OPT + f'processes = {4 * (os.cpu_count() or 1) + 1}\n',
-         "study[0].processes", f"expected an integer in 1..{4 * (os.cpu_count() or 1)}"),
-        ('[[study]]\nbench = "train_step"\nmodel = ["resnet50"]\n', "study[0].model[0]",
-         'one of "mnist_adadelta", "cifar_sgd"'),
-        ('[[study]]\n' + OPT + 'optimizer = "adam"\n', "study[0].optimizer",
-         'one of "sgd", "adadelta"'),
-        ('[[study]]\n' + OPT + 'env = {KMP_BLOCKTIME = [0]}\n', "study[0].env.KMP_BLOCKTIME",
-         'read only by the llvm runtime'),
-        ('[[study]]\n' + OPT + 'runtimes = [{name = "gomp", KMP_BLOCKTIME = 0}]\n',
-         "study[0].runtimes[0].KMP_BLOCKTIME", "not varied under gomp"),
-        ('[[study]]\n' + OPT + 'runtimes = [{name = "llvm", GOMP_SPINCOUNT = 0}]\n',
-         "study[0].runtimes[0].GOMP_SPINCOUNT", "read only by the gomp runtime"),
-        ('[[study]]\n' + OPT + 'runtimes = [{name = "iomp"}]\n', "study[0].runtimes[0].name",
-         'one of "gomp", "llvm"'),
-        ('[[study]]\n' + OPT + 'runtimes = []\n', "study[0].runtimes", "non-empty array"),
-        ('[[study]]\nsteps = 3\n', "study[0].bench", "missing"),
-        ('[[study]]\nbench = "inference"\n', "study[0].bench", 'one of "train_step"'),
-        ('[[study]]\nbench = "train_step"\nworkers = [0, 2]\npreload = 1\n', "study[0].preload",
-         "needs workers = [0]"),
-        ('[[study]]\n' + OPT + 'env = {OMP_WAIT_POLICY = "sometimes"}\n',
-         "study[0].env.OMP_WAIT_POLICY", 'one of "active", "passive", "unset"'),
+        # (grid text, key path, words of the message)
+        ('colour = "red"\n[[study]]\n' + OPT, "colour",
+         "unknown key at the top level; expected one of: description, name, repetitions, seed, study, "
+         "timeline, timeout_s"),
+        ('[[study]]\n' + OPT + 'batch = [64]\n', "study[0].batch",
+         "not a key of a study nor a flag of optimizer_step; expected one of: " + ALLOWED_STUDY),
+        # the flags the sweep sets itself are not the grid's
+        ('[[study]]\n' + OPT + 'barrier = "x:2"\n', "study[0].barrier", "not a key of a study nor a flag"),
+        ('[[study]]\n' + OPT + 'timeline-dir = "/tmp"\n', "study[0].timeline-dir", "not a key of a study"),
         ('[[study]]\n' + OPT + 'OMP_NUM_THREADS = 2\n', "study[0].OMP_NUM_THREADS",
-         "environment variables go in"),
-        ('repetitions = 3\n', "study", "missing"),
-        ('[[study]]\n' + OPT + 'runtimes = [{name = "gomp"}, {name = "gomp"}]\n',
-         "study[0].runtimes[1]", "duplicate point"),
-        ('[[study]]\n' + OPT + 'env = {KMP_AFFINITY = "x"}\n', "study[0].env.KMP_AFFINITY",
-         "read only by the llvm runtime"),
-        ('[[study]]\nbench = "optimizer_step"\nsteps = 0\n', "study[0].steps",
-         "expected an integer >= 1"),
+         "environment variables go in the study's env table or in a runtimes entry"),
+        ('repetitions = 1.5\n[[study]]\n' + OPT, "repetitions", "expected an integer >= 1, got 1.5"),
+        ('timeout_s = 0\n[[study]]\n' + OPT, "timeout_s", "expected an integer >= 1 (s), got 0"),
+        ('timeline = "yes"\n[[study]]\n' + OPT, "timeline", "expected true or false, got 'yes'"),
+        ('repetitions = 3\n', "study", "expected at least one [[study]] table"),
+        ('[[study]]\nsteps = 3\n', "study[0].bench", f"missing: expected one of {', '.join(helpers.BENCHES)}"),
+        ('[[study]]\nbench = "inference"\n', "study[0].bench",
+         f"'inference' is not a program of this build; expected one of {', '.join(helpers.BENCHES)}"),
+        ('[[study]]\n' + OPT + 'gap_ms = []\n', "study[0].gap_ms", "empty list: give at least one value"),
+        ('[[study]]\n' + OPT + 'steps = "a lot"\n', "study[0].steps",
+         "expected a number, true/false or a string without spaces, got 'a lot'"),
+        ('[[study]]\n' + OPT + 'steps = {n = 1}\n', "study[0].steps", "expected a number, true/false"),
+        # environment values
+        ('[[study]]\n' + OPT + 'env = {OMP_NUM_THREADS = [2, 0]}\n', "study[0].env.OMP_NUM_THREADS[1]",
+         'expected an integer >= 1, "cores" or "unset", got 0'),
+        ('[[study]]\n' + OPT + 'env = {OMP_NUM_THREADS = "all"}\n', "study[0].env.OMP_NUM_THREADS",
+         "got 'all'"),
+        ('[[study]]\n' + OPT + 'runtimes = [{name = "llvm", KMP_BLOCKTIME = -3}]\n',
+         "study[0].runtimes[0].KMP_BLOCKTIME", 'expected an integer >= 0, "infinite" or "unset", got -3'),
+        ('[[study]]\n' + OPT + 'runtimes = [{name = "gomp", GOMP_SPINCOUNT = true}]\n',
+         "study[0].runtimes[0].GOMP_SPINCOUNT", "expected an integer >= 0"),
+        ('[[study]]\n' + OPT + 'env = {OMP_WAIT_POLICY = "sometimes"}\n', "study[0].env.OMP_WAIT_POLICY",
+         """expected "active" or "passive", or "unset", got 'sometimes'"""),
+        ('[[study]]\n' + OPT + 'env = {OMP_PROC_BIND = "tight"}\n', "study[0].env.OMP_PROC_BIND",
+         "expected true, false, close, spread, primary (comma list)"),
+        ('[[study]]\n' + OPT + 'env = {OMP_PLACES = "everywhere"}\n', "study[0].env.OMP_PLACES",
+         "expected threads, cores, sockets"),
+        ('[[study]]\n' + OPT + 'runtimes = [{name = "llvm", KMP_AFFINITY = "compact, 1"}]\n',
+         "study[0].runtimes[0].KMP_AFFINITY", "a KMP_AFFINITY string without spaces"),
+        ('[[study]]\n' + OPT + 'env = {NOT_A_KNOB = 1}\n', "study[0].env.NOT_A_KNOB",
+         "not a knob every runtime reads; expected one of: OMP_NUM_THREADS, OMP_WAIT_POLICY, OMP_PROC_BIND, "
+         "OMP_PLACES"),
+        # runtime-only knobs only under their runtime
+        ('[[study]]\n' + OPT + 'env = {KMP_BLOCKTIME = [0]}\n', "study[0].env.KMP_BLOCKTIME",
+         'not a knob every runtime reads (KMP_BLOCKTIME is read only by the llvm runtime: set it in a '
+         'runtimes entry with name = "llvm")'),
+        ('[[study]]\n' + OPT + 'env = {GOMP_SPINCOUNT = 10}\n', "study[0].env.GOMP_SPINCOUNT",
+         "read only by the gomp runtime"),
+        ('[[study]]\n' + OPT + 'runtimes = [{name = "gomp", KMP_BLOCKTIME = 0}]\n',
+         "study[0].runtimes[0].KMP_BLOCKTIME",
+         "not a key of a gomp entry (KMP_BLOCKTIME is read only by the llvm runtime, so it is not varied "
+         "under gomp); expected one of: GOMP_SPINCOUNT, OMP_NUM_THREADS, OMP_PLACES, OMP_PROC_BIND, "
+         "OMP_WAIT_POLICY, name, preset, timeline"),
+        ('[[study]]\n' + OPT + 'runtimes = [{name = "llvm", GOMP_SPINCOUNT = 0}]\n',
+         "study[0].runtimes[0].GOMP_SPINCOUNT", "read only by the gomp runtime, so it is not varied under llvm"),
+        ('[[study]]\n' + OPT + 'runtimes = [{name = "gomp", KMP_AFFINITY = "compact"}]\n',
+         "study[0].runtimes[0].KMP_AFFINITY", "not varied under gomp"),
+        ('[[study]]\n' + OPT + 'runtimes = [{name = "iomp"}]\n', "study[0].runtimes[0].name",
+         "expected one of gomp, llvm, got 'iomp'"),
+        ('[[study]]\n' + OPT + 'runtimes = []\n', "study[0].runtimes", "expected a non-empty array of tables"),
+        ('[[study]]\n' + OPT + 'runtimes = ["gomp"]\n', "study[0].runtimes[0]", "expected a table, got str"),
+        # processes
+        ('[[study]]\n' + OPT + 'processes = 0\n', "study[0].processes", "expected an integer >= 1, got 0"),
+        ('[[study]]\n' + OPT + f'processes = [1, {4 * CPUS + 1}]\n', "study[0].processes[1]",
+         f"{4 * CPUS + 1} processes: at most {4 * CPUS} (4 per CPU)"),
+        # duplicates
+        ('[[study]]\n' + OPT + 'runtimes = [{name = "gomp"}, {name = "gomp"}]\n', "study[0].runtimes[1]",
+         "duplicate point (optimizer_step gomp (no env)); it is already produced by study[0].runtimes[0]"),
+        ('[[study]]\n' + OPT + '[[study]]\n' + OPT + 'name = "again"\n', "study[1].runtimes[0]",
+         "duplicate point (optimizer_step gomp (no env)); it is already produced by study[0].runtimes[0]"),
+        ('[[study]]\n' + OPT + 'env = {OMP_NUM_THREADS = ["cores", "unset"]}\n[[study]]\n' + OPT
+         + f'env = {{OMP_NUM_THREADS = {CPUS}}}\n', "study[1].runtimes[0]", "duplicate point"),
+        # the program itself refuses a point, in its own words
+        ('[[study]]\n' + TRAIN + 'batch = [16, 0]\n', "study[0].runtimes[0]",
+         "train_step_bench refuses --batch=16,0: --batch: expected an integer in [1, 65536], got 0"),
+        ('[[study]]\n' + TRAIN + 'model = "resnet50"\n', "study[0].runtimes[0]",
+         "train_step_bench refuses --model=resnet50: --model: unknown value 'resnet50' (expected one of: "
+         "mnist_adadelta, cifar_sgd)"),
+        ('[[study]]\n' + OPT + 'sampler = ["on", "sometimes"]\n', "study[0].runtimes[0]",
+         "optimizer_step_bench refuses --sampler=sometimes: --sampler: unknown value 'sometimes'"),
+        ('[[study]]\n' + OPT + 'steps = 0\n', "study[0].runtimes[0]",
+         "--steps: expected an integer in [1, 1000000], got 0"),
+        ('[[study]]\n' + TRAIN + 'preload = 1\nworkers = 2\n', "study[0].runtimes[0]",
+         "train_step_bench refuses --preload=1 --workers=2: no benchmark to run: every combination of these "
+         "flags is skipped (preloaded data has no loader workers)"),
+        ('[[study]]\n' + TRAIN + 'device = ["cpu", "gpu"]\n', "study[0].runtimes[0]",
+         "train_step_bench refuses --device=gpu: --device:"),
         ('[[study]\n', "", "not valid TOML"),
-        ('[[study]]\n' + OPT + 'extra_args = {steps = 3}\n', "study[0].extra_args.steps",
-         "a program flag the sweep does not set itself"),
-        ('[[study]]\n' + OPT + 'extra_args = {benchmark_filter = "x"}\n',
-         "study[0].extra_args.benchmark_filter", "a program flag the sweep does not set"),
-        ('[[study]]\n' + OPT + 'extra_args = {augment = "a b"}\n', "study[0].extra_args.augment",
-         "expected an integer or a string without spaces"),
-        ('[[study]]\n' + OPT + 'extra_args = {augment = 1.5}\n', "study[0].extra_args.augment",
-         "expected an integer or a string without spaces"),
     ]
 
     def test_each_bad_grid_names_file_key_and_expectation(self):
         for text, key, words in self.CASES:
             with self.subTest(text=text):
-                helpers.assert_one_line_grid_error(
-                    self, load, text, f"g.toml: {key}" if key else "g.toml:", words, grid.GridError)
+                with self.assertRaises(grid.GridError) as caught:
+                    load(text)
+                message = str(caught.exception)
+                self.assertTrue(message.startswith(os.path.join(BUILD_TMP, "g.toml") + ": " + key), message)
+                self.assertIn(words, message)
+                self.assertNotIn("\n", message)
 
-    def test_cli_exits_2_with_one_line_before_running(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            bad = helpers.write_file(os.path.join(tmp, "bad.toml"),
-                                     '[[study]]\nbench = "optimizer_step"\n'
-                                     'runtimes = [{name = "llvm", KMP_BLOCKTIME = -3}]\n')
-            build = helpers.make_build_dir(os.path.join(tmp, "build"))
-            log = os.path.join(tmp, "log")
-            out = os.path.join(tmp, "r.csv")
-            result = helpers.run_script("sweep.py", bad, "--build-dir", build, "--out", out,
-                                        env=helpers.clean_env(FAKE_BENCH_LOG=log))
-            self.assertEqual(result.returncode, 2)
-            self.assertEqual(result.stdout, "")
-            self.assertEqual(result.stderr, f"sweep: {bad}: study[0].runtimes[0].KMP_BLOCKTIME: "
-                             "expected an integer >= 0 (ms), \"infinite\", \"unset\", got -3\n")
-            self.assertFalse(os.path.exists(out))
-            self.assertFalse(os.path.exists(log))
+    def test_a_missing_file(self):
+        with self.assertRaises(grid.GridError) as caught:
+            grid.load(os.path.join(BUILD_TMP, "none.toml"), PROGS)
+        self.assertEqual(str(caught.exception), f"{BUILD_TMP}/none.toml: cannot read: No such file or directory")
 
-    def test_cli_unknown_grid_name(self):
-        result = helpers.run_script("sweep.py", "no_such_grid", "--dry-run")
-        self.assertEqual(result.returncode, 2)
-        self.assertIn("no_such_grid.toml: cannot read", result.stderr)
+
+class CommandLine(helpers.TempDir, unittest.TestCase):
+    def test_bad_grid_exits_2_with_one_line_and_runs_nothing(self):
+        bad = helpers.write_file(self.path("bad.toml"), '[[study]]\n' + TRAIN + 'batch = 0\n')
+        build = helpers.make_fake_build(self.path("build"))
+        log, out = self.path("log"), self.path("r.csv")
+        for extra in ([], ["--dry-run"]):
+            with self.subTest(extra=extra):
+                result = helpers.threadburn("sweep", bad, "--build-dir", build, "--out", out, *extra,
+                                            env=helpers.clean_env(FAKE_LOG=log))
+                helpers.assert_one_line_error(self, result)
+                self.assertEqual(result.stderr, f"threadburn sweep: error: {bad}: study[0].runtimes[0]: "
+                                 "train_step_bench refuses --batch=0: --batch: expected an integer in "
+                                 "[1, 65536], got 0\n")
+                self.assertEqual(result.stdout, "")
+                self.assertFalse(os.path.exists(out))
+                with open(log) as f:  # asked to describe itself, never run
+                    self.assertTrue(all('"--describe"' in line for line in f))
+
+    def test_missing_programs(self):
+        grid_path = helpers.write_file(self.path("g.toml"), '[[study]]\n' + OPT)
+        result = helpers.threadburn("sweep", grid_path, "--build-dir", self.path("nobuild"), "--dry-run")
+        helpers.assert_one_line_error(self, result, "no benchmark programs (*_bench) in ",
+                                      "build first (scripts/build.sh) or pass --build-dir")
+
+
+class ShippedGrids(unittest.TestCase):
+    def test_every_config_validates(self):
+        paths = sorted(glob.glob(os.path.join(helpers.REPO, "configs", "*.toml")))
+        self.assertTrue(paths)
+        for path in paths:
+            with self.subTest(path=os.path.basename(path)):
+                g = grid.load(path, PROGS)
+                self.assertTrue(g.points)
+                for p in g.points:  # the runtime-only knobs never cross runtimes
+                    for knob, owner in schema.RUNTIME_ONLY_KNOBS.items():
+                        if p.runtime != owner:
+                            self.assertEqual(p.env.get(knob, "unset"), "unset", (p.where, knob))
 
 
 if __name__ == "__main__":

@@ -1,20 +1,22 @@
-"""scripts/plot.py on tests/python/fixtures/plot_results.csv (12 optimizer_step
-settings x 2 repetitions, 3 of them with timeline files; no processes > 1, so
-no oversubscription.png) and oversub_results.csv (processes 1, 2, 4)."""
+"""`threadburn plot` (python/threadburn/plot.py) on fixtures/plot_results.csv
+(12 optimizer_step settings x 2 repetitions, 3 of them with timeline files; no
+processes > 1, so no oversubscription.png) and oversub_results.csv
+(processes 1, 2, 4): which PNGs, and one-line errors."""
 import importlib.util
 import os
 import shutil
-import tempfile
 import unittest
 
 import helpers
-import plot
+from threadburn import plot
 
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
-
 RESULTS = os.path.join(helpers.FIXTURES, "plot_results.csv")
+OVERSUB = os.path.join(helpers.FIXTURES, "oversub_results.csv")
 TIMELINE = os.path.join(helpers.FIXTURES, "plot_timelines", "llvm_t2_bt200.timeline.csv")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+OPT = "optimizer_step_sgd_params_4000000_gap_ms_300"
+TRAIN = "train_step_mnist_adadelta_preload_0_batch_64_workers_0_loader_torch_mkldnn_1_gap_ms_0"
 
 
 class PureParts(unittest.TestCase):
@@ -25,6 +27,9 @@ class PureParts(unittest.TestCase):
     def test_sort_key_orders_unset_numbers_words(self):
         self.assertEqual(sorted(["infinite", "200", "unset", "50", "0"], key=plot.sort_key),
                          ["unset", "0", "50", "200", "infinite"])
+
+    def test_slug(self):
+        self.assertEqual(plot.slug("optimizer_step/sgd/params:4000000/gap_ms:300/manual_time"), OPT)
 
     def test_timeline_reading_and_window(self):
         series, markers = plot.read_timeline(TIMELINE)
@@ -37,70 +42,79 @@ class PureParts(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_MATPLOTLIB, "matplotlib is not installed for this interpreter")
-class Pictures(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="tb-plot-")
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
+class Pictures(helpers.TempDir, unittest.TestCase):
     def assert_png(self, path):
         with open(path, "rb") as f:
-            self.assertEqual(f.read(8), PNG_MAGIC)
-        self.assertGreater(os.path.getsize(path), 5000)
+            self.assertEqual(f.read(8), PNG_MAGIC, path)
+        self.assertGreater(os.path.getsize(path), 5000, path)
 
-    def test_results_csv_gives_heatmaps_pareto_timeline(self):
-        result = helpers.run_script("plot.py", RESULTS, "--out-dir", self.tmp,
-                                    "--timeline", TIMELINE)
+    def test_heatmaps_pareto_and_timelines(self):
+        result = helpers.threadburn("plot", RESULTS, "--out-dir", self.tmp, "--timeline", TIMELINE)
         self.assertEqual(result.returncode, 0, result.stderr)
         names = sorted(os.listdir(self.tmp))
         self.assertEqual(names, [
-            "heatmap_residual_cpu_ms_optimizer_step_sgd_params_4000000_gap_ms_300.png",
-            "heatmap_step_ms_optimizer_step_sgd_params_4000000_gap_ms_300.png",
+            f"heatmap_residual_cpu_ms_{OPT}.png",
+            f"heatmap_step_ms_{OPT}.png",
             "pareto.png",
             "timeline_llvm_t2_bt200.png",  # the --timeline file, on its own
-            "timeline_optimizer_step_sgd_params_4000000_gap_ms_300.png"])
+            f"timeline_{OPT}.png"])
         for name in names:
-            self.assert_png(os.path.join(self.tmp, name))
-        self.assertEqual(sorted(result.stdout.split()), [os.path.join(self.tmp, n) for n in names])
+            self.assert_png(self.path(name))
+        self.assertEqual(sorted(result.stdout.split()), [self.path(n) for n in names])
 
     def test_default_out_dir_is_next_to_the_csv(self):
-        csv_path = os.path.join(self.tmp, "r.csv")
+        csv_path = self.path("r.csv")
         shutil.copy(RESULTS, csv_path)
-        shutil.copytree(os.path.join(helpers.FIXTURES, "plot_timelines"),
-                        os.path.join(self.tmp, "plot_timelines"))
-        result = helpers.run_script("plot.py", csv_path)
+        shutil.copytree(os.path.join(helpers.FIXTURES, "plot_timelines"), self.path("plot_timelines"))
+        result = helpers.threadburn("plot", csv_path)
         self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertEqual(len(os.listdir(os.path.join(self.tmp, "r.plots"))), 4)
+        self.assertEqual(sorted(os.listdir(self.path("r.plots"))), [
+            f"heatmap_residual_cpu_ms_{OPT}.png", f"heatmap_step_ms_{OPT}.png", "pareto.png", f"timeline_{OPT}.png"])
 
     def test_oversubscription_figure_when_processes_exceed_one(self):
-        fixture = os.path.join(helpers.FIXTURES, "oversub_results.csv")
-        result = helpers.run_script("plot.py", fixture, "--out-dir", self.tmp)
+        result = helpers.threadburn("plot", OVERSUB, "--out-dir", self.tmp)
         self.assertEqual(result.returncode, 0, result.stderr)
-        path = os.path.join(self.tmp, "oversubscription.png")
-        self.assertIn(path, result.stdout.split())
-        self.assert_png(path)
-        self.assertEqual([n for n in os.listdir(self.tmp) if n.startswith("oversub")],
-                         ["oversubscription.png"])
+        self.assert_png(self.path("oversubscription.png"))
+        self.assertIn(self.path("oversubscription.png"), result.stdout.split())
+        # one heatmap pair per workload: the train_step settings alone and with 2 processes
+        # (4 processes has a single setting: no heatmap); CPU runs carry no cuda_sync label
+        self.assertEqual(sorted(os.listdir(self.tmp)), sorted([
+            f"heatmap_residual_cpu_ms_{TRAIN}.png", f"heatmap_step_ms_{TRAIN}.png",
+            f"heatmap_residual_cpu_ms_{TRAIN}_2_processes.png", f"heatmap_step_ms_{TRAIN}_2_processes.png",
+            "oversubscription.png", "pareto.png"]))
 
-    def test_bad_csv_exits_2(self):
-        bad = helpers.write_file(os.path.join(self.tmp, "bad.csv"), "a,b\n1,2\n")
-        result = helpers.run_script("plot.py", bad, "--out-dir", self.tmp)
-        self.assertEqual(result.returncode, 2)
-        self.assertIn("missing columns: status, benchmark", result.stderr)
+    def test_nothing_to_plot(self):
+        csv_path = self.path("failed.csv")
+        with open(RESULTS) as f:
+            lines = f.read().splitlines()
+        helpers.write_file(csv_path, "\n".join([lines[0]] + [ln.replace(",ok,", ",failed,", 1) for ln in lines[1:]])
+                           + "\n")
+        result = helpers.threadburn("plot", csv_path, "--out-dir", self.tmp)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout, "plot: nothing to plot (no ok rows with step_ms)\n")
+
+    def test_bad_input_is_one_line(self):
+        bad = helpers.write_file(self.path("bad.csv"), "a,b\n1,2\n")
+        result = helpers.threadburn("plot", bad, "--out-dir", self.tmp)
+        helpers.assert_one_line_error(self, result, f"threadburn plot: error: {bad}: missing columns: status, "
+                                      "benchmark, runtime, step_ms, residual_cpu_ms, OMP_NUM_THREADS")
+        result = helpers.threadburn("plot", self.path("none.csv"), "--out-dir", self.tmp)
+        helpers.assert_one_line_error(self, result, "none.csv: cannot read: No such file or directory")
+        result = helpers.threadburn("plot")
+        helpers.assert_one_line_error(self, result, "give a results CSV and/or --timeline FILE")
+        result = helpers.threadburn("plot", "--timeline", TIMELINE)
+        helpers.assert_one_line_error(self, result, "--out-dir is needed without a results CSV")
+        result = helpers.threadburn("plot", "--timeline", bad, "--out-dir", self.tmp)
+        helpers.assert_one_line_error(self, result, f"threadburn plot: error: {bad}: ")
 
 
-class WithoutMatplotlib(unittest.TestCase):
+class WithoutMatplotlib(helpers.TempDir, unittest.TestCase):
     def test_one_line_error(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            os.makedirs(os.path.join(tmp, "matplotlib"))
-            helpers.write_file(os.path.join(tmp, "matplotlib", "__init__.py"),
-                               "raise ImportError('hidden for the test')\n")
-            env = helpers.clean_env(PYTHONPATH=tmp)
-            result = helpers.run_script("plot.py", RESULTS, "--out-dir", tmp, env=env)
-        self.assertEqual(result.returncode, 2)
-        self.assertEqual(result.stderr.count("\n"), 1)
-        self.assertTrue(result.stderr.startswith("plot: matplotlib is missing for "))
+        os.makedirs(self.path("matplotlib"))
+        helpers.write_file(self.path("matplotlib", "__init__.py"), "raise ImportError('hidden for the test')\n")
+        result = helpers.threadburn("plot", RESULTS, "--out-dir", self.tmp, env=helpers.clean_env(PYTHONPATH=self.tmp))
+        helpers.assert_one_line_error(self, result, "threadburn plot: error: matplotlib is missing for this "
+                                      "interpreter; threadburn runs Debian's /usr/bin/python3")
 
 
 if __name__ == "__main__":

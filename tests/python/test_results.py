@@ -1,24 +1,13 @@
-"""The oversubscription aggregate (threadburn_py/results.py) on a hand-made
-fixture, tests/python/fixtures/oversub_results.csv. Per run, per copy
-(step_ms, samples_per_s, step_cpu_ms, residual_cpu_ms, invol_ctxsw):
+"""Reading results (python/threadburn/results.py): best settings per workload
+and the oversubscription aggregate, on hand-checked rows (make_fixtures.py).
 
-  train mnist, gomp T=2 (setting A):
-    P=1 r0 (30, 2000, 54, 7, 3)            r1 (32, 2100, 56, 6, 5)
-    P=2 r0 (60, 1000, 50, 10, 20) (64, 1050, 52, 8, 22)
-        r1 (70, 900, 55, 5, 30) (66, 950, 53, 7, 26)
-        r2 (1000, 10, 900, 900, 900) + a failed copy: left out
-    P=4 r0 (120, 500, 100, 2, 40) (124, 520, 100, 4, 40) (128, 480, 100, 6, 40)
-           (132, 500, 100, 8, 40)
-  train mnist, llvm T=2 bt=200 (B): P=1 r0 (28, 2200, 50, 200, 2)
-                                    P=2 r0 (90, 700, 60, 150, 80) (110, 600, 58, 170, 100)
-  train mnist, gomp T=1 (C): P=1 only: not in the aggregate
-  optimizer sgd, A: P=2 r0 (4, -, 8, 7, 1) (5, -, 9, 7, 2): no P=1
-
-Hand-checked aggregates (per run, then median over runs):
-  A P=1: step (30, 32) -> 31; throughput (2000, 2100) -> 2050; CPU (61, 62) -> 61.5;
-         invol (3, 5) -> 4
+oversub_results.csv, per run and copy (step_ms, samples_per_s, step_cpu_ms,
+residual_cpu_ms, invol_ctxsw): see make_fixtures.oversub_rows. Hand-checked
+aggregates (per run, then the median over runs):
+  A P=1: step (30, 32) -> 31; throughput (2000, 2100) -> 2050; CPU (61, 62) -> 61.5; invol (3, 5) -> 4
   A P=2: step (62, 68) -> 65; throughput (2050, 1850) -> 1950; CPU (120, 120) -> 120;
          invol (42, 56) -> 49; slowdown 65/31; throughput ratio 1950/2050
+         (r2 lacks a copy, r3's copies overlapped 50 %: both left out)
   A P=4: step 126; throughput 2000; CPU 420; invol 160; slowdown 126/31
   B P=1: 28, 2200, 250, 2;  B P=2: 100, 1300, 438, 180; slowdown 100/28
   optimizer A P=2: step 4.5; 1000/4 + 1000/5 = 450 steps/s; CPU 31; invol 3; slowdown n/a
@@ -27,28 +16,30 @@ import os
 import unittest
 
 import helpers
-from threadburn_py import results
+import make_fixtures
+from threadburn import results
 
 FIXTURE = os.path.join(helpers.FIXTURES, "oversub_results.csv")
-TRAIN = "train_step/mnist_adadelta/batch:64/workers:0/gap_ms:0/preload:0/tbb_loader:0/mkldnn:1"
+TRAIN = "train_step/mnist_adadelta/preload:0/batch:64/workers:0/loader:torch/mkldnn:1/gap_ms:0"
 OPT = "optimizer_step/sgd/params:4000000/gap_ms:300"
+A, B = "gomp OMP_NUM_THREADS=2", "llvm OMP_NUM_THREADS=2 KMP_BLOCKTIME=200"
 
 
 class Aggregate(unittest.TestCase):
     def setUp(self):
-        self.entries = results.oversubscription(results.read_rows(FIXTURE))
+        self.rows = results.read_rows(FIXTURE)
+        self.entries = results.oversubscription(self.rows)
 
     def test_points_and_values(self):
         got = [(e["workload"], e["setting"], e["processes"], e["runs"], e["unit"], e["step_ms"],
                 e["throughput"], e["cpu_ms"], e["invol_ctxsw"]) for e in self.entries]
-        a, b = "gomp OMP_NUM_THREADS=2", "llvm OMP_NUM_THREADS=2 KMP_BLOCKTIME=200"
         self.assertEqual(got, [
-            (OPT, a, 2, 1, "steps/s", 4.5, 450.0, 31.0, 3.0),
-            (TRAIN, a, 1, 2, "samples/s", 31.0, 2050.0, 61.5, 4.0),
-            (TRAIN, a, 2, 2, "samples/s", 65.0, 1950.0, 120.0, 49.0),
-            (TRAIN, a, 4, 1, "samples/s", 126.0, 2000.0, 420.0, 160.0),
-            (TRAIN, b, 1, 1, "samples/s", 28.0, 2200.0, 250.0, 2.0),
-            (TRAIN, b, 2, 1, "samples/s", 100.0, 1300.0, 438.0, 180.0)])
+            (OPT, A, 2, 1, "steps/s", 4.5, 450.0, 31.0, 3.0),
+            (TRAIN, A, 1, 2, "samples/s", 31.0, 2050.0, 61.5, 4.0),
+            (TRAIN, A, 2, 2, "samples/s", 65.0, 1950.0, 120.0, 49.0),
+            (TRAIN, A, 4, 1, "samples/s", 126.0, 2000.0, 420.0, 160.0),
+            (TRAIN, B, 1, 1, "samples/s", 28.0, 2200.0, 250.0, 2.0),
+            (TRAIN, B, 2, 1, "samples/s", 100.0, 1300.0, 438.0, 180.0)])
 
     def test_slowdown_against_the_same_setting_alone(self):
         slow = [e["slowdown"] for e in self.entries]
@@ -63,46 +54,122 @@ class Aggregate(unittest.TestCase):
         self.assertAlmostEqual(ratio[2], 1950 / 2050, places=12)
         self.assertAlmostEqual(ratio[5], 1300 / 2200, places=12)
 
+    def test_poorly_overlapped_runs_are_left_out(self):
+        late = [r for r in self.rows if r["overlap"] == "0.5"]
+        self.assertEqual(len(late), 2)
+        self.assertTrue(all(results.poorly_overlapped(r) for r in late))
+        self.assertFalse(any(results.poorly_overlapped(r) for r in self.rows if r not in late))
+        # counted in, the 5000 ms run would make the median of A P=2's three runs 68
+        on_time = [dict(r, overlap="0.95") if r in late else r for r in self.rows]
+        a2 = next(e for e in results.oversubscription(on_time)
+                  if (e["workload"], e["setting"], e["processes"]) == (TRAIN, A, 2))
+        self.assertEqual((a2["runs"], a2["step_ms"]), (3, 68.0))
+
     def test_run_aggregate_needs_every_copy(self):
-        rows = [dict(bench="optimizer_step", step_ms="4", step_cpu_ms="8", residual_cpu_ms="7",
-                     invol_ctxsw="1"),
-                dict(bench="optimizer_step", step_ms="5", step_cpu_ms="9", residual_cpu_ms="",
-                     invol_ctxsw="2")]
+        rows = [dict(bench="optimizer_step", step_ms="4", step_cpu_ms="8", residual_cpu_ms="7", invol_ctxsw="1"),
+                dict(bench="optimizer_step", step_ms="5", step_cpu_ms="9", residual_cpu_ms="", invol_ctxsw="2")]
         self.assertEqual(results.run_aggregate(rows), {"step_ms": 4.5, "throughput": 450.0,
                                                        "cpu_ms": None, "invol_ctxsw": 3.0})
 
     def test_no_crowded_point_no_aggregate(self):
-        rows = [r for r in results.read_rows(FIXTURE) if r["processes"] == "1"]
+        rows = [r for r in self.rows if r["processes"] == "1"]
         self.assertEqual(results.oversubscription(rows), [])
         self.assertNotIn("oversubscription", results.summary_text(rows))
 
     def test_summary_section(self):
-        lines = results.summary_text(results.read_rows(FIXTURE)).splitlines()
+        lines = results.summary_text(self.rows).splitlines()
+        self.assertIn("rows: 19 ok, 0 skipped, 1 failed", lines)
         start = next(i for i, ln in enumerate(lines) if ln.startswith("oversubscription:"))
         self.assertEqual([" ".join(ln.split()) for ln in lines[start + 1:]], [
-            OPT,
-            "gomp OMP_NUM_THREADS=2",
+            OPT, A,
             "P=2 step 4.5 ms ( x n/a), 450 steps/s, CPU 31 ms, invol ctxsw 3 [1 run]",
-            TRAIN,
-            "gomp OMP_NUM_THREADS=2",
+            TRAIN, A,
             "P=1 step 31 ms ( x1.00), 2050 samples/s, CPU 61.5 ms, invol ctxsw 4 [2 runs]",
             "P=2 step 65 ms ( x2.10), 1950 samples/s, CPU 120 ms, invol ctxsw 49 [2 runs]",
             "P=4 step 126 ms ( x4.06), 2000 samples/s, CPU 420 ms, invol ctxsw 160 [1 run]",
-            "llvm OMP_NUM_THREADS=2 KMP_BLOCKTIME=200",
+            B,
             "P=1 step 28 ms ( x1.00), 2200 samples/s, CPU 250 ms, invol ctxsw 2 [1 run]",
             "P=2 step 100 ms ( x3.57), 1300 samples/s, CPU 438 ms, invol ctxsw 180 [1 run]"])
-        self.assertIn("rows: 17 ok, 0 skipped, 1 failed", lines)
+
+
+class Recommendations(unittest.TestCase):
+    """results.recommendations: per workload, recommend.recommend over its
+    settings (time = step_ms, CPU = step_cpu_ms + residual_cpu_ms per run)."""
+
+    def rows(self, settings):
+        """settings: [(runtime, env, preset, [(step_ms, step_cpu_ms + residual_cpu_ms) per run])]"""
+        out = []
+        for runtime, env, preset, runs in settings:
+            for rep, (step, cpu) in enumerate(runs):
+                out.append(make_fixtures.as_read(make_fixtures.row(
+                    "optimizer_step", make_fixtures.SGD300, runtime, env, rep=rep, preset=preset, step_ms=step,
+                    step_cpu_ms=cpu - 1, residual_cpu_ms=1)))
+        return out
+
+    SETTINGS = [
+        ("gomp", {}, "", [(10.6, 27), (10.8, 27.5), (10.7, 27), (10.9, 26.5), (10.5, 27)]),      # the default
+        ("llvm", {"KMP_BLOCKTIME": 200}, "", [(10.0, 60), (10.1, 61), (10.2, 60), (10.0, 59), (10.1, 60)]),
+        ("llvm", {"KMP_BLOCKTIME": 0}, "", [(10.05, 21), (10.15, 22), (10.1, 21), (10.2, 21), (10.0, 20)]),
+        ("gomp", {"OMP_WAIT_POLICY": "passive"}, "launcher", [(11.5, 20), (11.6, 19), (11.4, 20), (11.5, 20),
+                                                              (11.7, 20)]),
+    ]
+    BT0, BT200 = "llvm KMP_BLOCKTIME=0", "llvm KMP_BLOCKTIME=200"
+    PASSIVE = "gomp OMP_WAIT_POLICY=passive [launcher]"
+
+    def test_balanced_picks_the_frugal_one_among_the_fastest(self):
+        rows = self.rows(self.SETTINGS)
+        rows.append(dict(rows[0], status="failed", step_ms="1"))  # not a sample
+        ((workload, rec, default, launcher),) = results.recommendations(rows)
+        self.assertEqual((workload, default, launcher), (OPT, "gomp (no env)", self.PASSIVE))
+        # blocktime 200 and 0 tie on time (p >= 0.05); 0 uses distinguishably less CPU
+        self.assertEqual(rec.winner.name, self.BT0)
+        self.assertEqual((rec.winner.med_time, rec.winner.med_cpu, len(rec.winner.time)), (10.1, 21, 5))
+        self.assertEqual([v.baseline for v in rec.versus], ["gomp (no env)", self.PASSIVE])
+        vs_default = rec.versus[0]
+        self.assertAlmostEqual(vs_default.time_change, 10.1 / 10.7 - 1, places=12)
+        self.assertAlmostEqual(vs_default.cpu_change, 21 / 27 - 1, places=12)
+        self.assertAlmostEqual(vs_default.time_p, 2 / 252, places=12)  # separated, 5 and 5 runs: exact
+        text = [" ".join(ln.split()) for ln in results.summary_text(rows).splitlines()]
+        self.assertEqual(text[0], "rows: 20 ok, 0 skipped, 1 failed")
+        self.assertIn(OPT, text)
+        self.assertEqual(text[text.index(OPT) + 1], f"recommended: {self.BT0}")
+
+    def test_time_and_cpu_objectives(self):
+        rows = self.rows(self.SETTINGS)
+        ((_, rec, _, _),) = results.recommendations(rows, "time")
+        self.assertIsNone(rec.winner)  # 200 and 0 cannot be told apart on time
+        self.assertEqual(rec.best.name, self.BT200)
+        self.assertEqual([p.name for p, _ in rec.tied], [self.BT0])
+        ((_, rec, _, _),) = results.recommendations(rows, "cpu")
+        self.assertEqual(rec.winner.name, self.PASSIVE)
+
+    def test_without_the_default_point(self):
+        rows = self.rows(self.SETTINGS[1:3])
+        ((_, rec, default, launcher),) = results.recommendations(rows)
+        self.assertEqual((default, launcher, rec.versus), (None, None, []))
+        self.assertIn("    the default (gomp, no env) is not in this sweep", results.summary_text(rows).splitlines())
 
 
 class Labels(unittest.TestCase):
     def test_workload_label_drops_gb_suffixes_and_settings_carry_cuda_sync(self):
-        self.assertEqual(results.workload_label({"benchmark": "runtime_region/omp/n:5/gap_ms:0"
-                                                              "/iterations:8/manual_time"}),
-                         "runtime_region/omp/n:5/gap_ms:0")
-        row = {"runtime": "gomp", "cuda_sync": "spin", "device": "cuda", "benchmark": "x"}
+        self.assertEqual(results.workload_label({"benchmark": "runtime_region/omp/n:5/gap_ms:0/iterations:8"
+                                                              "/manual_time"}), "runtime_region/omp/n:5/gap_ms:0")
+        self.assertEqual(results.workload_label({"benchmark": "x/y", "processes": "4"}), "x/y (4 processes)")
+        header = ["benchmark", "bench", "runtime", "OMP_NUM_THREADS", "processes", "device", "cuda_sync",
+                  "repetition"]
+        row = dict(zip(header, ["x", "train_step", "gomp", "2", "1", "cuda", "spin", "0"]))
         other = dict(row, cuda_sync="blocking_sync")
         self.assertEqual(results.workload_key(row), results.workload_key(other))
         self.assertNotEqual(results.env_key(row), results.env_key(other))
+        self.assertNotEqual(results.workload_key(row), results.workload_key(dict(row, device="cpu")))
+
+    def test_bad_files(self):
+        with self.assertRaises(results.ResultsError) as caught:
+            results.read_rows(os.path.join(helpers.FIXTURES, "none.csv"))
+        self.assertIn("none.csv: cannot read: No such file or directory", str(caught.exception))
+        with self.assertRaises(results.ResultsError) as caught:
+            results.read_rows(FIXTURE, ("status", "no_such_column"))
+        self.assertEqual(str(caught.exception), f"{FIXTURE}: missing columns: no_such_column")
 
 
 if __name__ == "__main__":
