@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The test command: set up and build, then the unit tests and the benchmark tests.
-#   scripts/test.sh            unit + bench
+# The test command: set up and build, then the unit, benchmark and Slurm tests.
+#   scripts/test.sh            unit, bench and slurm (a private local Slurm; skipped if not root)
 #   scripts/test.sh unit       one label only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${THREADBURN_BUILD_DIR:-build}
 bash scripts/build.sh
-labels=("${@:-unit bench}")
+labels=("${@:-unit bench slurm}")
 rc=0
 for label in ${labels[@]}; do
   echo "== ctest -L $label"

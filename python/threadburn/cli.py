@@ -5,7 +5,7 @@
 import argparse
 import sys
 
-from . import compare, doctor, findings, listing, monitor, plot, run, sweep, tune
+from . import compare, doctor, findings, listing, monitor, plot, run, slurm_sweep, sweep, tune
 from .errors import ThreadburnError
 
 DESCRIPTION = """threadburn measures how OpenMP, TBB and oneDNN worker threads behave around
@@ -37,6 +37,7 @@ def parser():
     findings.add_parser(sub)
     listing.add_parser(sub)
     doctor.add_parser(sub)
+    slurm_sweep.add_task_parser(sub)
     return p
 
 

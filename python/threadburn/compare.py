@@ -60,8 +60,27 @@ def add_parser(sub):
     p.add_argument("--fail-if-regress", type=parse_regress, action="append", default=[],
                    metavar="METRIC:PCT", help="exit 1 if METRIC's geomean or any group is "
                    "worse than A by more than PCT percent (repeatable)")
+    p.add_argument("--a-where", type=parse_where, action="append", default=[], metavar="COLUMN=VALUE",
+                   help="only A's rows with this value (repeatable), e.g. host_name=node01: one file "
+                   "of a fleet compared host against host")
+    p.add_argument("--b-where", type=parse_where, action="append", default=[], metavar="COLUMN=VALUE",
+                   help="only B's rows with this value (repeatable)")
     p.set_defaults(run=main)
     return p
+
+
+def parse_where(text):
+    column, sep, value = text.partition("=")
+    if not sep or not column:
+        raise argparse.ArgumentTypeError(f"expected COLUMN=VALUE, got {text!r}")
+    return column, value
+
+
+def only_where(path, header, rows, conditions):
+    for column, _ in conditions:
+        if column not in header:
+            raise CompareError(f"{path}: no column {column!r} to select on")
+    return [r for r in rows if all(r[c] == v for c, v in conditions)]
 
 
 def match_key(row, knobs):
@@ -230,12 +249,16 @@ def render(table, geomeans, only_a, only_b, statuses, names, style):
 def main(args):
     header_a, rows_a, statuses_a = load(args.a)
     header_b, rows_b, statuses_b = load(args.b)
+    rows_a = only_where(args.a, header_a, rows_a, args.a_where)
+    rows_b = only_where(args.b, header_b, rows_b, args.b_where)
     knobs = [k for k in schema.knob_columns(header_a) if k in header_b]
     groups_a, groups_b = group(rows_a, knobs), group(rows_b, knobs)
     table, geomeans, only_a, only_b = compare(groups_a, groups_b)
     if not table:
         raise CompareError(f"no common rows: no (knobs, benchmark) with status ok is in both {args.a} and {args.b}")
-    print(render(table, geomeans, only_a, only_b, (statuses_a, statuses_b), (args.a, args.b), args.format))
+    names = tuple(path + "".join(f" [{c}={v}]" for c, v in where)
+                  for path, where in ((args.a, args.a_where), (args.b, args.b_where)))
+    print(render(table, geomeans, only_a, only_b, (statuses_a, statuses_b), names, args.format))
     found = regressions(table, geomeans, args.fail_if_regress)
     for line in found:
         print(f"regression: {line}", file=sys.stderr)

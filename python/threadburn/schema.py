@@ -13,6 +13,7 @@ import math
 import os
 
 from . import paths
+from .errors import ThreadburnError
 
 with open(os.path.join(paths.PACKAGE, "schema_version.txt")) as _f:
     SCHEMA_VERSION = _f.read().strip()
@@ -38,7 +39,7 @@ GB_CONTEXT = ("host_name", "num_cpus", "mhz_per_cpu", "cpu_scaling_enabled", "lo
               "library_build_type", "date", "executable")
 RUN_COLUMNS = ("point_key", "run_rows", "seed", "order_index", "iterations", "real_time", "cpu_time",
                "time_unit", "started_at", "finished_at", "wall_s", "exit_code", "overlap",
-               "timeline_file", "threads_file")
+               "timeline_file", "threads_file", "slurm_job")
 STATUSES = ("ok", "skipped", "failed")
 # Metrics compare and the summaries talk about, and which way is better.
 LOWER_IS_BETTER = {"step_ms": True, "residual_cpu_ms": True, "samples_per_s": False}
@@ -87,9 +88,9 @@ class Columns:
                     + ("repetition", "proc_index") + self.counters + ("extra_counters",)
                     + self.context + ("extra_context",) + RUN_COLUMNS + ("repro",))
         clash = {c for c in self.all if self.all.count(c) > 1}
-        if clash:
-            raise AssertionError(f"column names used twice: {sorted(clash)} (a flag, counter or "
-                                 "context key of the programs shares a name with another)")
+        if clash:  # the programs contradict each other: one line, as every error (errors.py)
+            raise ThreadburnError(f"column names used twice: {', '.join(sorted(clash))} (a flag, counter or "
+                                  "context key of the programs shares a name with another)")
 
     def header(self):
         return ",".join(self.all) + "\n"  # column names never need quoting

@@ -300,18 +300,35 @@ def wait(job_id, n_tasks, *, poll_s=1.0, on_progress=None, timeout_s=None, env=N
     the first poll and whenever the counts change. "done" is COMPLETED,
     "failed" every other final state. Raises SlurmError after timeout_s
     seconds, or when tasks vanish from squeue with no completion record to
-    say how they ended."""
+    say how they ended. A task that Slurm dropped while it was pending
+    (scancel of one pending task leaves no record) is CANCELLED."""
     job_id = _job_id(job_id)
     if not isinstance(n_tasks, int) or n_tasks < 1:
         raise ValueError(f"n_tasks must be a positive integer, not {n_tasks!r}")
     need = range(n_tasks)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     seen = set()        # tasks that some poll has reported
+    last_state = {}     # task -> the state the last poll that reported it gave
     lost_polls = 0      # consecutive polls in which a seen task was reported by no source
     unknown_polls = 0   # consecutive polls that found no task at all, none seen before
+    gone_polls = 0      # consecutive polls in which the job had nothing pending or running left
+    dropped = set()     # tasks found dropped while pending: CANCELLED from then on
     last_counts = None
     while True:
         states = _states(job_id, env, n_tasks, squeue_enough=True)
+        # A task cancelled while pending (scancel JOB_TASK) is dropped by Slurm
+        # with no record at all (22.05: not in squeue, not in the jobcomp
+        # file). So a task that was last seen pending and is gone, or was never
+        # seen while the job has nothing pending or running left, never ran:
+        # it is CANCELLED (after two polls that agree).
+        active = any(_category(st) in ("pending", "running") for st in states.values())
+        absent = [t for t in need if t not in states]
+        gone_polls = gone_polls + 1 if (absent and seen and not active) else 0
+        for task in absent:
+            if task in dropped or last_state.get(task) == "PENDING" or (task not in seen and gone_polls >= 2):
+                states[task] = "CANCELLED"
+                dropped.add(task)
+        last_state.update(states)
         counts = {"pending": 0, "running": 0, "done": 0, "failed": 0}
         for task in need:
             counts[_category(states.get(task))] += 1

@@ -25,7 +25,7 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from . import fmt, grid as gridmod, paths, results, schema
+from . import fmt, grid as gridmod, paths, results, schema, slurm, slurm_sweep
 from .errors import ThreadburnError
 from .programs import programs as build_programs
 
@@ -54,8 +54,37 @@ def add_parser(sub):
     p.add_argument("--dry-run", action="store_true", help="list the points and their benchmarks, run nothing")
     p.add_argument("--no-plot", action="store_true", help="make no plots at the end")
     p.add_argument("--strict", action="store_true", help="exit 1 if any run failed")
+    s = p.add_argument_group("Slurm: the runs as one job array, for a fleet (docs/slurm.md)")
+    s.add_argument("--slurm", action="store_true", help="submit the runs as a Slurm job array, wait, merge "
+                   "the rows into --out (with --resume: submit only the runs without rows)")
+    s.add_argument("--partition", help="sbatch --partition")
+    s.add_argument("--nodelist", help="sbatch --nodelist (e.g. node[01-04])")
+    s.add_argument("--constraint", help="sbatch --constraint (node features, e.g. a CPU type)")
+    s.add_argument("--time", dest="time_limit", help="sbatch --time per task (e.g. 30, 1:00:00)")
+    s.add_argument("--sbatch", action="append", default=[], metavar="OPTIONS",
+                   help="more sbatch options, shell-quoted (repeatable)")
+    s.add_argument("--runs-per-task", type=_positive, default=1, help="runs per array task (default 1)")
+    s.add_argument("--max-parallel", type=_positive, help="at most this many tasks at once (array %%N)")
+    s.add_argument("--shared", action="store_true", help="no --exclusive: tasks may share a node "
+                   "(their numbers then include each other's load)")
+    s.add_argument("--detach", action="store_true", help="submit and return; collect later with --merge")
+    s.add_argument("--merge", action="store_true", help="only merge the rows that arrived into --out")
     p.set_defaults(run=main)
     return p
+
+
+SLURM_ONLY = ("partition", "nodelist", "constraint", "time_limit", "max_parallel", "detach", "merge", "shared")
+
+
+def check_slurm_args(args):
+    if args.slurm:
+        if args.merge and args.detach:
+            raise ThreadburnError("--merge and --detach: pick one")
+        return
+    used = [name for name in SLURM_ONLY if getattr(args, name)] + (["sbatch"] if args.sbatch else []) \
+        + (["runs_per_task"] if args.runs_per_task != 1 else [])
+    if used:
+        raise ThreadburnError(f"--{used[0].replace('_', '-').replace('time-limit', 'time')} needs --slurm")
 
 
 def _raw():
@@ -535,15 +564,19 @@ def dry_run(g, args, seed):
         print("    " + repro_line(point, args.libomp, os.environ))
         for b in point.description().benchmarks:
             print("      " + b.name)
+    if args.slurm:
+        tasks = -(-runs // args.runs_per_task)
+        print(f"--slurm: one job array of {tasks} tasks of up to {args.runs_per_task} runs; sbatch "
+              + (" ".join(slurm_sweep.sbatch_options(args)) or "(no options)"))
 
 
 def check_ready(g, args, out):
     if any(p.runtime == "llvm" for p in g.points) and not os.path.exists(args.libomp):
         raise ThreadburnError(f"--libomp {args.libomp}: not found (Debian: apt install libomp-dev)")
-    if os.path.exists(out) and not (args.resume or args.force):
+    if os.path.exists(out) and not (args.resume or args.force or args.merge):
         raise ThreadburnError(f"{out}: exists; pass --resume to continue it or --force to replace it")
-    if args.resume and not os.path.exists(out):
-        raise ThreadburnError(f"{out}: --resume: no such file")
+    if (args.resume or args.merge) and not os.path.exists(out):
+        raise ThreadburnError(f"{out}: --{'merge' if args.merge else 'resume'}: no such file")
 
 
 def resume_command(out, seed):
@@ -584,8 +617,10 @@ def sweep(args):
         for stale in glob.glob(glob.escape(out) + ".tmp*"):  # left by a SIGKILL mid-rename
             os.remove(stale)
         results_file = ResultsFile(out, columns)
-        if args.resume:
+        if args.resume or args.merge:
             done, file_seed = results_file.repair_for_resume()
+            if file_seed is None and args.slurm:  # submitted, nothing merged yet: the job's seed
+                file_seed = slurm_sweep.plan_seed(out)
         else:
             results_file.create()
     seed = next(s for s in (args.seed, file_seed, g.settings["seed"], random.SystemRandom().randrange(1, 2 ** 31))
@@ -595,6 +630,15 @@ def sweep(args):
         return 0
     runs = [(p, r) for p in g.points for r in range(p.repetitions)]
     random.Random(seed).shuffle(runs)
+    if args.slurm:
+        rc = slurm_sweep.run_sweep(args, g, seed, runs, results_file, done, out)
+        if done and not (args.detach or args.no_plot):
+            plot_dir = make_plots(out)
+            if plot_dir:
+                print(f"sweep: plots in {plot_dir}")
+        if done and not args.detach:
+            print(results.summary_text(results.read_rows(out)))
+        return rc
     todo = [(i, p, r) for i, (p, r) in enumerate(runs) if f"{p.key}-r{r}" not in done]
     stem = os.path.splitext(out)[0]
     csv_dir = os.path.dirname(os.path.abspath(out))
@@ -635,5 +679,10 @@ def sweep(args):
 
 
 def main(args):
+    check_slurm_args(args)
+    args.grid_file = grid_path(args.grid)
     signal.signal(signal.SIGTERM, _interrupt)  # clean up like Ctrl-C
-    return sweep(args)
+    try:
+        return sweep(args)
+    except slurm.SlurmError as e:  # one line, as every error; the CSV keeps what was merged
+        raise ThreadburnError(str(e)) from None

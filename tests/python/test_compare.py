@@ -165,6 +165,37 @@ class CompareFixtures(unittest.TestCase):
         self.assertIn("geomean (4 groups)", result.stdout)
 
 
+class SelectRows(helpers.TempDir, unittest.TestCase):
+    """--a-where/--b-where: one file of a fleet, host against host."""
+
+    def setUp(self):
+        super().setUp()
+        self.assertEqual(helpers.read_header(A), helpers.read_header(B))
+        rows = [dict(r, host_name="n1") for r in helpers.read_rows(A)] + \
+               [dict(r, host_name="n2") for r in helpers.read_rows(B)]
+        self.fleet = self.path("fleet.csv")
+        with open(self.fleet, "w", newline="") as f:
+            w = csv.DictWriter(f, helpers.read_header(A), lineterminator="\n")
+            w.writeheader()
+            w.writerows(rows)
+
+    def test_host_against_host_is_a_against_b(self):
+        whole = helpers.threadburn("compare", A, B)
+        split = helpers.threadburn("compare", self.fleet, self.fleet, "--a-where", "host_name=n1",
+                                   "--b-where", "host_name=n2")
+        self.assertEqual(split.returncode, 0, split.stderr)
+        table = lambda out: [ln for ln in out.splitlines() if ln.startswith(("optimizer_step", "train_step", "geomean"))]
+        self.assertEqual(len(table(whole.stdout)), 4)
+        self.assertEqual(table(split.stdout), table(whole.stdout))
+        self.assertIn(f"{self.fleet} [host_name=n1]", split.stdout)
+
+    def test_unknown_column_and_bad_condition(self):
+        result = helpers.threadburn("compare", self.fleet, self.fleet, "--a-where", "rack=3")
+        helpers.assert_one_line_error(self, result, f"{self.fleet}: no column 'rack' to select on")
+        result = helpers.threadburn("compare", self.fleet, self.fleet, "--b-where", "host_name")
+        helpers.assert_one_line_error(self, result, "expected COLUMN=VALUE, got 'host_name'")
+
+
 class BadInput(helpers.TempDir, unittest.TestCase):
     def rewrite(self, name, edit_header=None, edit_row=None):
         with open(A, newline="") as f:

@@ -306,6 +306,23 @@ class Wait(FakeSlurm):
                                                       r"completion record"):
             slurm.wait(41, 1, poll_s=0, timeout_s=10)
 
+    def test_pending_task_cancelled_alone_leaves_no_record(self):
+        # scancel JOB_1 while it waits: Slurm 22.05 drops it from squeue and writes no record.
+        self.canned("squeue", {"out": "0|RUNNING\n1|PENDING\n"}, {"out": "0|RUNNING\n"},
+                    {"out": "0|COMPLETED\n"})
+        states = slurm.wait(41, 2, poll_s=0, timeout_s=10)
+        self.assertEqual(states, {0: "COMPLETED", 1: "CANCELLED"})
+
+    def test_task_never_seen_while_the_rest_finished(self):
+        # The wait began after task 2 had been dropped: once nothing is pending
+        # or running, two polls that agree make it CANCELLED.
+        self.canned("squeue", {"out": "0|RUNNING\n1|PENDING\n"}, {"out": "0|COMPLETED\n1|RUNNING\n"},
+                    {"out": "0|COMPLETED\n1|COMPLETED\n"})
+        progress = []
+        states = slurm.wait(41, 3, poll_s=0, on_progress=progress.append, timeout_s=10)
+        self.assertEqual(states, {0: "COMPLETED", 1: "COMPLETED", 2: "CANCELLED"})
+        self.assertEqual(progress[-2:], [counts(pending=1, done=2), counts(done=2, failed=1)])
+
     def test_unknown_job(self):
         self.canned("squeue", INVALID_JOB)
         with self.assertRaisesRegex(slurm.SlurmError, "^job 41: unknown to squeue"):

@@ -1,0 +1,223 @@
+"""threadburn sweep --slurm: a grid as a Slurm job array, for fleets.
+
+The grid is expanded exactly as locally; its runs (points x repetitions,
+shuffled) are dealt out to the tasks of one job array, --runs-per-task at a
+time. Each task runs its runs as the local sweep does, one fresh process per
+run on a node it has to itself (--exclusive unless --shared), and writes each
+run's rows to a file of its own in the job folder (<stem>.slurm/rows/, with
+the host, CPU model and core count in every row, and the job and task id):
+no two tasks write one file. The sweep then waits, showing how many tasks are
+pending, running and done, and merges the rows into the sweep's CSV in the
+usual schema. --detach submits and returns; --merge collects what arrived.
+--resume merges what arrived, finds the runs that have no rows (a task
+failed, a node died, a task was cancelled) and submits only those. A run
+never lands twice: merging skips run keys the CSV already holds.
+
+Multi-node use: docs/slurm.md.
+"""
+import csv
+import json
+import os
+import shlex
+import socket
+import sys
+import time
+
+from . import fmt, paths, schema, slurm
+from .errors import ThreadburnError
+
+PLAN = "plan.json"
+
+
+def job_dir(out):
+    return os.path.splitext(out)[0] + ".slurm"
+
+
+def plan_seed(out):
+    """The seed of the job submitted for `out`, if any: a --merge or --resume
+    before any rows arrived deals the same order."""
+    try:
+        with open(os.path.join(job_dir(out), PLAN)) as f:
+            return json.load(f)["seed"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def sbatch_options(args):
+    opts = []
+    if not args.shared:
+        opts.append("--exclusive")
+    for flag, value in (("--partition", args.partition), ("--nodelist", args.nodelist),
+                        ("--constraint", args.constraint), ("--time", args.time_limit)):
+        if value:
+            opts.append(f"{flag}={value}")
+    for extra in args.sbatch:
+        opts += shlex.split(extra)
+    return opts
+
+
+def deal(runs, per_task):
+    """[(order_index, point, rep)] -> tasks of at most per_task runs each."""
+    return [runs[i:i + per_task] for i in range(0, len(runs), per_task)]
+
+
+def write_plan(jdir, args, g, seed, tasks, attempt):
+    os.makedirs(os.path.join(jdir, "rows"), exist_ok=True)
+    plan = {"grid": os.path.abspath(args.grid_file), "grid_name": g.name, "schema_version": schema.SCHEMA_VERSION,
+            "build_dir": os.path.abspath(args.build_dir) if args.build_dir else None, "libomp": args.libomp,
+            "repetitions": args.repetitions, "timeout": args.timeout, "timeline": args.timeline,
+            "match": args.match, "seed": seed, "attempt": attempt,
+            "tasks": [[{"order_index": i, "point_key": p.key, "rep": r} for i, p, r in task] for task in tasks]}
+    with open(os.path.join(jdir, PLAN + ".tmp"), "w") as f:
+        json.dump(plan, f)
+    os.replace(os.path.join(jdir, PLAN + ".tmp"), os.path.join(jdir, PLAN))
+    script = os.path.join(jdir, "task.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\n# One task of a threadburn sweep's job array: its runs, one fresh process each.\n"
+                f"exec {shlex.quote(os.path.join(paths.REPO, 'bin', 'threadburn'))} slurm-task "
+                f"{shlex.quote(jdir)} \"$SLURM_ARRAY_TASK_ID\"\n")
+    os.chmod(script, 0o755)
+    return script
+
+
+def submit(args, g, seed, todo, jdir, attempt):
+    tasks = deal(todo, args.runs_per_task)
+    script = write_plan(jdir, args, g, seed, tasks, attempt)
+    job = slurm.sbatch_array(script, len(tasks), job_name=f"threadburn-{g.name}", options=sbatch_options(args),
+                             max_parallel=args.max_parallel, cwd=jdir)
+    with open(os.path.join(jdir, "jobs.txt"), "a") as f:
+        f.write(f"{job} {len(tasks)} attempt {attempt}\n")
+    print(f"sweep: submitted job array {job}: {len(tasks)} tasks of up to {args.runs_per_task} runs "
+          f"({len(todo)} runs), sbatch {' '.join(sbatch_options(args)) or '(no options)'}", flush=True)
+    return job, len(tasks)
+
+
+def wait(job, n_tasks):
+    t0 = time.monotonic()
+
+    def progress(c):
+        print(f"sweep: job {job}: {c['pending']} pending, {c['running']} running, {c['done']} done, "
+              f"{c['failed']} failed ({fmt.duration(time.monotonic() - t0)})", flush=True)
+    return slurm.wait(job, n_tasks, poll_s=2.0, on_progress=progress)
+
+
+def merge(jdir, results_file, done):
+    """Appends every run in jdir/rows/ that the CSV lacks; returns the run
+    keys now in the CSV. Refuses rows of another grid or schema, naming the file."""
+    rows_dir = os.path.join(jdir, "rows")
+    added = 0
+    for name in sorted(os.listdir(rows_dir)) if os.path.isdir(rows_dir) else []:
+        if not name.endswith(".csv"):
+            continue
+        path = os.path.join(rows_dir, name)
+        with open(path, newline="") as f:
+            header = f.readline()
+            rows = list(csv.DictReader([header] + f.readlines()))
+        if header != results_file.header:
+            raise ThreadburnError(f"{path}: written by another grid, schema or build than {results_file.path} "
+                                  "(its header differs); not merged")
+        run_key = rows[0]["run_key"] if rows else ""
+        if not rows or run_key in done:
+            continue
+        if any(r["schema_version"] != schema.SCHEMA_VERSION for r in rows):
+            raise ThreadburnError(f"{path}: schema version {rows[0]['schema_version']}, not {schema.SCHEMA_VERSION}")
+        results_file.append(rows)
+        done.add(run_key)
+        added += 1
+    return added
+
+
+def run_sweep(args, g, seed, runs, results_file, done, out):
+    """Submit (or with --merge only collect), wait, merge; --resume submits
+    only the runs without rows."""
+    jdir = job_dir(out)
+    if args.merge or args.resume:
+        added = merge(jdir, results_file, done)
+        print(f"sweep: merged {added} runs from {jdir}/rows into {out}")
+    todo = [(i, p, r) for i, (p, r) in enumerate(runs) if f"{p.key}-r{r}" not in done]
+    if args.merge:
+        print(f"sweep: {len(runs) - len(todo)} of {len(runs)} runs in {out}"
+              + (f"; {len(todo)} missing: `threadburn sweep {args.grid} --slurm --resume --out {out}` submits them"
+                 if todo else ""))
+        return 0
+    if not todo:
+        print(f"sweep: every run is in {out}")
+        return 0
+    attempt = sum(1 for _ in open(os.path.join(jdir, "jobs.txt"))) if os.path.exists(os.path.join(jdir, "jobs.txt")) else 0
+    job, n_tasks = submit(args, g, seed, todo, jdir, attempt)
+    if args.detach:
+        print(f"sweep: detached. Progress: squeue -j {job}. Then: threadburn sweep {args.grid} --slurm --merge --out {out}")
+        return 0
+    try:
+        states = wait(job, n_tasks)
+    except KeyboardInterrupt:
+        print(f"\nsweep: stopped waiting; job {job} keeps running (scancel {job} stops it). Collect its rows "
+              f"with: threadburn sweep {args.grid} --slurm --merge --out {out}", file=sys.stderr)
+        return 130
+    added = merge(jdir, results_file, done)
+    failed = {t: s for t, s in states.items() if s != "COMPLETED"}
+    missing = len(runs) - len(done)
+    print(f"sweep: job {job} ended; merged {added} runs into {out}"
+          + (f"; tasks {', '.join(f'{t} ({s})' for t, s in sorted(failed.items()))} did not complete" if failed else ""))
+    if missing:
+        print(f"sweep: {missing} runs have no rows: `threadburn sweep {args.grid} --slurm --resume --out {out}` "
+              "submits only those", file=sys.stderr)
+        return 1
+    return 0
+
+
+# --- inside a task ------------------------------------------------------------------
+
+def add_task_parser(sub):
+    p = sub.add_parser("slurm-task", help="(inside a Slurm job array) run one task of a sweep --slurm")
+    p.add_argument("job_dir")
+    p.add_argument("task", type=int)
+    p.set_defaults(run=task_main)
+    return p
+
+
+def task_main(args):
+    """Runs this task's runs; each run's rows go to rows/<run_key>.csv, put in
+    place whole (written aside, then renamed)."""
+    from . import grid as gridmod, sweep
+    from .programs import programs as build_programs
+    with open(os.path.join(args.job_dir, PLAN)) as f:
+        plan = json.load(f)
+    if args.task >= len(plan["tasks"]):
+        raise ThreadburnError(f"task {args.task}: the plan has {len(plan['tasks'])} tasks")
+    progs = build_programs(plan["build_dir"])
+    g = gridmod.load(plan["grid"], progs)
+    by_key = {p.key: p for p in g.points}
+    columns = schema.Columns(p.describe() for p in progs.values())
+    tag = f"{os.environ.get('SLURM_ARRAY_JOB_ID', '?')}_{args.task}"
+    host = socket.gethostname()
+    rows_dir = os.path.join(args.job_dir, "rows")
+    for run in plan["tasks"][args.task]:
+        point = by_key.get(run["point_key"])
+        if point is None:
+            raise ThreadburnError(f"point {run['point_key']} is not in {plan['grid']} any more: it changed since "
+                                  "the job was submitted")
+        for attr, key in (("repetitions", "repetitions"), ("timeout_s", "timeout")):
+            if plan[key]:
+                setattr(point, attr, plan[key])
+        if plan["timeline"]:
+            point.timeline = True
+        work = os.path.join(args.job_dir, "work", f"task{args.task}")
+        ctx = {"libomp": plan["libomp"], "seed": plan["seed"], "csv_dir": os.path.dirname(args.job_dir),
+               "columns": columns, "work_dir": work, "order_index": run["order_index"],
+               "timeline_dir": os.path.splitext(args.job_dir)[0] + ".timelines",
+               "threads_dir": os.path.splitext(args.job_dir)[0] + ".threads"}
+        rows = sweep.Run(point, run["rep"], ctx).execute()
+        for row in rows:
+            # The programs report host_name, num_cpus and cpu_model; a failed
+            # run's rows get them here.
+            row.setdefault("host_name", host)
+            row["slurm_job"] = tag
+        path = os.path.join(rows_dir, f"{point.key}-r{run['rep']}.csv")
+        results_file = sweep.ResultsFile(path + f".tmp{os.getpid()}", columns)
+        results_file.create()
+        results_file.append(rows)
+        os.replace(results_file.path, path)
+        print(f"slurm-task {tag}: {point.label} rep {run['rep']}: {'/'.join(sorted({r['status'] for r in rows}))}",
+              flush=True)
+    return 0
