@@ -139,6 +139,7 @@ int main(int argc, char** argv) {
                           "gradients all-reduced through gloo over the ranks the launcher started) and the CPU "
                           "that threads keep burning after each step.",
                           "0,100");
+  prog.launch_as_ranks();
   declare_flags(prog.flags());
   std::vector<std::string> benchmark_args;  // before parse() consumes them
   for (int i = 1; i < argc; ++i) {

@@ -106,6 +106,7 @@ LoopOptions Program::loop_options() const {
 void Program::describe(const AxisSpace& space, const Context& context) const {
   JsonWriter json;
   json.begin_object().field("program", name_).field("family", family_).field("schema_version", kSchemaVersion);
+  json.field("launch", launch_);
   flags_.describe(&json);
   space.describe(&json);
   describe_metrics(&json);

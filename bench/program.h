@@ -35,6 +35,13 @@ class Program {
   const FlagParser& flags() const { return flags_; }
   const std::string& family() const { return family_; }
 
+  // How a sweep starts P processes of this program (--describe's "launch"):
+  // "copies" (the default): P independent copies meeting at --barrier;
+  // "ranks": the P ranks of one data-parallel world, told their place by
+  // RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT (they meet
+  // through their own process group). The grid calls P world_size then.
+  void launch_as_ranks() { launch_ = "ranks"; }
+
   // Parses the flags. Returns false when main should return *exit_code
   // (--help printed: 0; a bad flag: one line on stderr, 2).
   bool parse(int* argc, char** argv, int* exit_code);
@@ -56,6 +63,7 @@ class Program {
   void describe(const AxisSpace& space, const Context& context) const;
 
   std::string name_, family_;
+  std::string launch_ = "copies";
   FlagParser flags_;
   bool console_ = true;
   std::unique_ptr<ProcessBarrier> barrier_;

@@ -41,7 +41,8 @@ def max_processes():
 # Environment values the grid accepts, per knob (the list of knobs itself is
 # the programs': Description.env_knobs). Checked here because the process
 # that would reject them starts only later, one point at a time.
-_INT_WORDS = {"OMP_NUM_THREADS": ("cores",), "KMP_BLOCKTIME": ("infinite",), "GOMP_SPINCOUNT": ("infinite",)}
+_INT_WORDS = {"OMP_NUM_THREADS": ("cores", "cores_per_process"), "KMP_BLOCKTIME": ("infinite",),
+              "GOMP_SPINCOUNT": ("infinite",)}
 _PLACES = r"(threads|cores|sockets|ll_caches|numa_domains)(\(\d+\))?|\{.+\}.*"
 _BIND = r"(true|false|master|primary|close|spread)(,(master|primary|close|spread))*"
 _PATTERNS = {
@@ -92,8 +93,16 @@ def as_list(raw, where, check):
     return out
 
 
-def resolve_threads(value):
-    return str(os.cpu_count() or 1) if value == "cores" else value
+def resolve_threads(value, processes=1):
+    """OMP_NUM_THREADS words: "cores" is the CPU count, "cores_per_process"
+    the CPUs split over the point's processes (at least 1), as PyTorch's CPU
+    launcher gives each of its instances or ranks."""
+    cores = os.cpu_count() or 1
+    if value == "cores":
+        return str(cores)
+    if value == "cores_per_process":
+        return str(max(1, cores // processes))
+    return value
 
 
 @dataclass
@@ -113,6 +122,7 @@ class Point:
     timeline: bool = False
     threads_csv: bool = False
     launch: tuple = ()  # the flags that are launch axes of its study (shown in the label)
+    ranks: bool = False  # its processes are the ranks of one world (the program's launch: "ranks")
     key: str = field(default="", init=False)
 
     def __post_init__(self):
@@ -123,7 +133,7 @@ class Point:
     @property
     def label(self):
         row = dict(self.env, runtime=self.runtime, processes=str(self.processes), preset=self.preset,
-                   cuda_sync=self.args.get("cuda_sync", ""))
+                   cuda_sync=self.args.get("cuda_sync", ""), world_size=str(self.processes) if self.ranks else "")
         device = f" {self.args['device']}" if self.args.get("device", "cpu") != "cpu" else ""
         launch = "".join(f" {k}={self.args[k]}" for k in self.launch if k not in ("device", "cuda_sync"))
         return f"{self.bench}{device} {schema.env_label(row)}{launch}"
@@ -158,7 +168,7 @@ class Grid:
 
 TOP_KEYS = {"name", "description", "repetitions", "timeout_s", "seed", "timeline", "study"}
 STUDY_KEYS = {"bench", "name", "preset", "repetitions", "timeout_s", "timeline", "threads_csv",
-              "env", "runtimes", "processes"}
+              "env", "runtimes", "processes", "world_size"}
 RUNTIME_KEYS = {"name", "preset", "timeline"}
 
 
@@ -251,7 +261,17 @@ class Study:
         self.timeout_s = _int(raw.get("timeout_s", settings["timeout_s"]), f"{self.where}.timeout_s", 1)
         self.timeline = _bool(raw.get("timeline", settings["timeline"]), f"{self.where}.timeline")
         self.threads_csv = _bool(raw.get("threads_csv", False), f"{self.where}.threads_csv")
-        self.processes = as_list(raw.get("processes", 1), f"{self.where}.processes", _processes)
+        # P processes at once: independent copies (processes), or the ranks
+        # of one data-parallel world for a program that says so (world_size).
+        self.ranks = base.launch == "ranks"
+        count_key, wrong_key = ("world_size", "processes") if self.ranks else ("processes", "world_size")
+        if wrong_key in raw:
+            ranked = sorted(b for b, p in programs.items() if p.describe().launch == "ranks")
+            raise GridError(f"{self.where}.{wrong_key}: " + (
+                f"{self.bench} starts the ranks of one data-parallel world: give world_size" if self.ranks else
+                f"only for programs whose processes are the ranks of one world ({', '.join(ranked) or 'none'}); "
+                f"{self.bench} starts independent copies: give processes"))
+        self.processes = as_list(raw.get(count_key, 1), f"{self.where}.{count_key}", _processes)
         self.axis_args, self.launch = {}, {}
         for key, value in raw.items():
             if key in STUDY_KEYS:
@@ -321,18 +341,21 @@ def expand_study(raw, index, settings, programs):
         timeline = _bool(entry.get("timeline", s.timeline), f"{where}.timeline")
         knobs = list(s.env_knobs)
         env_lists = [env_axes.get(k, [schema.UNSET]) for k in knobs]
-        if "OMP_NUM_THREADS" in knobs:  # "cores" may equal a number also listed: keep each once
-            i = knobs.index("OMP_NUM_THREADS")
-            env_lists[i] = list(dict.fromkeys(resolve_threads(v) for v in env_lists[i]))
         launch_names = list(s.launch)
+        made = set()  # "cores" may equal a number also listed: each point once
         for combo in itertools.product(*env_lists, *(s.launch[n] for n in launch_names), s.processes):
             env = dict(zip(knobs, combo[:len(knobs)]))
+            if "OMP_NUM_THREADS" in env:
+                env["OMP_NUM_THREADS"] = resolve_threads(env["OMP_NUM_THREADS"], combo[-1])
             launch = dict(zip(launch_names, combo[len(knobs):-1]))
-            yield Point(grid=settings["name"], study=s.name, where=where, bench=s.bench, program=s.program,
-                        preset=preset, runtime=runtime, env=env, processes=combo[-1],
-                        args=dict(s.axis_args, **launch), repetitions=s.repetitions, timeout_s=s.timeout_s,
-                        timeline=timeline, threads_csv=s.threads_csv,
-                        launch=tuple(n for n in launch_names if len(s.launch[n]) > 1))
+            point = Point(grid=settings["name"], study=s.name, where=where, bench=s.bench, program=s.program,
+                          preset=preset, runtime=runtime, env=env, processes=combo[-1],
+                          args=dict(s.axis_args, **launch), repetitions=s.repetitions, timeout_s=s.timeout_s,
+                          timeline=timeline, threads_csv=s.threads_csv,
+                          launch=tuple(n for n in launch_names if len(s.launch[n]) > 1), ranks=s.ranks)
+            if point.key not in made:
+                made.add(point.key)
+                yield point
 
 
 def check_points(points):

@@ -98,6 +98,9 @@ def main(args):
         return 0
     for bench, d in descriptions.items():
         print(f"{bench}  ({progs[bench].path})")
+        if d.launch == "ranks":
+            print("  launch: ranks (P processes are one data-parallel world: world_size in a grid; "
+                  "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, mpirun's or srun's variables by hand)")
         print("  flags (* = benchmark axis: one benchmark per value; a sweep grid may list any flag):")
         for f in d.flags.values():
             help_text = textwrap.shorten(f.help, 70)

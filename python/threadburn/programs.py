@@ -56,6 +56,9 @@ class Description:
     axes: list = field(default_factory=list)
     skip_rules: list = field(default_factory=list)
     context: dict = field(default_factory=dict)
+    # How a sweep starts P processes of it: "copies" (independent, meeting at
+    # --barrier) or "ranks" (one data-parallel world; bench/program.h).
+    launch: str = "copies"
 
     @classmethod
     def from_json(cls, doc):
@@ -66,7 +69,7 @@ class Description:
         return cls(doc["program"], doc["family"], str(doc["schema_version"]), flags,
                    [Benchmark(b["name"], dict(b["args"])) for b in doc["benchmarks"]],
                    list(doc["counters"]), list(doc["env_knobs"]), list(doc.get("axes", [])),
-                   list(doc.get("skip_rules", [])), dict(doc.get("context", {})))
+                   list(doc.get("skip_rules", [])), dict(doc.get("context", {})), doc.get("launch", "copies"))
 
     def counter_names(self):
         return [c["name"] for c in self.counters]

@@ -57,7 +57,9 @@ def workload_label(row):
     # GB's /iterations:N/manual_time only repeat the steps column: not shown.
     label = re.sub(r"(/iterations:\d+)?/manual_time$", "", row.get("benchmark", ""))
     extra = []
-    if row.get("processes", "1") not in ("1", ""):
+    if schema.is_ranks_row(row):
+        extra.append(f"world_size {row['world_size']}")
+    elif row.get("processes", "1") not in ("1", ""):
         extra.append(f"{row['processes']} processes")
     if row.get("device") == "cuda" and "_cuda" not in label:
         extra.append("cuda")
@@ -92,14 +94,44 @@ def point_medians(rows):
     return out
 
 
+def world_rows(rows):
+    """Rows with each data-parallel world (the ranks of one run, per
+    benchmark) made one row: step_ms of the slowest rank, step_cpu_ms and
+    residual_cpu_ms summed over the ranks (the CPU the whole world spends per
+    step), samples_per_s = world_samples_per_s; other columns rank 0's. A
+    world missing a rank's ok row is left out: it measured no world. Rows of
+    independent copies pass unchanged."""
+    out, worlds = [], {}
+    for row in rows:
+        if schema.is_ranks_row(row):
+            worlds.setdefault((row.get("run_key"), row.get("benchmark")), []).append(row)
+        else:
+            out.append(row)
+    for ranks in worlds.values():
+        size = int(float(ranks[0]["world_size"]))
+        if len(ranks) != size or any(r.get("status") != "ok" for r in ranks):
+            continue
+        ranks.sort(key=lambda r: int(float(r.get("rank") or 0)))
+        world = dict(ranks[0])
+        step = metric_values(ranks, "step_ms")
+        world["step_ms"] = schema.fmt_value(max(step)) if len(step) == size else ""
+        for metric in ("step_cpu_ms", "residual_cpu_ms"):
+            values = metric_values(ranks, metric)
+            world[metric] = schema.fmt_value(sum(values)) if len(values) == size else ""
+        world["samples_per_s"] = ranks[0].get("world_samples_per_s", "")
+        out.append(world)
+    return out
+
+
 def recommendations(rows, objective="balanced"):
     """Per workload, the recommend.py rule over its settings: time = step_ms,
     CPU = step_cpu_ms + residual_cpu_ms (a step and the burn after it), one
     sample per run; baselines: the default (libgomp, no environment) and the
-    launcher preset (rows with preset = "launcher")."""
+    launcher preset (rows with preset = "launcher"). A data-parallel world
+    counts as one sample per run (world_rows)."""
     from . import recommend
     out = []
-    for workload, by_env in group_points(rows).items():
+    for workload, by_env in group_points(world_rows(rows)).items():
         points, default, launcher = [], None, None
         for env_rows in by_env.values():
             row = env_rows[0]
@@ -173,7 +205,7 @@ def oversubscription(rows):
     AGGREGATE_METRICS, slowdown, throughput_ratio (vs P = 1) and row."""
     runs = {}
     for row in rows:
-        if row.get("status") != "ok":
+        if row.get("status") != "ok" or schema.is_ranks_row(row):  # a world's ranks are no copies
             continue
         try:
             procs = int(row.get("processes") or 1)

@@ -39,7 +39,7 @@ GB_CONTEXT = ("host_name", "num_cpus", "mhz_per_cpu", "cpu_scaling_enabled", "lo
               "library_build_type", "date", "executable")
 RUN_COLUMNS = ("point_key", "run_rows", "seed", "order_index", "iterations", "real_time", "cpu_time",
                "time_unit", "started_at", "finished_at", "wall_s", "exit_code", "overlap",
-               "timeline_file", "threads_file", "slurm_job")
+               "timeline_file", "threads_file", "slurm_job", "world_samples_per_s", "rank_spread")
 STATUSES = ("ok", "skipped", "failed")
 # Metrics compare and the summaries talk about, and which way is better.
 LOWER_IS_BETTER = {"step_ms": True, "residual_cpu_ms": True, "samples_per_s": False}
@@ -153,6 +153,14 @@ def is_default_env(row):
             and all(row.get(k, UNSET) in (UNSET, "") for k in env_knobs_of(row)))
 
 
+def is_ranks_row(row):
+    """A row of one rank of a data-parallel world (a program that describes
+    its launch as "ranks": ddp_step): its run's processes are that world's
+    ranks, not independent copies. The sweep fills world_size on every row
+    of such a run, failed ones included."""
+    return row.get("world_size", "") not in ("", None)
+
+
 def env_label(row):
     """Short human name of a row's runtime + environment point."""
     parts = [row.get("runtime", "?")]
@@ -164,7 +172,9 @@ def env_label(row):
         parts.append("(no env)")
     if row.get("cuda_sync", "") not in ("", "auto"):
         parts.append(f"cuda_sync={row['cuda_sync']}")
-    if row.get("processes", "1") not in ("1", ""):
+    if is_ranks_row(row):
+        parts.append(f"world_size={row['world_size']}")
+    elif row.get("processes", "1") not in ("1", ""):
         parts.append(f"x{row['processes']} procs")
     if row.get("preset"):
         parts.append(f"[{row['preset']}]")

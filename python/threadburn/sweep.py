@@ -128,7 +128,10 @@ def repro_line(point, libomp, inherited, benchmark=None):
         # Benchmark names hold only [A-Za-z0-9_/:.-]: literal in GB's regex but '.'.
         parts.append(shlex.quote(f"--benchmark_filter=^{re.escape(benchmark)}(/|$)"))
     line = " ".join(parts)
-    if point.processes > 1:
+    if point.ranks:
+        world = " ".join(f"{k}={v}" for k, v in rank_env("$r", point.processes, 29500).items())
+        line = f"for r in $(seq 0 {point.processes - 1}); do {world} {line} & done; wait"
+    elif point.processes > 1:
         line = f"for i in $(seq {point.processes}); do {line} & done; wait"
     return line
 
@@ -293,6 +296,8 @@ class Run:
         for c in copies:
             rows += self.copy_rows(c)
         mark_overlap(rows)
+        if self.point.ranks:
+            mark_world(rows, self.point.processes)
         shutil.rmtree(self.work, ignore_errors=True)
         for row in rows:
             row["run_rows"] = len(rows)
@@ -309,12 +314,13 @@ class Run:
     def start(self):
         point, ctx = self.point, self.ctx
         barrier = []
-        if point.processes > 1:
+        if point.processes > 1 and not point.ranks:  # ranks meet through their own process group
             path = os.path.join(self.work, "barrier")
             with open(path, "wb") as f:
                 f.write(bytes(4))
             barrier = [f"--barrier={path}:{point.processes}"]
         env = self.child_env()
+        port = free_port() if point.ranks else None
         self.started_at, self.t0 = utc_now(), time.monotonic()
         copies = []
         for i in range(point.processes):
@@ -332,7 +338,8 @@ class Run:
             argv += [f"--threads-csv={threads_file}"] if threads_file else []
             argv += ["--benchmark_format=json", f"--benchmark_out={c.json}", "--benchmark_out_format=json"]
             with open(c.out, "wb") as out, open(c.err, "wb") as err:
-                c.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                c.proc = subprocess.Popen(argv, env=dict(env, **rank_env(i, point.processes, port)) if point.ranks
+                                          else env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                           start_new_session=True, preexec_fn=_die_with_parent)
             Children.procs.append(c.proc)
             copies.append(c)
@@ -362,6 +369,8 @@ class Run:
                "order_index": self.ctx["order_index"], "started_at": self.started_at,
                "finished_at": self.finished_at, "exit_code": c.proc.returncode,
                "wall_s": round(c.end - self.t0, 3)}
+        if p.ranks:  # also on failed rows: they belong to a world (schema.is_ranks_row)
+            row.update(world_size=p.processes, rank=c.index)
         row.update(p.env)
         return row
 
@@ -500,6 +509,46 @@ def mark_overlap(rows):
             row["overlap"] = round(share, 4)
             if share < results.OVERLAP_MIN:
                 add_note(row, f"the other copies overlapped only {share:.0%} of its timed steps")
+
+
+def free_port():
+    """A TCP port free on 127.0.0.1 now, for a world's MASTER_PORT (the ranks'
+    store binds it a moment later; a port taken meanwhile fails the run,
+    naming MASTER_PORT)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_env(rank, world_size, port):
+    """Where rank `rank` of a world started by the sweep stands: torchrun's
+    variables (src/core/rendezvous.h reads them first), all on this host."""
+    return {"RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank),
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+
+
+def mark_world(rows, world_size):
+    """The ranks of one world, per benchmark (only when every rank reported
+    it ok): world_samples_per_s = world_size x the slowest rank's samples/s
+    (synchronous data parallelism goes at the slowest rank's pace), and
+    rank_spread = the slowest rank's compute (step_ms - allreduce_ms) over the
+    fastest's, minus 1: how unevenly the ranks computed (the fast ones wait
+    for the slow inside the all-reduce)."""
+    by_bench = {}
+    for row in rows:
+        by_bench.setdefault(row["benchmark"], []).append(row)
+    for ranks in by_bench.values():
+        if len(ranks) != world_size or any(r.get("status") != "ok" for r in ranks):
+            continue
+        rates = [schema.to_float(r.get("samples_per_s")) for r in ranks]
+        compute = [schema.to_float(r.get("step_ms")) - schema.to_float(r.get("allreduce_ms"))
+                   if schema.to_float(r.get("step_ms")) is not None and schema.to_float(r.get("allreduce_ms")) is not None
+                   else None for r in ranks]
+        for r in ranks:
+            if None not in rates:
+                r["world_samples_per_s"] = world_size * min(rates)
+            if None not in compute and min(compute) > 0:
+                r["rank_spread"] = round(max(compute) / min(compute) - 1, 4)
 
 
 # Name components Google Benchmark appends to the registered name; the

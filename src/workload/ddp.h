@@ -118,6 +118,8 @@ class DdpWorkload {
   // A 48-bit hash of the parameters' bytes (exact in a double): equal on every
   // rank while the all-reduce keeps the replicas in step.
   int64_t param_checksum() const;
+  // The model's parameters (their grad() after a step: the world's mean).
+  const std::vector<torch::Tensor>& parameters() const { return params_; }
 
  private:
   void reduce_gradients();

@@ -10,6 +10,7 @@
   peer_missing  rank 0 of 2 alone: one error line naming rank 1, exit 2, within the timeout
   port_in_use   rank 0 of 2 on a port another socket holds: one error line, exit 2, at once
   mismatch      2 ranks started with different --batch: one error line each, exit 2
+  rank_dies     rank 1 of 2 killed mid-run: rank 0 stops, one error line, exit 2, within its timeout
 
 Each run of 2 ranks must give, on both ranks, the same benchmarks with
 world_size 2 and its own rank, allreduce_ms > 0, CPU on gloo's threads and
@@ -208,6 +209,35 @@ def case_port_in_use(prog, tmp):
     return fail
 
 
+def case_rank_dies(prog, tmp):
+    """Rank 1 of 2 killed (SIGKILL) while the ranks train: rank 0 must stop
+    with one error line, exit 2, within its timeout, leaving nothing behind."""
+    timeout_s = 10
+    procs = start_ranks(prog, tmp, 2, free_port(), ["--model=mnist_adadelta", "--batch=16", "--gap_ms=0",
+                                                    "--steps=100000", "--warmup=1", "--synthetic_n=256",
+                                                    f"--timeout_s={timeout_s}"])
+    # Wait for the rendezvous and the warmup (well under 5 s even on a slow machine), then kill.
+    time.sleep(5)
+    if procs[0].poll() is not None or procs[1].poll() is not None:
+        wait_all(procs, 30)
+        return ["a rank ended before it was killed"]
+    procs[1].kill()
+    t0 = time.monotonic()
+    try:
+        _, err = procs[0].communicate(timeout=timeout_s + 60)
+    except subprocess.TimeoutExpired:
+        procs[0].kill()
+        return [f"rank 0 still ran {timeout_s + 60} s after its peer died"]
+    procs[1].communicate()
+    took = time.monotonic() - t0
+    print(f"rank 0 after rank 1 was killed: exit {procs[0].returncode} after {took:.1f} s: {err.strip()}")
+    fail = [] if procs[0].returncode == 2 else [f"exit {procs[0].returncode}, expected 2"]
+    fail += one_error_line(err, "rank 0 of 2")
+    if took > timeout_s + 15:
+        fail.append(f"took {took:.1f} s with --timeout_s={timeout_s}")
+    return fail
+
+
 def case_mismatch(prog, tmp):
     procs = start_ranks(prog, tmp, 2, free_port(), ARGS + ["--timeout_s=20"], {1: ["--batch=8"]})
     fail = []
@@ -220,7 +250,7 @@ def case_mismatch(prog, tmp):
 
 
 CASES = {"single": case_single, "env": case_env, "mpirun": case_mpirun, "peer_missing": case_peer_missing,
-         "port_in_use": case_port_in_use, "mismatch": case_mismatch}
+         "port_in_use": case_port_in_use, "mismatch": case_mismatch, "rank_dies": case_rank_dies}
 
 
 def main(argv):

@@ -1,10 +1,18 @@
 // The data-parallel workload on its own: DDP's bucket assignment, the shards,
-// and a world of 1 live (gloo's threads classed, one step with its all-reduce).
-// Two ranks and more: tests/bench/check_ddp.py.
+// a world of 1 live (gloo's threads classed, one step with its all-reduce),
+// and the known answer of a world of 2 (two ranks on two threads of this
+// process): its averaged gradients and parameters after one step equal one
+// process's over the union of both ranks' batches. Ranks as processes, the
+// launchers and the faults: tests/bench/check_ddp.py.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "core/rendezvous.h"
@@ -70,6 +78,75 @@ TEST(DdpGroupLive, WorldOfOneClassesGlooThreadsAndSteps) {
   EXPECT_GT(p.backward_ms, 0.0);
   EXPECT_NE(work.param_checksum(), before);  // the optimizer moved the parameters
   EXPECT_LT(work.param_checksum(), int64_t{1} << 48);
+}
+
+// A TCP port free on 127.0.0.1 now (the store binds it a moment later).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// With the mean loss, the gradient over a union of two equal halves is the
+// mean of the halves' gradients: what the all-reduce and the division by the
+// world size must produce. Each rank's shard is exactly its batch, so the
+// union of the two batches is the whole 32-example set whatever the loader's
+// order; cifar_sgd has no dropout, and DDP broadcasts rank 0's parameters,
+// which the single process copies.
+TEST(DdpKnownAnswer, TwoRanksEqualOneProcessOverBothBatches) {
+  constexpr int64_t kPerRank = 16;
+  const ImageSet data = dataset_for("cifar_sgd", "", 2 * kPerRank);
+  const int port = free_port();
+  std::vector<std::vector<torch::Tensor>> before(2), grads(2), after(2);
+  auto rank_main = [&](int rank) {
+    Rendezvous rv;
+    rv.rank = rank;
+    rv.local_rank = rank;
+    rv.world_size = 2;
+    rv.master_port = port;
+    rv.source = "env";
+    DdpGroup group(rv, std::chrono::seconds(30));
+    DdpOptions o;
+    o.batch = kPerRank;
+    DdpWorkload work("cifar_sgd", shard_of(data, rank, 2), group, o);
+    for (const auto& p : work.parameters()) before[rank].push_back(p.detach().clone());
+    work.step();
+    for (const auto& p : work.parameters()) {
+      grads[rank].push_back(p.grad().clone());
+      after[rank].push_back(p.detach().clone());
+    }
+    group.barrier();
+  };
+  std::thread peer(rank_main, 1);
+  rank_main(0);
+  peer.join();
+
+  PipelineOptions one;
+  one.batch = 2 * kPerRank;
+  TrainWorkload single("cifar_sgd", data, one);
+  const std::vector<torch::Tensor> params = single.parameters();
+  ASSERT_EQ(params.size(), before[0].size());
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < params.size(); ++i) params[i].copy_(before[0][i]);
+  }
+  single.step();
+  for (size_t i = 0; i < params.size(); ++i) {
+    SCOPED_TRACE("parameter " + std::to_string(i));
+    EXPECT_TRUE(torch::equal(before[0][i], before[1][i]));  // the broadcast
+    EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i]));    // one all-reduced mean on both ranks
+    EXPECT_TRUE(torch::equal(after[0][i], after[1][i]));
+    const double scale = params[i].grad().abs().max().item<double>();
+    ASSERT_GT(scale, 0.0);
+    EXPECT_LE((grads[0][i] - params[i].grad()).abs().max().item<double>(), 1e-5 * scale + 1e-7);
+    EXPECT_LE((after[0][i] - params[i].detach()).abs().max().item<double>(), 1e-6);
+  }
 }
 
 }  // namespace

@@ -77,6 +77,7 @@ INT64_MAX = 2 ** 63 - 1
 INT64_MIN = -2 ** 63
 KNOBS = ("OMP_NUM_THREADS", "KMP_BLOCKTIME", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY",
          "OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY", "LD_PRELOAD")
+RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 BARRIER_TIMEOUT_S = 60.0
 
 
@@ -368,6 +369,18 @@ def context(recording, flags, device):
     return ctx
 
 
+def rank_and_world():
+    """torchrun's variables, as src/core/rendezvous.h reads them first; none: a world of 1."""
+    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+    if rank is None and world is None:
+        return 0, 1
+    if rank is None or world is None:
+        raise Refused("RANK and WORLD_SIZE: set both or neither")
+    if int(rank) >= int(world):
+        raise Refused(f"RANK={rank} but WORLD_SIZE={world}")
+    return int(rank), int(world)
+
+
 def counters(bench, args, flags):
     t = threads()
     gap = int(args.get("gap_ms", "0"))
@@ -394,6 +407,18 @@ def counters(bench, args, flags):
             spin = 0.0
         out.update(serial_ms=serial, backtoback_ms=b2b, wakeup_ms=wakeup, kernel_threads=float(k),
                    overhead_ms=step - serial / k, speedup=serial / step)
+    elif bench == "ddp_step":
+        # Rank r computes 10 % more slowly per rank above 0 and waits in the
+        # all-reduce (2 ms) for the slowest; after it, its optimizer step takes
+        # 0.5 ms x r more. So step_ms = base x (1 + 0.1 (W - 1)) + 2 + 0.5 r,
+        # and compute (step - all-reduce) = base x (1 + 0.1 r) + 0.5 r.
+        rank, world = rank_and_world()
+        batch = int(args["batch"])
+        base = {"mnist_adadelta": 30.0, "cifar_sgd": 60.0}.get(args.get("model"), 45.0) * batch / 64 / t
+        allreduce = base * 0.1 * (world - 1 - rank) + 2.0
+        step = base * (1 + 0.1 * (world - 1)) + 2.0 + 0.5 * rank
+        out.update(allreduce_ms=allreduce, samples_per_s=batch / step * 1000.0, world_size=float(world),
+                   rank=float(rank), buckets=1.0)
     else:
         step = 10.0
     residual = (t - 1) * spin
@@ -586,7 +611,7 @@ def main(argv):
     program = first["program"]
     if os.environ.get("FAKE_LOG"):
         with open(os.environ["FAKE_LOG"], "a") as f:
-            f.write(json.dumps({"argv": args, "env": {k: os.environ.get(k) for k in KNOBS}}) + "\n")
+            f.write(json.dumps({"argv": args, "env": {k: os.environ.get(k) for k in KNOBS + RANK_VARIABLES}}) + "\n")
     try:
         flags = Flags(first["flags"], args)
         if flags.help:
@@ -594,6 +619,8 @@ def main(argv):
             return 0
         if flags.values.get("barrier"):
             Barrier(flags.values["barrier"])  # refused before anything runs, as the programs do
+        if first.get("launch") == "ranks" and not flags.describe:
+            rank_and_world()
         tl = flags.values.get("timeline-dir")
         if tl and not os.path.isdir(tl):
             raise Refused(f"--timeline-dir: {tl}: no such directory")

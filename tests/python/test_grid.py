@@ -89,6 +89,24 @@ class Expansion(unittest.TestCase):
         """)
         self.assertEqual([p.env["OMP_NUM_THREADS"] for p in g.points], [str(CPUS), "unset"])
 
+    def test_world_size_and_cores_per_process(self):
+        g = load(f"""
+            [[study]]
+            bench = "ddp_step"
+            world_size = [1, 2, {2 * CPUS}]
+            env = {{OMP_NUM_THREADS = ["cores_per_process", 1]}}
+        """)
+        got = [(p.processes, p.env["OMP_NUM_THREADS"], p.ranks) for p in g.points]
+        want = []
+        for world in (1, 2, 2 * CPUS):
+            for threads in dict.fromkeys([str(max(1, CPUS // world)), "1"]):  # equal values: one point
+                want.append((world, threads, True))
+        self.assertEqual(sorted(got), sorted(want))
+        self.assertIn("world_size=2", next(p for p in g.points if p.processes == 2).label)
+        opt = load('[[study]]\nbench = "optimizer_step"\nprocesses = 2\n')
+        self.assertEqual([(p.processes, p.ranks) for p in opt.points], [(2, False)])
+        self.assertIn("x2 procs", opt.points[0].label)
+
     def test_axis_flags_stay_one_process_and_other_lists_are_launch_axes(self):
         g = load("""
             seed = 5
@@ -163,7 +181,7 @@ class Expansion(unittest.TestCase):
 class Validation(unittest.TestCase):
     """Each bad grid: one line naming the file, the key and what was expected."""
     ALLOWED_STUDY = ("bench, device, env, gap_ms, name, optimizer, params, preset, processes, repetitions, runtimes, "
-                     "sampler, sampler_us, steps, threads_csv, timeline, timeout_s, warmup")
+                     "sampler, sampler_us, steps, threads_csv, timeline, timeout_s, warmup, world_size")
     CASES = [
         # (grid text, key path, words of the message)
         ('colour = "red"\n[[study]]\n' + OPT, "colour",
@@ -189,7 +207,7 @@ class Validation(unittest.TestCase):
         ('[[study]]\n' + OPT + 'steps = {n = 1}\n', "study[0].steps", "expected a number, true/false"),
         # environment values
         ('[[study]]\n' + OPT + 'env = {OMP_NUM_THREADS = [2, 0]}\n', "study[0].env.OMP_NUM_THREADS[1]",
-         'expected an integer >= 1, "cores" or "unset", got 0'),
+         'expected an integer >= 1, "cores", "cores_per_process" or "unset", got 0'),
         ('[[study]]\n' + OPT + 'env = {OMP_NUM_THREADS = "all"}\n', "study[0].env.OMP_NUM_THREADS",
          "got 'all'"),
         ('[[study]]\n' + OPT + 'runtimes = [{name = "llvm", KMP_BLOCKTIME = -3}]\n',
@@ -230,6 +248,14 @@ class Validation(unittest.TestCase):
         ('[[study]]\n' + OPT + 'processes = 0\n', "study[0].processes", "expected an integer >= 1, got 0"),
         ('[[study]]\n' + OPT + f'processes = [1, {4 * CPUS + 1}]\n', "study[0].processes[1]",
          f"{4 * CPUS + 1} processes: at most {4 * CPUS} (4 per CPU)"),
+        # a world's ranks against independent copies
+        ('[[study]]\nbench = "ddp_step"\nprocesses = 2\n', "study[0].processes",
+         "ddp_step starts the ranks of one data-parallel world: give world_size"),
+        ('[[study]]\n' + OPT + 'world_size = 2\n', "study[0].world_size",
+         "only for programs whose processes are the ranks of one world (ddp_step); optimizer_step starts "
+         "independent copies: give processes"),
+        ('[[study]]\nbench = "ddp_step"\nworld_size = [2, 0]\n', "study[0].world_size[1]",
+         "expected an integer >= 1, got 0"),
         # duplicates
         ('[[study]]\n' + OPT + 'runtimes = [{name = "gomp"}, {name = "gomp"}]\n', "study[0].runtimes[1]",
          "duplicate point (optimizer_step gomp (no env)); it is already produced by study[0].runtimes[0]"),

@@ -1,0 +1,89 @@
+"""`world_size = W` for a program whose processes are the ranks of one world
+(ddp_step): W processes per run with torchrun's variables, no --barrier,
+rows per rank, the world's columns (sweep.mark_world) and the world as one
+sample (results.world_rows). The fake's ddp_step: rank r computes 10 % more
+slowly per rank and waits for the slowest in a 2 ms all-reduce; its optimizer
+takes 0.5 ms more per rank (fake_program.py)."""
+import collections
+import unittest
+
+from test_sweep import SweepTest
+from threadburn import results
+
+GRID = """
+    repetitions = 2
+    [[study]]
+    bench = "ddp_step"
+    model = "mnist_adadelta"
+    gap_ms = 0
+    world_size = [1, 3]
+    env = {OMP_NUM_THREADS = 1}
+"""
+
+
+class Ranks(SweepTest):
+    def test_ranks_get_their_place_in_one_world(self):
+        log = self.path("log")
+        self.sweep(self.grid(GRID), env=self.env(FAKE_LOG=log))
+        calls = self.runs_logged(log)
+        self.assertEqual(len(calls), 2 * (1 + 3))
+        self.assertFalse(any(a.startswith("--barrier") for c in calls for a in c["argv"]))
+        worlds = collections.defaultdict(list)
+        for c in calls:
+            e = c["env"]
+            self.assertEqual((e["LOCAL_RANK"], e["MASTER_ADDR"]), (e["RANK"], "127.0.0.1"))
+            worlds[(e["WORLD_SIZE"], e["MASTER_PORT"])].append(int(e["RANK"]))
+        # Each run its own port; its ranks 0..W-1 once each.
+        self.assertEqual(sorted((w, sorted(r)) for (w, _), r in worlds.items()),
+                         [("1", [0]), ("1", [0]), ("3", [0, 1, 2]), ("3", [0, 1, 2])])
+
+    def test_rows_per_rank_and_the_world_columns(self):
+        self.sweep(self.grid(GRID))
+        rows = self.rows()
+        self.assertEqual({r["status"] for r in rows}, {"ok"})
+        big = [r for r in rows if r["processes"] == "3"]
+        self.assertEqual(len(big), 6)
+        self.assertEqual(sorted(r["proc_index"] for r in big), ["0", "0", "1", "1", "2", "2"])
+        self.assertTrue(all(r["rank"] == r["proc_index"] and r["world_size"] == "3" for r in big))
+        base = 30.0  # the fake's MNIST step at batch 64, one thread
+        slowest = base * 1.2 + 2.0 + 0.5 * 2  # rank 2's step
+        for r in big:
+            self.assertAlmostEqual(float(r["world_samples_per_s"]), 3 * 64 / slowest * 1000, places=6)
+            # compute = step - all-reduce: base (1 + 0.1 r) + 0.5 r; rank 2's over rank 0's
+            self.assertAlmostEqual(float(r["rank_spread"]), (base * 1.2 + 1.0) / base - 1, places=4)
+            self.assertIn("RANK=$r WORLD_SIZE=3", r["repro"])
+        alone = [r for r in rows if r["processes"] == "1"]
+        self.assertTrue(all(r["rank_spread"] == "0" for r in alone), [r["rank_spread"] for r in alone])
+        self.assertEqual(results.workload_label(big[0]), "ddp_step/mnist_adadelta/batch:64/bucket_mb:25/gap_ms:0"
+                                                         " (world_size 3)")
+        # A world is no set of copies: not in the oversubscription aggregate.
+        self.assertEqual(results.oversubscription(rows), [])
+
+    def test_a_world_is_one_sample(self):
+        self.sweep(self.grid(GRID))
+        rows = self.rows()
+        worlds = [w for w in results.world_rows(rows) if w["processes"] == "3"]
+        self.assertEqual(len(worlds), 2)  # two runs, one world each
+        for w in worlds:
+            ranks = [r for r in rows if r["run_key"] == w["run_key"]]
+            self.assertEqual(float(w["step_ms"]), max(float(r["step_ms"]) for r in ranks))
+            self.assertAlmostEqual(float(w["step_cpu_ms"]), sum(float(r["step_cpu_ms"]) for r in ranks))
+            self.assertEqual(w["samples_per_s"], ranks[0]["world_samples_per_s"])
+        # A world that lost a rank measured nothing.
+        broken = [r for r in rows if not (r["run_key"] == worlds[0]["run_key"] and r["rank"] == "2")]
+        self.assertEqual(len([w for w in results.world_rows(broken) if w["processes"] == "3"]), 1)
+        (_, rec, _, _), = [e for e in results.recommendations(rows) if "world_size 3" in e[0]]
+        self.assertEqual(len(rec.best.time), 2)  # one sample per run, not per rank
+
+    def test_a_dead_rank_fails_the_run_and_the_sweep_goes_on(self):
+        result = self.sweep(self.grid(GRID), env=self.env(FAKE_EXIT_IF="RANK=1"))
+        rows = self.rows()
+        failed = [r for r in rows if r["status"] == "failed"]
+        self.assertEqual({(r["processes"], r["rank"]) for r in failed}, {("3", "1")})
+        self.assertTrue(all("exit code 3" in r["reason"] for r in failed))
+        self.assertEqual([w["processes"] for w in results.world_rows(rows)], ["1", "1"])
+        self.assertIn("rows: ", result.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
