@@ -170,6 +170,19 @@ def sampler_table(rows):
     return t
 
 
+def ddp_table(rows):
+    """Data-parallel worlds by size (results.world_scaling)."""
+    t = Table("Data-parallel steps by world size (ddp.csv; medians over runs; a world's step is its slowest "
+              "rank's, its CPU all ranks')",
+              ["workload", "setting", "world_size", "OMP_NUM_THREADS", "samples/s", "scaling", "step_ms",
+               "allreduce_ms", "CPU ms/step", "residual_cpu_ms", "gloo CPU ms/step", "runs"], key_cells=3)
+    for e in results.world_scaling(rows):
+        t.add([e["workload"], e["setting"], e["world_size"], e["threads"], num(e["samples_per_s"], 0),
+               "–" if e["scaling"] is None else f"x{e['scaling']:.2f}", num(e["step_ms"]), num(e["allreduce_ms"]),
+               num(e["cpu_ms"]), num(e["residual_cpu_ms"]), num(e["step_cpu_gloo_ms"]), e["runs"]])
+    return t
+
+
 # name -> (CSV in results/, how to tabulate it)
 TABLES = {
     "seed000": ("seed000", lambda r: burn_table(r, "An SGD step, then 2 s idle (seed000.csv)")),
@@ -182,6 +195,7 @@ TABLES = {
     "onednn": ("onednn", onednn_table),
     "batch_workers": ("batch_workers", lambda r: burn_table(r, "Batch x workers (batch_workers.csv)")),
     "sampler": ("sampler", sampler_table),
+    "ddp": ("ddp", ddp_table),
 }
 
 

@@ -16,6 +16,12 @@ Writes into --out-dir (default: <csv without .csv>.plots/):
   oversubscription.png  when the CSV has processes > 1: aggregate throughput
       (summed over the copies) and per-process step time vs processes, one
       row of panels per workload, one line per setting (results.oversubscription)
+  world_size.png  when the CSV has data-parallel worlds (ddp_step): the world's
+      samples/s, step time, all-reduce time and CPU per step (all ranks) vs
+      world size, one row of panels per workload, one line per setting
+      (results.world_scaling)
+A data-parallel world counts as one point per run in the heatmaps and the
+Pareto plot (results.world_rows: the slowest rank's step, all ranks' CPU).
 """
 import argparse
 import csv
@@ -325,6 +331,49 @@ def oversubscription(rows, plt, out_dir):
     return written
 
 
+WORLD_PANELS = (("samples_per_s", "world samples/s"), ("step_ms", "step time (ms, slowest rank)"),
+                ("allreduce_ms", "all-reduce (ms, mean of ranks)"), ("cpu_ms", "CPU per step (ms, all ranks)"))
+
+
+def world_size(rows, plt, out_dir):
+    """Per workload (one row of four panels): the world's samples/s, step,
+    all-reduce and CPU per step against world size; one line per setting.
+    Medians over runs (results.world_scaling)."""
+    by_workload = {}
+    for e in results.world_scaling(rows):
+        by_workload.setdefault(e["workload"], {}).setdefault(e["setting"], []).append(e)
+    workloads = sorted(by_workload)
+    written = []
+    for start in range(0, len(workloads), MAX_OVERSUB_WORKLOADS):
+        chunk = workloads[start:start + MAX_OVERSUB_WORKLOADS]
+        fig, axes = plt.subplots(len(chunk), len(WORLD_PANELS), squeeze=False,
+                                 figsize=(17, 0.6 + 3.4 * len(chunk)))
+        for row_axes, workload in zip(axes, chunk):
+            settings = by_workload[workload]
+            sizes = sorted({e["world_size"] for lines in settings.values() for e in lines})
+            for setting, entries in sorted(settings.items()):
+                entries.sort(key=lambda e: e["world_size"])
+                label = short_label(dict(entries[0]["row"], world_size="", processes="1",
+                                         OMP_NUM_THREADS="/".join(dict.fromkeys(e["threads"] for e in entries))))
+                for ax, (metric, _) in zip(row_axes, WORLD_PANELS):
+                    pts = [(e["world_size"], e[metric]) for e in entries if e[metric] is not None]
+                    if pts:
+                        ax.plot(*zip(*pts), marker="o", label=label)
+            for ax, (_, title) in zip(row_axes, WORLD_PANELS):
+                ax.set_xlabel("world size (ranks on this host)")
+                ax.set_ylabel(title, fontsize=8)
+                ax.set_xticks(sizes)
+                ax.set_ylim(bottom=0)
+                ax.grid(alpha=0.3)
+                ax.set_title(workload, fontsize=7.5)
+            row_axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        fig.suptitle("Data-parallel worlds: gloo all-reduce, ranks on one host (median over runs)", fontsize=10)
+        fig.tight_layout()
+        written.append(save_figure(
+            plt, fig, numbered_path(out_dir, "world_size", start, MAX_OVERSUB_WORKLOADS)))
+    return written
+
+
 def read_timeline(path):
     series, markers = {}, {}
     with open(path, newline="") as f:
@@ -448,8 +497,9 @@ def make_all(rows, csv_dir, out_dir, max_timelines=12):
     plt = pyplot()
     os.makedirs(out_dir, exist_ok=True)
     try:
-        return (heatmaps(rows, plt, out_dir) + pareto(rows, plt, out_dir) + oversubscription(rows, plt, out_dir)
-                + timelines(rows, csv_dir, plt, out_dir, max_timelines))
+        worlds = results.world_rows(rows)
+        return (heatmaps(worlds, plt, out_dir) + pareto(worlds, plt, out_dir) + oversubscription(rows, plt, out_dir)
+                + world_size(rows, plt, out_dir) + timelines(rows, csv_dir, plt, out_dir, max_timelines))
     except (OSError, KeyError, ValueError) as e:
         raise ThreadburnError(f"plot: {e}") from None
 

@@ -96,11 +96,11 @@ def point_medians(rows):
 
 def world_rows(rows):
     """Rows with each data-parallel world (the ranks of one run, per
-    benchmark) made one row: step_ms of the slowest rank, step_cpu_ms and
-    residual_cpu_ms summed over the ranks (the CPU the whole world spends per
-    step), samples_per_s = world_samples_per_s; other columns rank 0's. A
-    world missing a rank's ok row is left out: it measured no world. Rows of
-    independent copies pass unchanged."""
+    benchmark) made one row: the metrics of WORLD_METRICS combined over the
+    ranks (step_ms of the slowest rank, CPU summed: what the whole world
+    spends per step), samples_per_s = world_samples_per_s; other columns rank
+    0's. A world missing a rank's ok row is left out: it measured no world.
+    Rows of independent copies pass unchanged."""
     out, worlds = [], {}
     for row in rows:
         if schema.is_ranks_row(row):
@@ -113,14 +113,78 @@ def world_rows(rows):
             continue
         ranks.sort(key=lambda r: int(float(r.get("rank") or 0)))
         world = dict(ranks[0])
-        step = metric_values(ranks, "step_ms")
-        world["step_ms"] = schema.fmt_value(max(step)) if len(step) == size else ""
-        for metric in ("step_cpu_ms", "residual_cpu_ms"):
+        for metric, combine in WORLD_METRICS.items():
             values = metric_values(ranks, metric)
-            world[metric] = schema.fmt_value(sum(values)) if len(values) == size else ""
+            world[metric] = schema.fmt_value(combine(values)) if len(values) == size else ""
         world["samples_per_s"] = ranks[0].get("world_samples_per_s", "")
         out.append(world)
     return out
+
+
+# How a world's row combines its ranks' values (world_rows): the step goes at
+# the slowest rank's pace, CPU adds up, the all-reduce is the ranks' mean.
+WORLD_METRICS = {"step_ms": max, "step_cpu_ms": sum, "residual_cpu_ms": sum, "residual_omp_ms": sum,
+                 "residual_gloo_ms": sum, "step_cpu_gloo_ms": sum, "tail_ms": max,
+                 "allreduce_ms": lambda v: sum(v) / len(v)}
+SCALING_METRICS = ("samples_per_s", "step_ms", "allreduce_ms", "cpu_ms", "residual_cpu_ms", "step_cpu_gloo_ms")
+
+
+def world_scaling(rows):
+    """Data-parallel worlds by size: per (workload, setting, world size), the
+    medians over runs of the world's figures (world_rows): samples/s, step,
+    all-reduce, CPU per step of all ranks (step + residual), its residual and
+    gloo parts; scaling = samples/s over the same setting's at world size 1.
+    A preset is one setting across world sizes even where its
+    OMP_NUM_THREADS follows them ("cores_per_process"): entries say the
+    threads in force. Sorted by workload, setting, world size."""
+    groups = {}
+    for w in world_rows(rows):
+        if not schema.is_ranks_row(w):
+            continue
+        base = dict(w, world_size="", processes="1")
+        setting = schema.env_label(base)
+        if w.get("preset"):  # a preset is one line across world sizes, its thread count may vary with them
+            setting = re.sub(r" OMP_NUM_THREADS=\S+", "", setting)
+        key = (workload_label(base), setting, int(float(w["world_size"])))
+        groups.setdefault(key, []).append(w)
+    entries = {}
+    for (workload, setting, size), worlds in groups.items():
+        e = {"workload": workload, "setting": setting, "world_size": size, "runs": len(worlds), "row": worlds[0],
+             "threads": worlds[0].get("OMP_NUM_THREADS", "")}
+        for w in worlds:
+            a, b = schema.to_float(w.get("step_cpu_ms")), schema.to_float(w.get("residual_cpu_ms"))
+            w["cpu_ms"] = "" if a is None or b is None else schema.fmt_value(a + b)
+        for metric in SCALING_METRICS:
+            values = metric_values(worlds, metric)
+            e[metric] = statistics.median(values) if values else None
+        entries[(workload, setting, size)] = e
+    for (workload, setting, size), e in entries.items():
+        one = entries.get((workload, setting, 1))
+        e["scaling"] = (e["samples_per_s"] / one["samples_per_s"]
+                        if one and one["samples_per_s"] and e["samples_per_s"] is not None else None)
+    return sorted(entries.values(), key=lambda e: (e["workload"], e["setting"], e["world_size"]))
+
+
+def world_scaling_text(entries):
+    if not entries:
+        return []
+    lines = ["data-parallel worlds: medians over runs; samples/s of the world (at the slowest rank's pace), "
+             "its step, mean all-reduce, CPU per step of all ranks (step + residual); scaling = samples/s vs "
+             "world size 1"]
+    last = (None, None)
+    for e in entries:
+        if e["workload"] != last[0]:
+            lines.append(e["workload"])
+        if (e["workload"], e["setting"]) != last:
+            lines.append(f"  {e['setting']}")
+        last = (e["workload"], e["setting"])
+        scaling = "x n/a" if e["scaling"] is None else f"x{e['scaling']:.2f}"
+        threads = f" T={e['threads']}" if e["threads"] not in ("", schema.UNSET) else ""
+        where = f"W={e['world_size']}{threads}"
+        lines.append(f"    {where:<9} {fmt.number(e['samples_per_s'])} samples/s ({scaling:>6}), step "
+                     f"{fmt.ms(e['step_ms'])}, all-reduce {fmt.ms(e['allreduce_ms'])}, CPU {fmt.ms(e['cpu_ms'])}  "
+                     f"[{e['runs']} run{'s' if e['runs'] != 1 else ''}]")
+    return lines
 
 
 def recommendations(rows, objective="balanced"):
@@ -293,4 +357,5 @@ def summary_text(rows):
         if default is None:
             lines.append("    the default (gomp, no env) is not in this sweep")
     lines += oversubscription_text(oversubscription(rows))
+    lines += world_scaling_text(world_scaling(rows))
     return "\n".join(lines)

@@ -75,6 +75,31 @@ class Ranks(SweepTest):
         (_, rec, _, _), = [e for e in results.recommendations(rows) if "world_size 3" in e[0]]
         self.assertEqual(len(rec.best.time), 2)  # one sample per run, not per rank
 
+    def test_world_scaling_and_its_plot(self):
+        self.sweep(self.grid(GRID))
+        rows = self.rows()
+        entries = results.world_scaling(rows)
+        self.assertEqual([(e["world_size"], e["runs"], e["threads"]) for e in entries], [(1, 2, "1"), (3, 2, "1")])
+        one, three = entries
+        self.assertEqual(one["setting"], "gomp OMP_NUM_THREADS=1")
+        base = 30.0
+        self.assertAlmostEqual(one["samples_per_s"], 64 / (base + 2.0) * 1000)
+        self.assertAlmostEqual(three["samples_per_s"], 3 * 64 / (base * 1.2 + 3.0) * 1000)
+        self.assertAlmostEqual(three["scaling"], three["samples_per_s"] / one["samples_per_s"])
+        self.assertAlmostEqual(three["step_ms"], base * 1.2 + 3.0)                     # the slowest rank
+        self.assertAlmostEqual(three["allreduce_ms"], (3 * 2.0 + base * 0.1 * (2 + 1 + 0)) / 3)  # the ranks' mean
+        self.assertAlmostEqual(three["cpu_ms"], sum(float(r["step_cpu_ms"]) + float(r["residual_cpu_ms"])
+                                                    for r in rows if r["run_key"] == three["row"]["run_key"]
+                                                    and r["benchmark"] == three["row"]["benchmark"]))
+        self.assertIn("W=3 T=1", results.summary_text(rows))
+        from threadburn import plot
+        try:
+            plt = plot.pyplot()
+        except Exception as e:  # no matplotlib: the plot half is skipped
+            self.skipTest(f"no matplotlib: {e}")
+        written = plot.world_size(rows, plt, self.tmp)
+        self.assertEqual([p.rsplit("/", 1)[1] for p in written], ["world_size.png"])
+
     def test_a_dead_rank_fails_the_run_and_the_sweep_goes_on(self):
         result = self.sweep(self.grid(GRID), env=self.env(FAKE_EXIT_IF="RANK=1"))
         rows = self.rows()
