@@ -165,26 +165,32 @@ def world_scaling(rows):
     return sorted(entries.values(), key=lambda e: (e["workload"], e["setting"], e["world_size"]))
 
 
-def world_scaling_text(entries):
+def grouped_text(title, entries, line):
+    """The summary's layout of aggregate entries: the title, then per
+    workload, per setting, one line per entry (line(entry)) with its runs."""
     if not entries:
         return []
-    lines = ["data-parallel worlds: medians over runs; samples/s of the world (at the slowest rank's pace), "
-             "its step, mean all-reduce, CPU per step of all ranks (step + residual); scaling = samples/s vs "
-             "world size 1"]
-    last = (None, None)
+    lines, last = [title], (None, None)
     for e in entries:
         if e["workload"] != last[0]:
             lines.append(e["workload"])
         if (e["workload"], e["setting"]) != last:
             lines.append(f"  {e['setting']}")
         last = (e["workload"], e["setting"])
+        lines.append(f"    {line(e)}  [{e['runs']} run{'s' if e['runs'] != 1 else ''}]")
+    return lines
+
+
+def world_scaling_text(entries):
+    def line(e):
         scaling = "x n/a" if e["scaling"] is None else f"x{e['scaling']:.2f}"
         threads = f" T={e['threads']}" if e["threads"] not in ("", schema.UNSET) else ""
         where = f"W={e['world_size']}{threads}"
-        lines.append(f"    {where:<9} {fmt.number(e['samples_per_s'])} samples/s ({scaling:>6}), step "
-                     f"{fmt.ms(e['step_ms'])}, all-reduce {fmt.ms(e['allreduce_ms'])}, CPU {fmt.ms(e['cpu_ms'])}  "
-                     f"[{e['runs']} run{'s' if e['runs'] != 1 else ''}]")
-    return lines
+        return (f"{where:<9} {fmt.number(e['samples_per_s'])} samples/s ({scaling:>6}), step {fmt.ms(e['step_ms'])}, "
+                f"all-reduce {fmt.ms(e['allreduce_ms'])}, CPU {fmt.ms(e['cpu_ms'])}")
+    return grouped_text("data-parallel worlds: medians over runs; samples/s of the world (at the slowest rank's "
+                        "pace), its step, mean all-reduce, CPU per step of all ranks (step + residual); scaling = "
+                        "samples/s vs world size 1", entries, line)
 
 
 def recommendations(rows, objective="balanced"):
@@ -309,24 +315,14 @@ def oversubscription(rows):
 
 
 def oversubscription_text(entries):
-    if not entries:
-        return []
-    lines = ["oversubscription: P copies at once; per step, medians over runs of the mean "
-             "step per copy, the throughput, CPU (step + residual) and involuntary context "
-             "switches summed over the copies; slowdown = step vs P=1"]
-    last = (None, None)
-    for e in entries:
-        if e["workload"] != last[0]:
-            lines.append(e["workload"])
-        if (e["workload"], e["setting"]) != last:
-            lines.append(f"  {e['setting']}")
-        last = (e["workload"], e["setting"])
+    def line(e):
         slowdown = "x n/a" if e["slowdown"] is None else f"x{e['slowdown']:.2f}"
-        lines.append(f"    P={e['processes']:<3} step {fmt.ms(e['step_ms']):>9} ({slowdown:>6}), "
-                     f"{fmt.number(e['throughput'])} {e['unit']}, CPU {fmt.ms(e['cpu_ms'])}, "
-                     f"invol ctxsw {fmt.number(e['invol_ctxsw'])}  "
-                     f"[{e['runs']} run{'s' if e['runs'] != 1 else ''}]")
-    return lines
+        return (f"P={e['processes']:<3} step {fmt.ms(e['step_ms']):>9} ({slowdown:>6}), "
+                f"{fmt.number(e['throughput'])} {e['unit']}, CPU {fmt.ms(e['cpu_ms'])}, "
+                f"invol ctxsw {fmt.number(e['invol_ctxsw'])}")
+    return grouped_text("oversubscription: P copies at once; per step, medians over runs of the mean step per copy, "
+                        "the throughput, CPU (step + residual) and involuntary context switches summed over the "
+                        "copies; slowdown = step vs P=1", entries, line)
 
 
 def summary_text(rows):
