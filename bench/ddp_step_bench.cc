@@ -11,10 +11,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "core/rendezvous.h"
 #include "metrics.h"
@@ -131,6 +134,94 @@ std::string run_signature(const tb::bench::AxisSpace& space, const tb::FlagParse
   return s;
 }
 
+// This rank's place in the world, its process group and its shards (none for
+// --describe, nor on CUDA, where every benchmark skips).
+struct World {
+  tb::Rendezvous rv;
+  std::unique_ptr<tb::DdpGroup> group;
+  std::map<std::string, tb::ImageSet> shards;
+};
+
+// Rendezvous and group; exits 2 with one line on any failure (returns only a
+// usable world). A bad launcher variable or --batch fails before any peer is
+// contacted.
+World join_world(const tb::bench::Program& prog, const tb::FlagParser& f,
+                 const std::map<std::string, tb::ImageSet>& datasets, const tb::bench::AxisSpace& space,
+                 const std::vector<std::string>& benchmark_args) {
+  World w;
+  try {
+    w.rv = tb::rendezvous_from_env();
+    check_batches(f, datasets, w.rv.world_size);
+  } catch (const std::exception& e) {
+    std::_Exit(prog.fail(e));
+  }
+  const int timeout_s = static_cast<int>(f.integer("timeout_s"));
+  try {
+    Watchdog dog(timeout_s + kWatchdogMarginS, "rank " + std::to_string(w.rv.rank) + ": the rendezvous at " +
+                                                   w.rv.master_addr + ":" + std::to_string(w.rv.master_port));
+    w.group = std::make_unique<tb::DdpGroup>(w.rv, std::chrono::seconds(timeout_s));
+    w.group->check_same("benchmark list", run_signature(space, f, benchmark_args));
+  } catch (const std::exception& e) {
+    die(e.what());
+  }
+  for (const auto& [m, set] : datasets) w.shards[m] = tb::shard_of(set, w.rv.rank, w.rv.world_size);
+  return w;
+}
+
+// The world in the context (world_size and rank are counters of every row:
+// bench/metrics.cc).
+void add_world_context(const World& w, tb::Context* ctx) {
+  const bool joined = w.group != nullptr;
+  ctx->emplace_back("dist_rendezvous", joined ? w.rv.source : "n/a");
+  ctx->emplace_back("dist_local_rank", joined ? std::to_string(w.rv.local_rank) : "n/a");
+  ctx->emplace_back("dist_master", joined ? w.rv.master_addr + ":" + std::to_string(w.rv.master_port) : "n/a");
+  ctx->emplace_back("gloo_device", joined ? w.group->device_address() : "n/a");
+  ctx->emplace_back("gloo_threads", joined ? std::to_string(w.group->gloo_threads().size()) : "n/a");
+}
+
+// One benchmark: this rank's steps of one point. A rank that failed here and
+// skipped would leave its peers waiting in the next collective: any failure
+// ends the program instead.
+void run_point(benchmark::State& state, const tb::bench::Point& p, World& w, const tb::bench::LoopOptions& loop,
+               bool augment) {
+  if (!w.group) {
+    return tb::bench::skip(state, "skipped: ddp_step_bench runs on the CPU only (gloo all-reduce of host tensors)");
+  }
+  tb::DdpOptions o;
+  o.batch = p.integer("batch");
+  o.bucket_mb = p.integer("bucket_mb");
+  o.augment = augment && p.text("model") == "cifar_sgd";
+  try {
+    tb::DdpWorkload work(p.text("model"), w.shards.at(p.text("model")), *w.group, o);
+    tb::bench::LoopOptions lo = loop;
+    lo.gap_ms = p.integer("gap_ms");
+    lo.samples_per_step = static_cast<double>(o.batch);
+    lo.report_phases = true;
+    lo.report_allreduce = true;
+    lo.meet = [&] { w.group->barrier(); };
+    tb::bench::StepLoop(state, p.name(), lo).run([&] { return work.step(); });
+    tb::bench::Counters c(state);
+    c.set("world_size", w.group->world_size());
+    c.set("rank", w.group->rank());
+    c.set("buckets", work.buckets());
+    c.set("param_checksum", static_cast<double>(work.param_checksum()));
+  } catch (const std::exception& e) {
+    die(std::string(p.name()) + ": " + e.what());
+  }
+}
+
+// Nobody tears down its end of the process group while a peer still runs.
+void leave_world(World& w, int timeout_s) {
+  if (!w.group) return;
+  Watchdog dog(timeout_s + kWatchdogMarginS, "rank " + std::to_string(w.rv.rank) + ": the final barrier");
+  try {
+    w.group->barrier();
+    w.group.reset();
+  } catch (const std::exception& e) {
+    die(e.what());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -164,81 +255,17 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return prog.fail(e);
   }
-  const int timeout_s = static_cast<int>(f.integer("timeout_s"));
-  const bool augment = f.integer("augment") == 1;
-  const tb::bench::LoopOptions loop = prog.loop_options();
   tb::Context ctx = tb::torch_context(device);
   ctx.emplace_back("dist_backend", "gloo");
-  ctx.emplace_back("dist_timeout_s", std::to_string(timeout_s));
-
-  // Nothing distributed for --describe, nor on CUDA (every benchmark skips).
-  const bool distributed = !f.describe_requested() && !device.is_cuda();
-  tb::Rendezvous rv;
-  std::unique_ptr<tb::DdpGroup> group;
-  std::map<std::string, tb::ImageSet> shards;
-  if (distributed) {
-    try {
-      rv = tb::rendezvous_from_env();
-      check_batches(f, datasets, rv.world_size);
-    } catch (const std::exception& e) {
-      return prog.fail(e);
-    }
-    try {
-      Watchdog dog(timeout_s + kWatchdogMarginS, "rank " + std::to_string(rv.rank) + ": the rendezvous at " +
-                                                     rv.master_addr + ":" + std::to_string(rv.master_port));
-      group = std::make_unique<tb::DdpGroup>(rv, std::chrono::seconds(timeout_s));
-      group->check_same("benchmark list", run_signature(*space, f, benchmark_args));
-    } catch (const std::exception& e) {
-      die(e.what());
-    }
-    for (const auto& [m, set] : datasets) shards[m] = tb::shard_of(set, rv.rank, rv.world_size);
-  }
-  // world_size and rank are counters of every row (bench/metrics.cc).
-  ctx.emplace_back("dist_rendezvous", distributed ? rv.source : "n/a");
-  ctx.emplace_back("dist_local_rank", distributed ? std::to_string(rv.local_rank) : "n/a");
-  ctx.emplace_back("dist_master", distributed ? rv.master_addr + ":" + std::to_string(rv.master_port) : "n/a");
-  ctx.emplace_back("gloo_device", group ? group->device_address() : "n/a");
-  ctx.emplace_back("gloo_threads", group ? std::to_string(group->gloo_threads().size()) : "n/a");
-
-  auto benchmark = [&](benchmark::State& state, const tb::bench::Point& p) {
-    if (!group) {
-      return tb::bench::skip(state, "skipped: ddp_step_bench runs on the CPU only (gloo all-reduce of host tensors)");
-    }
-    // A rank that failed here and skipped would leave its peers waiting in
-    // the next collective: any failure ends the program instead.
-    std::unique_ptr<tb::DdpWorkload> work;
-    tb::DdpOptions o;
-    o.batch = p.integer("batch");
-    o.bucket_mb = p.integer("bucket_mb");
-    o.augment = augment && p.text("model") == "cifar_sgd";
-    try {
-      work = std::make_unique<tb::DdpWorkload>(p.text("model"), shards.at(p.text("model")), *group, o);
-      tb::bench::LoopOptions lo = loop;
-      lo.gap_ms = p.integer("gap_ms");
-      lo.samples_per_step = static_cast<double>(o.batch);
-      lo.report_phases = true;
-      lo.report_allreduce = true;
-      lo.meet = [&] { group->barrier(); };
-      tb::bench::StepLoop(state, p.name(), lo).run([&] { return work->step(); });
-      tb::bench::Counters c(state);
-      c.set("world_size", group->world_size());
-      c.set("rank", group->rank());
-      c.set("buckets", work->buckets());
-      c.set("param_checksum", static_cast<double>(work->param_checksum()));
-    } catch (const std::exception& e) {
-      die(std::string(p.name()) + ": " + e.what());
-    }
-  };
-  code = prog.run(*space, benchmark, ctx);
-  if (group) {
-    // Nobody tears down its end of the process group while a peer still runs.
-    Watchdog dog(timeout_s + kWatchdogMarginS, "rank " + std::to_string(rv.rank) + ": the final barrier");
-    try {
-      group->barrier();
-      group.reset();
-    } catch (const std::exception& e) {
-      die(e.what());
-    }
-  }
+  ctx.emplace_back("dist_timeout_s", f.text("timeout_s"));
+  World world;
+  if (!f.describe_requested() && !device.is_cuda()) world = join_world(prog, f, datasets, *space, benchmark_args);
+  add_world_context(world, &ctx);
+  const tb::bench::LoopOptions loop = prog.loop_options();
+  const bool augment = f.integer("augment") == 1;
+  code = prog.run(*space, [&](benchmark::State& state, const tb::bench::Point& p) {
+    run_point(state, p, world, loop, augment);
+  }, ctx);
+  leave_world(world, static_cast<int>(f.integer("timeout_s")));
   return code;
 }
