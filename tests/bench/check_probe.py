@@ -8,8 +8,8 @@ LLVM's runtime with KMP_BLOCKTIME=b and 2 threads, the worker spins b ms (wall
 time) after the last region of each step, then sleeps: in each gap its CPU
 plus its run-queue wait is b ms, however busy the machine, and the burn ends
 b ms into the gap (earlier only by the time it waited for a CPU). Under
-libgomp with OMP_WAIT_POLICY=passive the worker sleeps at once: no burn, no
-tail. The python case checks the same on a real PyTorch training in the
+libgomp with OMP_WAIT_POLICY=passive the worker sleeps at once: no burn past
+the gap's first interval. The python case checks the same on a real PyTorch training in the
 sleep/step/sleep pattern (examples/sleep_step_sleep.py; skipped without
 python3-torch). Standard library only.
 """
@@ -78,11 +78,25 @@ def check_blocktime(gaps, b, what):
               f"{what}: the burn ended {g['omp_tail_ms']:.2f} ms into a gap, expected {b} (less the wait)")
 
 
+# "Burning" is the project's own rule (src/core/burn.h): more than
+# BURN_THRESHOLD_CORES of a core, averaged over a couple of ms. A team that
+# sleeps at once burns at most the interval around the gap's start (its last
+# region's work prorated into it, plus its wake-up and return to sleep), then
+# stays under the threshold for the rest of the gap, and its tail ends within
+# one fast sampling interval (1 ms) of that first interval. Wake-ups cost
+# 20-60 us of CPU on a VM and more on slower ones, so "under the threshold"
+# rather than "zero"; a spin of even a few ms breaks both bounds.
+BURN_THRESHOLD_CORES = 0.05  # kTailThresholdCores
+FAST_PERIOD_MS = 1.0         # kDefaultSamplerPeriodNs
+
+
 def check_no_burn(gaps, what):
     for g in gaps:
-        check(g["omp_cpu_ms"] <= g["boundary_ms"] + 0.1, f"{what}: {g['omp_cpu_ms']:.2f} ms of CPU in a gap "
-              f"(more than the {g['boundary_ms']:.2f} ms interval around its start)")
-        check(g["omp_tail_ms"] <= g["boundary_ms"] + 0.01, f"{what}: a tail of {g['omp_tail_ms']:.2f} ms")
+        allowed = g["boundary_ms"] + BURN_THRESHOLD_CORES * (g["length_ms"] - g["boundary_ms"])
+        check(g["omp_cpu_ms"] <= allowed, f"{what}: {g['omp_cpu_ms']:.2f} ms of CPU in a {g['length_ms']:.0f} ms gap "
+              f"(more than its {g['boundary_ms']:.2f} ms first interval + {BURN_THRESHOLD_CORES} core after it)")
+        check(g["omp_tail_ms"] <= g["boundary_ms"] + FAST_PERIOD_MS,
+              f"{what}: a tail of {g['omp_tail_ms']:.2f} ms (first interval {g['boundary_ms']:.2f} ms)")
 
 
 def case_llvm(a, tmp):
