@@ -6,7 +6,9 @@ Rows match on every knob column the two files share (the benchmark, bench,
 runtime, environment, processes and program flags; results/README.md) plus
 the benchmark name; only status=ok rows count, and the repetitions and
 concurrent processes of one setting are pooled. Per group and metric
-(step_ms, residual_cpu_ms, samples_per_s where present): median in A and B,
+(step_ms, residual_cpu_ms, samples_per_s where present; for the runs of a
+command that `threadburn tune` and `run` write: wall_ms, cpu_ms,
+omp_between_regions_ms, metric): median in A and B,
 relative change B/A - 1, and a two-sided Mann-Whitney U p-value (exact
 distribution when both sides have <= 20 values and no ties, else the normal
 approximation with tie and continuity correction; stats.py). A geometric-mean
@@ -16,7 +18,8 @@ variation exceeds stats.NOISE_CV_THRESHOLD are marked "(! CV%)".
 
 --fail-if-regress METRIC:PCT exits 1 when the metric's geometric mean OR any
 single matched group is worse by more than PCT percent (worse = higher for
-step_ms and residual_cpu_ms, lower for samples_per_s). Bad input (missing
+step_ms, residual_cpu_ms, wall_ms, cpu_ms and omp_between_regions_ms, lower
+for samples_per_s; tune's metric has no known direction). Bad input (missing
 columns, another schema version, nothing in common) exits 2 with one line.
 """
 import argparse
@@ -26,12 +29,21 @@ from . import fmt, results, schema, stats
 from .errors import ThreadburnError
 
 METRICS = ("step_ms", "residual_cpu_ms", "samples_per_s")
+# Rows of your own command under the preload probe (`threadburn tune` and
+# `run`, bench = command) have no steps: their run's wall time, its CPU, the
+# OpenMP workers' CPU between regions, and the --metric figure. Which way
+# that figure is better is not in the file: it is compared, but cannot be
+# used with --fail-if-regress.
+RUN_METRICS = ("wall_ms", "cpu_ms", "omp_between_regions_ms", "metric")
+LOWER_IS_BETTER = dict(schema.LOWER_IS_BETTER, wall_ms=True, cpu_ms=True, omp_between_regions_ms=True)
 # Below this a metric is indistinguishable from zero: residual burn under half
 # a millisecond per step is sampler noise (the sampler's period is <= 1 ms and
 # idle gaps measure within +-0.01 ms of 0). Such a baseline gives no ratio,
 # and such a sample no noise flag (its CV would only measure that noise).
-ZERO_FLOOR = {"step_ms": 0.0, "residual_cpu_ms": 0.5, "samples_per_s": 0.0}
+ZERO_FLOOR = {"step_ms": 0.0, "residual_cpu_ms": 0.5, "samples_per_s": 0.0,
+              "wall_ms": 0.0, "cpu_ms": 0.0, "omp_between_regions_ms": 0.5, "metric": 0.0}
 REQUIRED = ("schema_version", "status", "benchmark", "runtime", "repetition") + METRICS
+REQUIRED_RUNS = ("schema_version", "status", "benchmark", "runtime", "repetition", "wall_ms", "cpu_ms")
 
 
 class CompareError(ThreadburnError):
@@ -44,9 +56,9 @@ def parse_regress(text):
         value = float(pct)
     except ValueError:
         value = -1.0
-    if not sep or metric not in METRICS or value < 0:
+    if not sep or metric not in LOWER_IS_BETTER or value < 0:
         raise argparse.ArgumentTypeError(
-            f"expected METRIC:PCT with METRIC one of {', '.join(METRICS)} and PCT >= 0, "
+            f"expected METRIC:PCT with METRIC one of {', '.join(LOWER_IS_BETTER)} and PCT >= 0, "
             f"got {text!r}")
     return metric, value
 
@@ -99,9 +111,18 @@ def load(path):
         raise CompareError(f"{path}: schema_version {versions.pop()}, this threadburn reads "
                            f"{schema.SCHEMA_VERSION} (columns differ between versions: compare "
                            "files of one version, e.g. re-run the older sweep)")
-    results.check_columns(path, header, REQUIRED)
+    results.check_columns(path, header, REQUIRED_RUNS if is_runs_file(header) else REQUIRED)
     statuses = {s: sum(1 for r in rows if r["status"] == s) for s in ("skipped", "failed")}
     return header, rows, statuses
+
+
+def is_runs_file(header):
+    """A file of runs of a command under the probe (tune, run), not of benchmarks."""
+    return "step_ms" not in header and "wall_ms" in header
+
+
+def metrics_of(header):
+    return [m for m in (RUN_METRICS if is_runs_file(header) else METRICS) if m in header]
 
 
 def group(rows, knobs):
@@ -131,7 +152,7 @@ def compare_metric(rows_a, rows_b, metric):
             "p": p_value, "method": method, "cv_a": cv(a), "cv_b": cv(b)}
 
 
-def compare(groups_a, groups_b):
+def compare(groups_a, groups_b, metrics=METRICS):
     common = [k for k in groups_a if k in groups_b]
     table = []
     for key in common:
@@ -140,14 +161,14 @@ def compare(groups_a, groups_b):
                  "workload": results.workload_label(rows_a[0]),
                  "setting": schema.env_label(rows_a[0]),
                  "n_a": len(rows_a), "n_b": len(rows_b), "metrics": {}}
-        for metric in METRICS:
+        for metric in metrics:
             result = compare_metric(rows_a, rows_b, metric)
             if result:
                 entry["metrics"][metric] = result
         table.append(entry)
     table.sort(key=lambda e: e["label"])
     geomeans = {}
-    for metric in METRICS:
+    for metric in metrics:
         ratios = [e["metrics"][metric]["ratio"] for e in table if metric in e["metrics"]]
         usable = [r for r in ratios if r is not None]
         if usable:
@@ -164,7 +185,7 @@ def group_label(row):
 
 def is_worse(metric, change, pct):
     limit = pct / 100
-    return change > limit if schema.LOWER_IS_BETTER[metric] else change < -limit
+    return change > limit if LOWER_IS_BETTER[metric] else change < -limit
 
 
 def regressions(table, geomeans, rules):
@@ -195,8 +216,8 @@ def fmt_change(m):
     return "n/a (A~0)" if m["change"] is None else f"{m['change']:+.1%}"
 
 
-def render(table, geomeans, only_a, only_b, statuses, names, style):
-    metrics = [m for m in METRICS if any(m in e["metrics"] for e in table)]
+def render(table, geomeans, only_a, only_b, statuses, names, style, metrics=METRICS):
+    metrics = [m for m in metrics if any(m in e["metrics"] for e in table)]
     header = ["benchmark", "setting", "n A/B"]
     for metric in metrics:
         header += [f"{metric} A", f"{metric} B", "change", "p"]
@@ -252,13 +273,17 @@ def main(args):
     rows_a = only_where(args.a, header_a, rows_a, args.a_where)
     rows_b = only_where(args.b, header_b, rows_b, args.b_where)
     knobs = [k for k in schema.knob_columns(header_a) if k in header_b]
+    if is_runs_file(header_a) != is_runs_file(header_b):
+        raise CompareError(f"{args.a} and {args.b}: one holds benchmark rows (sweep), the other runs of a "
+                           "command (tune, run): nothing to compare")
+    metrics = [m for m in metrics_of(header_a) if m in header_b]
     groups_a, groups_b = group(rows_a, knobs), group(rows_b, knobs)
-    table, geomeans, only_a, only_b = compare(groups_a, groups_b)
+    table, geomeans, only_a, only_b = compare(groups_a, groups_b, metrics)
     if not table:
         raise CompareError(f"no common rows: no (knobs, benchmark) with status ok is in both {args.a} and {args.b}")
     names = tuple(path + "".join(f" [{c}={v}]" for c, v in where)
                   for path, where in ((args.a, args.a_where), (args.b, args.b_where)))
-    print(render(table, geomeans, only_a, only_b, (statuses_a, statuses_b), names, args.format))
+    print(render(table, geomeans, only_a, only_b, (statuses_a, statuses_b), names, args.format, metrics))
     found = regressions(table, geomeans, args.fail_if_regress)
     for line in found:
         print(f"regression: {line}", file=sys.stderr)

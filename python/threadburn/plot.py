@@ -22,13 +22,17 @@ Writes into --out-dir (default: <csv without .csv>.plots/):
       (results.world_scaling)
 A data-parallel world counts as one point per run in the heatmaps and the
 Pareto plot (results.world_rows: the slowest rank's step, all ranks' CPU).
+The runs of a command that `threadburn tune` (and `run`) write have no steps:
+  tune.png  per command, each setting's median time (the --metric figure
+      where the runs have one, else the run's wall time) against its median
+      CPU, each run as a dot
 """
 import argparse
 import csv
 import os
 import re
 
-from . import fmt, results, schema
+from . import fmt, results, schema, stats
 from .errors import ThreadburnError
 
 # Cores below this count as idle when choosing how much of a timeline to show
@@ -492,6 +496,38 @@ def timelines(rows, csv_dir, plt, out_dir, max_lines):
     return written
 
 
+def tune_settings(rows, plt, out_dir):
+    """Runs of a command under the probe (bench = command): one panel per
+    command, a median marker per setting (the tune point, or the runtime and
+    environment of a `run` row) over the dots of its ok runs."""
+    commands = {}
+    for row in rows:
+        if row.get("status") == "ok" and row.get("bench") == "command":
+            setting = row.get("study") or schema.env_label(row)
+            commands.setdefault(row.get("command", ""), {}).setdefault(setting, []).append(row)
+    if not commands:
+        return []
+    fig, axes = plt.subplots(len(commands), 1, squeeze=False, figsize=(10, 4.5 * len(commands)))
+    for ax, (command, settings) in zip(axes.flat, sorted(commands.items())):
+        all_rows = [r for rs in settings.values() for r in rs]
+        key = "metric" if all(schema.to_float(r.get("metric")) is not None for r in all_rows) else "wall_ms"
+        for number, (setting, rs) in enumerate(sorted(settings.items()), 1):
+            xs = [schema.to_float(r.get(key)) for r in rs]
+            ys = [schema.to_float(r.get("cpu_ms")) for r in rs]
+            dots = ax.scatter(xs, ys, s=12, alpha=0.45)
+            mx, my = stats.median(xs), stats.median(ys)
+            ax.scatter([mx], [my], s=70, marker="D", color=dots.get_facecolor()[0], edgecolors="black",
+                       label=f"{setting}: {fmt.number(mx)}, {fmt.number(my)} ms ({len(rs)} runs)", zorder=3)
+        ax.set_xlabel("your figure (--metric)" if key == "metric" else "wall time of a run (ms)")
+        ax.set_ylabel("CPU of a run (ms)")
+        ax.set_title(command[:110], fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    fig.suptitle("Time vs CPU per setting (diamonds: medians; dots: runs)", fontsize=10)
+    fig.tight_layout()
+    return [save_figure(plt, fig, os.path.join(out_dir, "tune.png"))]
+
+
 def make_all(rows, csv_dir, out_dir, max_timelines=12):
     """Every plot of a results file's rows; returns the paths written."""
     plt = pyplot()
@@ -511,11 +547,18 @@ def main(args):
         if not args.csv:
             raise ThreadburnError("--out-dir is needed without a results CSV")
         args.out_dir = os.path.splitext(args.csv)[0] + ".plots"
-    written = []
+    written, runs_file = [], False
     if args.csv:
-        rows = results.read_rows(args.csv, ("status", "benchmark", "runtime", "step_ms", "residual_cpu_ms",
-                                            "OMP_NUM_THREADS"))
-        written += make_all(rows, os.path.dirname(os.path.abspath(args.csv)), args.out_dir, args.max_timelines)
+        header, rows = results.read_table(args.csv)
+        runs_file = "step_ms" not in header and "wall_ms" in header
+        if runs_file:  # tune's or run's runs of a command
+            results.check_columns(args.csv, header, ("status", "bench", "command", "wall_ms", "cpu_ms"))
+            os.makedirs(args.out_dir, exist_ok=True)
+            written += tune_settings(rows, pyplot(), args.out_dir)
+        else:
+            results.check_columns(args.csv, header, ("status", "benchmark", "runtime", "step_ms", "residual_cpu_ms",
+                                                     "OMP_NUM_THREADS"))
+            written += make_all(rows, os.path.dirname(os.path.abspath(args.csv)), args.out_dir, args.max_timelines)
     plt = pyplot()
     os.makedirs(args.out_dir, exist_ok=True)
     for path in args.timeline:
@@ -528,5 +571,5 @@ def main(args):
     for path in written:
         print(path)
     if not written:
-        print("plot: nothing to plot (no ok rows with step_ms)")
+        print("plot: nothing to plot (no ok runs)" if runs_file else "plot: nothing to plot (no ok rows with step_ms)")
     return 0

@@ -153,15 +153,22 @@ def main(args):
     env = probe.environment(os.environ, lib, out, args.runtime, env_point, args.libomp, probe_extra(args))
     os.makedirs(out, exist_ok=True)
     code, _, last = probe.run_command(cmd, env, out, capture=False)
-    report = probe.main_report(out, cmd)
+    try:
+        report = probe.main_report(out, cmd)
+    except ThreadburnError as e:
+        if code == 0:
+            raise
+        # The command's own failure comes first: "no region" would hide it.
+        raise ThreadburnError(f"{cmd[0]} ended with {sweep.describe_exit(code)}; {e}") from None
     print("\n".join(describe_report(report, cmd)))
     desc = probe.describe(args.build_dir)
     columns = probe.columns(desc, [k for k in env_point if k.isupper()] or ["OMP_NUM_THREADS"])
     base = {"schema_version": schema.SCHEMA_VERSION, "run_key": "run", "status": "ok" if code == 0 else "failed",
-            "reason": "" if code == 0 else f"{sweep.describe_exit(code)}: {last}", "benchmark": "run",
-            "bench": "command", "runtime": args.runtime, "processes": 1, "command": " ".join(cmd),
+            "reason": "" if code == 0 else sweep.describe_exit(code) + (f": {last}" if last else ""),
+            "benchmark": "run", "bench": "command", "runtime": args.runtime, "processes": 1, "command": " ".join(cmd),
             "repetition": 0, "proc_index": 0, "exit_code": code}
-    base.update(env_point)
+    # The knob columns hold what the process got (results/README.md: unset when it did not).
+    base.update({k: env.get(k, schema.UNSET) for k in columns.env_knobs})
     results_file = sweep.ResultsFile(os.path.join(out, "run.csv"), columns)
     results_file.create()
     results_file.append([row_for(report, columns, base)])

@@ -152,13 +152,14 @@ class Tuner:
         self.columns = probe.columns(desc, knobs or ["OMP_NUM_THREADS"])
         self.work = None
 
-    def row_base(self, point, rep, order_index, seed):
+    def row_base(self, point, rep, order_index, seed, env):
         base = {"schema_version": schema.SCHEMA_VERSION, "run_key": f"{point.name}-r{rep}", "grid": "tune",
                 "study": point.name, "preset": point.name, "benchmark": os.path.basename(self.cmd[0]),
                 "bench": "command", "runtime": point.runtime, "processes": 1, "command": " ".join(self.cmd),
                 "repetition": rep, "proc_index": 0, "seed": seed, "order_index": order_index, "run_rows": 1,
                 "point_key": point.name}
-        base.update({k: point.env.get(k, schema.UNSET) for k in self.columns.env_knobs})
+        # What the process got: the point's value, or the user's own for a knob the point leaves alone.
+        base.update({k: env.get(k, schema.UNSET) for k in self.columns.env_knobs})
         base["repro"] = (point.env_line(self.args.libomp).replace("(no change)", "") + " " +
                          " ".join(shlex.quote(c) for c in self.cmd)).strip()
         return base
@@ -168,7 +169,7 @@ class Tuner:
         shutil.rmtree(out, ignore_errors=True)
         env = probe.environment(os.environ, self.lib, out, point.runtime, point.env, self.args.libomp,
                                 probe_extra(self.args))
-        row = self.row_base(point, rep, order_index, seed)
+        row = self.row_base(point, rep, order_index, seed, env)
         row["started_at"] = sweep.utc_now()
         t0 = time.monotonic()
         code, stdout, last = probe.run_command(self.cmd, env, out, self.args.timeout)
@@ -247,6 +248,11 @@ def main(args):
     cmd = command_of(args)
     user_env = parse_env(args.env)
     points = load_points(args.points, user_env) if args.points else default_points(user_env)
+    if args.metric is not None:
+        try:
+            re.compile(args.metric)
+        except re.error as e:
+            raise ThreadburnError(f"--metric {args.metric!r}: not a regular expression: {e}") from None
     if any(p.runtime == "llvm" for p in points) and not os.path.exists(args.libomp):
         raise ThreadburnError(f"--libomp {args.libomp}: not found (Debian: apt install libomp-dev)")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2 ** 31)

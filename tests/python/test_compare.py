@@ -196,6 +196,51 @@ class SelectRows(helpers.TempDir, unittest.TestCase):
         helpers.assert_one_line_error(self, result, "expected COLUMN=VALUE, got 'host_name'")
 
 
+class TuneFiles(helpers.TempDir, unittest.TestCase):
+    """Files of runs of a command (threadburn tune, run: bench = command), no
+    steps: compared on the run's wall_ms, cpu_ms, omp_between_regions_ms and
+    the --metric figure. B's passive point burns 20 % more CPU than A's."""
+    COUNTERS = ("wall_ms", "cpu_ms", "omp_between_regions_ms", "metric")
+
+    def write(self, name, cpu_factor):
+        columns = schema.Columns.from_parts(["OMP_WAIT_POLICY"], ("command",), self.COUNTERS, ["omp_runtime"])
+        path = self.path(name)
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(columns.all)
+            for point, policy in (("plain", "unset"), ("passive", "passive")):
+                for rep, (wall, cpu) in enumerate(((1000, 900), (1010, 910), (1020, 920), (1030, 930))):
+                    factor = cpu_factor if point == "passive" else 1.0
+                    row = {"schema_version": schema.SCHEMA_VERSION, "run_key": f"{point}-r{rep}", "status": "ok",
+                           "study": point, "preset": point, "benchmark": "python3", "bench": "command",
+                           "runtime": "gomp", "OMP_WAIT_POLICY": policy, "processes": 1, "command": "python3 t.py",
+                           "repetition": rep, "proc_index": 0, "wall_ms": wall, "cpu_ms": cpu * factor,
+                           "omp_between_regions_ms": 0, "metric": 100 + rep, "run_rows": 1}
+                    w.writerow([schema.fmt_value(row.get(c)) for c in columns.all])
+        return path
+
+    def test_compares_runs_on_their_metrics(self):
+        a, b = self.write("a.csv", 1.0), self.write("b.csv", 1.2)
+        result = helpers.threadburn("compare", a, b)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        header = next(ln for ln in result.stdout.splitlines() if ln.startswith("benchmark"))
+        for metric in self.COUNTERS:
+            self.assertIn(f"{metric} A", header)
+        passive = next(ln for ln in result.stdout.splitlines() if "[passive]" in ln)
+        self.assertIn("915", passive.split())   # A's CPU median
+        self.assertIn("1098", passive.split())  # B's: 915 x 1.2
+        self.assertIn("+20.0%", passive.split())
+        result = helpers.threadburn("compare", a, b, "--fail-if-regress", "cpu_ms:10")
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("regression: cpu_ms +20.0% (limit 10%): python3 | gomp OMP_WAIT_POLICY=passive [passive]",
+                      result.stderr)
+        self.assertEqual(helpers.threadburn("compare", a, b, "--fail-if-regress", "wall_ms:1").returncode, 0)
+
+    def test_refuses_a_sweep_against_a_tune(self):
+        result = helpers.threadburn("compare", A, self.write("t.csv", 1.0))
+        helpers.assert_one_line_error(self, result, "one holds benchmark rows (sweep), the other runs of a command")
+
+
 class BadInput(helpers.TempDir, unittest.TestCase):
     def rewrite(self, name, edit_header=None, edit_row=None):
         with open(A, newline="") as f:
@@ -255,7 +300,10 @@ class BadInput(helpers.TempDir, unittest.TestCase):
         self.assert_exit_2([self.path("none.csv"), B], f"{self.path('none.csv')}: cannot read: No such file")
         self.assert_exit_2([A, B, "--fail-if-regress", "speed:10"],
                            "argument --fail-if-regress: expected METRIC:PCT with METRIC one of step_ms, "
-                           "residual_cpu_ms, samples_per_s and PCT >= 0, got 'speed:10'")
+                           "residual_cpu_ms, samples_per_s, wall_ms, cpu_ms, omp_between_regions_ms and PCT >= 0, "
+                           "got 'speed:10'")
+        # tune's figure: which way is better is not in the file.
+        self.assert_exit_2([A, B, "--fail-if-regress", "metric:10"], "argument --fail-if-regress: expected")
         self.assert_exit_2([A, B, "--format", "html"], "argument --format: invalid choice: 'html'")
 
 

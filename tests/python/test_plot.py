@@ -83,6 +83,30 @@ class Pictures(helpers.TempDir, unittest.TestCase):
             f"heatmap_residual_cpu_ms_{TRAIN}_2_processes.png", f"heatmap_step_ms_{TRAIN}_2_processes.png",
             "oversubscription.png", "pareto.png"]))
 
+    def test_tune_file(self):
+        """Runs of a command (threadburn tune, run: no steps): tune.png, the
+        time of each setting against its CPU; nothing else."""
+        from threadburn import schema
+        columns = schema.Columns.from_parts(["OMP_WAIT_POLICY"], ("command",), ("wall_ms", "cpu_ms", "metric"), [])
+        lines = [",".join(columns.all)]
+        for point, policy, status in (("plain", "unset", "ok"), ("passive", "passive", "ok"),
+                                      ("bad", "active", "failed")):
+            for rep in range(3):
+                row = {"schema_version": schema.SCHEMA_VERSION, "run_key": f"{point}-r{rep}", "status": status,
+                       "study": point, "benchmark": "python3", "bench": "command", "runtime": "gomp",
+                       "OMP_WAIT_POLICY": policy, "command": "python3 t.py", "repetition": rep,
+                       "wall_ms": 1000 + rep, "cpu_ms": 900 + rep}
+                lines.append(",".join(schema.fmt_value(row.get(c)) for c in columns.all))
+        csv_path = helpers.write_file(self.path("tune.csv"), "\n".join(lines) + "\n")
+        result = helpers.threadburn("plot", csv_path)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(os.listdir(self.path("tune.plots")), ["tune.png"])
+        self.assert_png(self.path("tune.plots", "tune.png"))
+        failed = helpers.write_file(self.path("failed.csv"), "\n".join(
+            [lines[0]] + [ln.replace(",ok,", ",failed,", 1) for ln in lines[1:]]) + "\n")
+        result = helpers.threadburn("plot", failed, "--out-dir", self.path("f"))
+        self.assertEqual((result.returncode, result.stdout), (0, "plot: nothing to plot (no ok runs)\n"))
+
     def test_nothing_to_plot(self):
         csv_path = self.path("failed.csv")
         with open(RESULTS) as f:

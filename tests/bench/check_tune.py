@@ -1,0 +1,838 @@
+#!/usr/bin/python3
+"""`threadburn run -- CMD` and `threadburn tune -- CMD` end to end, live:
+
+    check_tune.py CASE --repo DIR --build-dir DIR [--libomp LIB]
+
+Each case starts bin/threadburn on real processes under the preload probe
+(src/probe) and checks what it printed and wrote against what the processes
+did and against the rules the commands document (docs/probe.md,
+python/threadburn/recommend.py):
+
+  run_gomp      examples/sleep_step_sleep.py under libgomp: exit 0, the
+                summary (regions, CPU by class, gaps), the probe's files, and
+                run.csv: one row in the column order of results/README.md
+                that says what was in force
+  run_llvm      the same with --runtime llvm --env KMP_BLOCKTIME=50: LLVM's
+                runtime served it, and each sleep shows the known answer (the
+                worker spins 50 ms, then sleeps)
+  tune_sleep    tune --objective cpu on the same example under three settings
+                (libgomp passive and active, LLVM with KMP_BLOCKTIME=0)
+  tune_mnist    tune --metric 'samples/s: ...' --metric-better higher on
+                examples/mnist_adadelta.py (plain, 1 and 2 threads)
+  tune_balanced --objective balanced on a tiny script whose figure is the
+                same everywhere and whose CPU differs: the frugal setting when
+                the test tells it apart, no winner when it cannot
+  tune_failing  a tiny script that fails in some runs of one setting: those
+                runs are `failed` rows with the exit status and the last
+                stderr line, the tune goes on, the setting is left out of the
+                recommendation, and the figure is the last match of --metric;
+                runs without any OpenMP region are `ok` rows that say so
+  tune_too_few  3 runs per setting: no recommendation can be drawn (the exact
+                Mann-Whitney test needs 4 a side), and the tune says how many
+                runs would tell the settings apart
+  tune_resume   a tune interrupted with Ctrl-C (SIGINT to its process group)
+                and continued with --resume: no run lost, none twice
+  bad_input     one line on stderr and a non-zero exit, nothing lost: a
+                command that is missing or not executable, a --metric that
+                never matches or does not compile, a program that runs no
+                OpenMP region or fails before one, a program the probe cannot
+                load into, an existing --out without --force
+
+Every tune case parses the table tune printed and checks its recommendation
+against it: the point the documented rule picks from those medians (and, for
+"within the noise", the Mann-Whitney p-values of the rows in the CSV,
+computed here independently), the runs it says would tell the tied points
+apart, the confidence intervals (order statistics) and the CSV (one row per
+run, statuses, the seed's order, knob columns = what the process saw);
+`threadburn compare` and `plot` must read the CSV (tune_sleep, tune_mnist,
+tune_failing). The tiny scripts run no OpenMP and take a fraction of a
+second each; a PyTorch run takes about a second. The cases that run PyTorch
+exit 77 (skipped) when /usr/bin/python3 cannot import torch; the others need
+only Python. Standard library only.
+"""
+import argparse
+import csv
+import itertools
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+PY = "/usr/bin/python3"
+SKIP = 77
+ALPHA = 0.05
+POWER = 0.8
+# The exact two-sided Mann-Whitney test reaches p < 0.05 only with 4 runs a
+# side: complete separation gives p = 2 / C(2n, n), 0.1 for n = 3 and 0.029 for 4.
+MIN_RUNS = 4
+# Variables the commands' rows report as knobs: removed from the environment
+# the tests give threadburn, so "unset" in a row means what it says.
+CONTROLLED = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_SPINCOUNT",
+              "KMP_BLOCKTIME", "KMP_AFFINITY", "LD_PRELOAD")
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+def env_clean(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in CONTROLLED}
+    env.update(extra)
+    return env
+
+
+def threadburn(a, args, timeout=300, env=None, echo=True):
+    cmd = [os.path.join(a.repo, "bin", "threadburn")] + args
+    print("$ " + " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env or env_clean())
+    if echo:
+        sys.stdout.write(p.stdout)
+        sys.stdout.write("".join("stderr: " + ln + "\n" for ln in p.stderr.splitlines()))
+    return p
+
+
+def need_torch():
+    if subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode != 0:
+        print("SKIP: /usr/bin/python3 cannot import torch (Debian 12: apt install python3-torch)")
+        sys.exit(SKIP)
+
+
+def need_libomp(a):
+    if not a.libomp or not os.path.exists(a.libomp):
+        print(f"SKIP: no LLVM libomp ({a.libomp!r})")
+        sys.exit(SKIP)
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def one_line_error(p, *must, code=2):
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    check(p.returncode == code, f"exit {p.returncode}, expected {code}")
+    check(len(lines) == 1, f"expected one line on stderr, got {len(lines)}: {p.stderr!r}")
+    check("error: " in lines[0], f"not an error line: {lines[0]!r}")
+    for m in must:
+        check(m in lines[0], f"{m!r} not in {lines[0]!r}")
+    check("Traceback" not in p.stdout + p.stderr, "a traceback")
+    return lines[0]
+
+
+def number(text):
+    return None if text in ("n/a", "") else float(text)
+
+
+def close(printed, value, what, digits=4):
+    """printed is value through fmt.number(value, digits): that many
+    significant digits, integers from 10^digits on, 0 below 5e-4."""
+    if printed is None or value is None:
+        check(printed is None and value is None, f"{what}: printed {printed}, the rows give {value}")
+        return
+    v = abs(value)
+    if v >= 10 ** digits:
+        tol = 0.5
+    elif v < 5e-4:
+        tol = 5e-4
+    else:  # half a unit in the last printed digit
+        tol = 0.5 * 10 ** (math.floor(math.log10(v)) - digits + 1)
+    tol *= 1.001
+    check(abs(printed - value) <= tol, f"{what}: printed {printed}, the rows give {value}")
+
+
+# --- the statistics the rule uses, computed here from the CSV -------------------------
+
+def mann_whitney_p(a, b):
+    """Two-sided Mann-Whitney p: exact (every split of the pooled ranks)
+    without ties, else the normal approximation with tie and continuity
+    correction (what recommend.py documents)."""
+    pooled = sorted(a + b)
+    ranks = {}
+    i = 0
+    while i < len(pooled):
+        j = i
+        while j + 1 < len(pooled) and pooled[j + 1] == pooled[i]:
+            j += 1
+        ranks[pooled[i]] = (i + j) / 2 + 1
+        i = j + 1
+    n1, n2 = len(a), len(b)
+    u = sum(ranks[x] for x in a) - n1 * (n1 + 1) / 2
+    ties = len(set(pooled)) < len(pooled)
+    if not ties:
+        us = [sum(c) - n1 * (n1 + 1) / 2 for c in itertools.combinations(range(1, n1 + n2 + 1), n1)]
+        low = sum(1 for x in us if x <= u) / len(us)
+        high = sum(1 for x in us if x >= u) / len(us)
+        return min(1.0, 2 * min(low, high))
+    n = n1 + n2
+    counts = {}
+    for x in pooled:
+        counts[x] = counts.get(x, 0) + 1
+    tie_term = sum(t ** 3 - t for t in counts.values())
+    var = n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1)))
+    if var <= 0:
+        return 1.0
+    z = (abs(u - n1 * n2 / 2) - 0.5) / math.sqrt(var)
+    return min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
+
+
+def runs_needed(a, b):
+    """docs/design.md, Recommendations, 4: the two-sample normal sample size
+    for the observed difference of medians and the pooled spread, over the
+    test's efficiency 3/pi, at least MIN_RUNS; None for equal medians."""
+    diff = abs(statistics.median(a) - statistics.median(b))
+    if diff == 0:
+        return None
+    spread = math.sqrt((statistics.variance(a) + statistics.variance(b)) / 2)
+    nd = statistics.NormalDist()
+    z = nd.inv_cdf(1 - ALPHA / 2) + nd.inv_cdf(POWER)
+    return max(MIN_RUNS, math.ceil(2 * (z * spread / diff) ** 2 / (3 / math.pi)))
+
+
+def median_ci(values):
+    """(low, high, coverage): the order statistics x(k), x(n+1-k) with the
+    largest k whose binomial coverage is at least 95 %; the full range and its
+    coverage when even k = 1 falls short."""
+    xs, n = sorted(values), len(values)
+    k_best, cov_best = 1, 1 - 2 * 0.5 ** n
+    for k in range(1, n // 2 + 1):
+        cov = 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
+        if cov < 0.95:
+            break
+        k_best, cov_best = k, cov
+    return xs[k_best - 1], xs[n - k_best], cov_best
+
+
+# --- what tune printed ------------------------------------------------------------------
+
+def parse_tune(stdout):
+    """The table (dicts by column), the left-out points, the objective line,
+    the recommendation and the lines against the baselines."""
+    lines = stdout.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("tune: results in ")), None)
+    check(start is not None, "no 'tune: results in' line")
+    header, dashes = lines[start + 1], lines[start + 2]
+    check(set(dashes.replace(" ", "")) == {"-"}, f"no table under the results line: {dashes!r}")
+    spans = [m.span() for m in re.finditer(r"-+", dashes)]
+    names = [header[s:e].strip() for s, e in spans]
+    check(names[0] == "point" and names[1] == "runs", f"table header {names}")
+    table, i = [], start + 3
+    while i < len(lines) and lines[i].strip() and not lines[i].startswith("left out"):
+        table.append([lines[i][s:e].strip() for s, e in spans])
+        i += 1
+    left_out = []
+    if i < len(lines) and lines[i].startswith("left out"):
+        left_out = [x.strip() for x in lines[i].split(":", 1)[1].split(",")]
+        i += 1
+    rest = lines[i:]
+    objective = next((ln for ln in rest if ln.startswith("objective ")), None)
+    rec = next((ln for ln in rest if ln.startswith("recommendation: ") or ln.startswith("no recommendation: ")), None)
+    check(objective and rec, "no objective or recommendation line")
+    versus = {m.group(1): m for m in (re.match(r"\s+vs (\S+): time (\S+) \(p (\S+)\), CPU (\S+) \(p (\S+)\)", ln)
+                                      for ln in rest) if m}
+    return names, table, left_out, objective, rec, versus
+
+
+def parse_ci(text):
+    m = re.fullmatch(r"(\S+)\.\.(\S+)(?: \((\d+)%\))?", text)
+    check(m, f"not a confidence interval: {text!r}")
+    return float(m.group(1)), float(m.group(2)), (int(m.group(3)) if m.group(3) else None)
+
+
+class Pt:
+    def __init__(self, name, rows, time_key):
+        self.name = name
+        self.time = [float(r[time_key]) for r in rows]
+        self.cpu = [float(r["cpu_ms"]) for r in rows]
+        self.between = [float(r["omp_between_regions_ms"]) for r in rows]
+        self.med_time, self.med_cpu = statistics.median(self.time), statistics.median(self.cpu)
+
+
+def check_tune(stdout, csv_path, points, reps, objective, metric_better=None, seed=None, all_ok=True,
+               runs_printed=None):
+    """Checks the rows of csv_path and the report tune printed; returns
+    (rows, Pt by name, the recommended name or None)."""
+    header, rows = read_csv(csv_path)
+    n_runs = len(points) * reps
+    check(len(rows) == n_runs, f"{len(rows)} rows, expected one per run: {n_runs}")
+    keys = [r["run_key"] for r in rows]
+    check(sorted(keys) == sorted(f"{p}-r{i}" for p in points for i in range(reps)), f"run keys {sorted(keys)}")
+    check(sorted(int(r["order_index"]) for r in rows) == list(range(n_runs)), "order_index is not 0..runs-1")
+    check(len({r["seed"] for r in rows}) == 1, "more than one seed in the rows")
+    if seed is not None:
+        check(rows[0]["seed"] == str(seed), f"seed {rows[0]['seed']}, expected {seed}")
+    for r in rows:
+        check(r["status"] in ("ok", "failed"), f"status {r['status']!r}")
+        check(r["bench"] == "command" and r["run_rows"] == "1" and r["study"] == r["preset"] == r["point_key"],
+              f"bookkeeping of {r['run_key']}")
+        if r["status"] == "ok":
+            check(r["exit_code"] == "0" and float(r["wall_ms"]) > 0 and float(r["cpu_ms"]) > 0,
+                  f"{r['run_key']}: ok with exit {r['exit_code']}, wall {r['wall_ms']}, cpu {r['cpu_ms']}")
+            if metric_better:
+                check(r["metric"] != "", f"{r['run_key']}: no metric")
+        else:
+            check(r["reason"] and r["exit_code"] not in ("", "0"), f"{r['run_key']}: failed without a reason")
+        # The knob columns say what the process got, and it saw that.
+        for k in header[header.index("runtime") + 1:header.index("processes")]:
+            if f"env_{k}" in header and r["status"] == "ok":
+                check(r[f"env_{k}"] == r[k], f"{r['run_key']}: {k} is {r[k]!r}, the process saw {r[f'env_{k}']!r}")
+    if all_ok:
+        check(all(r["status"] == "ok" for r in rows), "a failed row: " + "; ".join(
+            f"{r['run_key']}: {r['reason']}" for r in rows if r["status"] != "ok"))
+    progress = [ln for ln in stdout.splitlines() if re.match(r"\[\d+/\d+\] ", ln)]
+    want = n_runs if runs_printed is None else runs_printed
+    check(len(progress) == want, f"{len(progress)} progress lines, expected {want}")
+
+    names, table, left_out, obj_line, rec_line, versus = parse_tune(stdout)
+    time_key = "metric" if metric_better else "wall_ms"
+    incomplete = sorted(p for p in points if any(r["status"] != "ok" for r in rows if r["study"] == p))
+    check(sorted(left_out) == incomplete, f"left out: {left_out}, the points with a failed run: {incomplete}")
+    pts = {}
+    for cells in table:
+        name = cells[0]
+        check(name in points and name not in incomplete, f"table row {name!r}: not a complete point")
+        prs = [r for r in rows if r["study"] == name]
+        p = pts[name] = Pt(name, prs, time_key)
+        check(int(cells[1]) == len(prs) == reps, f"{name}: {cells[1]} runs printed, {len(prs)} rows")
+        for med_cell, ci_cell, values, med, what in ((cells[2], cells[3], p.time, p.med_time, "time"),
+                                                     (cells[4], cells[5], p.cpu, p.med_cpu, "CPU")):
+            close(number(med_cell), med, f"{name}: median {what}")
+            lo, hi, cov = parse_ci(ci_cell)
+            want_lo, want_hi, want_cov = median_ci(values)
+            close(lo, want_lo, f"{name}: {what} CI low")
+            close(hi, want_hi, f"{name}: {what} CI high")
+            if what == "time":  # the coverage is stated where it falls short of 95 %
+                check(cov == (None if want_cov >= 0.95 else round(want_cov * 100)),
+                      f"{name}: CI coverage printed {cov}, expected {want_cov:.3f}")
+        close(number(cells[6]), statistics.median(p.between), f"{name}: between regions")
+    check(sorted(pts) == sorted(set(points) - set(incomplete)), f"table points {sorted(pts)}")
+    higher = metric_better == "higher"
+    order = [c[0] for c in table]
+    want_order = sorted(pts, key=lambda n: (-1 if higher else 1) * pts[n].med_time)
+    check([pts[n].med_time for n in order] == [pts[n].med_time for n in want_order],
+          f"table order {order}: not by the time median ({'highest' if higher else 'lowest'} first)")
+
+    # The rule of recommend.py, from the printed medians and the rows' samples.
+    check(obj_line.startswith(f"objective {objective}:"), f"objective line {obj_line!r}")
+    key = "cpu" if objective == "cpu" else "time"
+    sign = -1 if key == "time" and higher else 1
+    vals = (lambda p: p.cpu) if key == "cpu" else (lambda p: p.time)
+    printed_med = {c[0]: number(c[4] if key == "cpu" else c[2]) for c in table}
+    top = min(sign * v for v in printed_med.values())
+    # Printed to 4 digits: among equal printed medians the rows decide; the
+    # rule names no order among exactly equal medians: any of them may be best.
+    near = [pts[n] for n, v in printed_med.items() if sign * v == top]
+    low = min(sign * statistics.median(vals(p)) for p in near)
+    outcomes = {}
+    for best in (p for p in near if sign * statistics.median(vals(p)) == low):
+        tied = [p for p in pts.values() if p is not best and mann_whitney_p(vals(best), vals(p)) >= ALPHA]
+        winner, tied_runs = None, {}
+        if len(pts) == 1 or not tied:
+            winner = best
+        elif objective == "balanced":
+            group = [best] + tied
+            frugal = min(group, key=lambda p: p.med_cpu)
+            if all(mann_whitney_p(frugal.cpu, p.cpu) < ALPHA for p in group if p is not frugal):
+                winner = frugal
+            else:
+                tied_runs = {p.name: runs_needed(best.time, p.time) for p in tied}
+        else:
+            tied_runs = {p.name: runs_needed(vals(best), vals(p)) for p in tied}
+        outcomes[best.name] = (best, winner, tied_runs)
+    for name, (best, winner, tied_runs) in outcomes.items():
+        print(f"check: best by the printed medians {name}; within the noise: {sorted(tied_runs) or 'none'}; "
+              f"the rule picks {winner.name if winner else 'none'}")
+    picks = {w.name: (b, w) for b, w, _ in outcomes.values() if w}
+    m = re.match(r"recommendation: (\S+): ", rec_line)
+    if m:
+        check(m.group(1) in picks, f"printed {rec_line!r}; the rule picks {' or '.join(picks) or 'no winner'}")
+        best, winner = picks[m.group(1)]
+    else:
+        m = re.match(r"no recommendation: (\S+) is best by the median, but these runs cannot tell it from: (.*)$",
+                     rec_line)
+        check(m, f"neither a recommendation nor its absence: {rec_line!r}")
+        check(m.group(1) in outcomes, f"printed best {m.group(1)}, the medians say {' or '.join(outcomes)}")
+        best, winner, tied_runs = outcomes[m.group(1)]
+        check(winner is None, f"printed {rec_line!r}; the rule picks {winner and winner.name}")
+        listed = dict(re.findall(r"(\S+) \(~(\d+|\?) runs each would\)", m.group(2)))
+        check(sorted(listed) == sorted(tied_runs), f"printed tied {sorted(listed)}, expected {sorted(tied_runs)}")
+        for name, n in tied_runs.items():
+            check(listed[name] == (str(n) if n else "?"), f"{name}: ~{listed[name]} runs printed, expected ~{n}")
+            check(n is None or n >= MIN_RUNS, f"{name}: {n} runs would tell it apart: fewer than {MIN_RUNS}")
+    chosen = winner or best
+    for base in ("plain", "launcher"):
+        if base in pts and base != chosen.name:
+            check(base in versus, f"no 'vs {base}' line")
+            v, b = versus[base], pts[base]
+            check(v.group(2) == f"{chosen.med_time / b.med_time - 1:+.1%}",
+                  f"vs {base}: time {v.group(2)}, expected {chosen.med_time / b.med_time - 1:+.1%}")
+            check(v.group(4) == f"{chosen.med_cpu / b.med_cpu - 1:+.1%}", f"vs {base}: CPU {v.group(4)}")
+            close(number(v.group(3)), mann_whitney_p(chosen.time, b.time), f"vs {base}: time p", digits=3)
+            close(number(v.group(5)), mann_whitney_p(chosen.cpu, b.cpu), f"vs {base}: CPU p", digits=3)
+    return rows, pts, (winner.name if winner else None)
+
+
+def check_compare_and_plot(a, tmp, csv_path):
+    """compare reads the tune CSV (against itself: each setting's ok runs, no
+    change; failed runs counted apart) and plot draws it."""
+    _, rows = read_csv(csv_path)
+    ok = {}
+    for r in rows:
+        if r["status"] == "ok":
+            ok.setdefault(r["study"], []).append(float(r["cpu_ms"]))
+    p = threadburn(a, ["compare", csv_path, csv_path])
+    check(p.returncode == 0, f"compare exited {p.returncode}")
+    body = [ln for ln in p.stdout.splitlines() if re.search(r"\s\d+/\d+\s", ln)]
+    check(len(body) == len(ok), f"compare: {len(body)} rows, expected one per setting with ok runs ({len(ok)})")
+    for name, cpu in ok.items():
+        line = next((ln for ln in body if f"[{name}]" in ln), None)
+        check(line is not None, f"compare: no row for {name}")
+        check(f" {len(cpu)}/{len(cpu)} " in line, f"compare: {name}: not its {len(cpu)} ok runs: {line}")
+        check("+0.0%" in line, f"compare: {name} changed against itself: {line}")
+        med = statistics.median(cpu)
+        text = f"{med:.4g}" if med < 1e4 else f"{med:.0f}"
+        check(text in line.split(), f"compare: {name}: CPU median {text} missing from {line!r}")
+    failed = sum(1 for r in rows if r["status"] == "failed")
+    if failed:
+        check(f"not compared: {failed} failed, 0 skipped rows" in p.stdout,
+              "compare does not say it left the failed runs out")
+    out_dir = os.path.join(tmp, "plots")
+    p = threadburn(a, ["plot", csv_path, "--out-dir", out_dir])
+    check(p.returncode == 0, f"plot exited {p.returncode}")
+    png = os.path.join(out_dir, "tune.png")
+    check(os.path.exists(png), "plot wrote no tune.png")
+    with open(png, "rb") as f:
+        check(f.read(8) == b"\x89PNG\r\n\x1a\n", "tune.png is not a PNG")
+
+
+def write_points(tmp, points):
+    """points: [(name, runtime, {VAR: value})] as a --points TOML file."""
+    path = os.path.join(tmp, "points.toml")
+    with open(path, "w") as f:
+        for name, runtime, env in points:
+            f.write(f'[[point]]\nname = "{name}"\nruntime = "{runtime}"\n')
+            if env:
+                f.write("env = {" + ", ".join(f'{k} = "{v}"' for k, v in env.items()) + "}\n")
+    return path
+
+
+# --- run ------------------------------------------------------------------------------
+
+def readme_columns(repo):
+    """The column order results/README.md gives for rows of run and tune."""
+    with open(os.path.join(repo, "results", "README.md")) as f:
+        text = f.read()
+
+    def table_after(title):
+        part = text[text.index(title):]
+        part = part[part.index("\n|"):]
+        cols = []
+        for ln in part.splitlines()[3:]:
+            if not ln.startswith("|"):
+                break
+            cols += re.findall(r"`([^`]+)`", ln.split("|")[1])
+        return cols
+    lead = table_after("### Lead columns")
+    run_cols = [c for c in table_after("### Run columns") if c not in ("repetition", "proc_index", "repro")]
+    counters = table_after("#### Counters of the preload probe")
+    return lead, counters, run_cols
+
+
+def run_example(a, tmp, extra_args, script_args):
+    out = os.path.join(tmp, "run")
+    cmd = [PY, os.path.join(a.repo, "examples", "sleep_step_sleep.py"), "--steps=2", "--sleep_s=0.25",
+           f"--log={tmp}/ckpt.log"] + script_args
+    p = threadburn(a, ["run", "--build-dir", a.build_dir, "--out", out] + extra_args + ["--"] + cmd)
+    check(p.returncode == 0, f"run exited {p.returncode}")
+    check(p.stderr.strip() == "", "run wrote to stderr")
+    files = sorted(os.listdir(out))
+    probes = [f for f in files if re.fullmatch(r"probe-\d+\.json", f)]
+    check(len(probes) == 1, f"expected one probed process, files: {files}")
+    stem = probes[0].removesuffix(".json")
+    for suffix in (".timeline.csv", ".gaps.csv", ".threads.csv"):
+        check(stem + suffix in files, f"no {stem + suffix}")
+    check("run.csv" in files and "timeline.png" in files, f"no run.csv or timeline.png: {files}")
+    with open(os.path.join(out, "timeline.png"), "rb") as f:
+        check(f.read(8) == b"\x89PNG\r\n\x1a\n", "timeline.png is not a PNG")
+    with open(os.path.join(out, probes[0])) as f:
+        summary = json.load(f)
+    header, rows = read_csv(os.path.join(out, "run.csv"))
+    check(len(rows) == 1, f"run.csv has {len(rows)} rows")
+    row = rows[0]
+
+    # The column order of results/README.md.
+    lead, counters, run_cols = readme_columns(a.repo)
+    check(header[:len(lead)] == lead, f"lead columns {header[:len(lead)]}, README: {lead}")
+    knobs = header[len(lead):header.index("processes")]
+    check(all(k.isupper() for k in knobs) and knobs, f"knob columns {knobs}")
+    check(header[header.index("processes") + 1:header.index("repetition")] == ["command"], "flags: command")
+    check(header[header.index("proc_index") + 1:header.index("extra_counters")] == counters,
+          "counter columns differ from results/README.md's probe counters")
+    # (The README's table of run columns is not in the header's order.)
+    check(sorted(header[header.index("extra_context") + 1:-1]) == sorted(run_cols) and header[-1] == "repro",
+          "run columns differ from the README")
+    with open(os.path.join(a.repo, "python", "threadburn", "schema_version.txt")) as f:
+        version = f.read().strip()
+    check(row["schema_version"] == version and row["threadburn_schema_version"] == version, "schema version")
+    check(row["status"] == "ok" and row["reason"] == "" and row["exit_code"] == "0", "status")
+    check(row["bench"] == "command" and row["command"] == " ".join(cmd), f"command {row['command']!r}")
+    for k, v in summary["counters"].items():  # the row is the probe's summary
+        check(row[k] != "" and abs(float(row[k]) - v) <= 1e-6 * max(1, abs(v)), f"{k}: row {row[k]}, probe {v}")
+    for k in (k for k in knobs if f"env_{k}" in row):
+        check(row[k] == row[f"env_{k}"], f"knob {k} is {row[k]!r}, the process saw {row[f'env_{k}']!r}")
+
+    # The summary printed: regions, CPU by class, gaps, as the row has them.
+    text = p.stdout
+    c = summary["counters"]
+    check(f"(pid {summary['pid']})" in text, "the summary names another process")
+    m = re.search(r"settings in force: (\S+) with (\d+) threads", text)
+    check(m and m.group(1) == row["omp_runtime"] and m.group(2) == row["omp_max_threads"],
+          f"settings line vs row: {m and m.groups()} / {row['omp_runtime']}, {row['omp_max_threads']}")
+    m = re.search(r"regions: (\d+) \(.*largest team (\d+)", text)
+    check(m and int(m.group(1)) == c["regions"] > 0 and int(m.group(2)) == c["max_team"] == 2,
+          f"regions line: {m and m.groups()}, counters {c['regions']}, team {c['max_team']}")
+    m = re.search(r"OpenMP workers \((\d+)\)\s+(\S+)\s+(\S+)\s+(\S+)", text)
+    check(m and int(m.group(1)) == c["threads_omp"] == 1, "OpenMP workers row: one worker")
+    close(number(m.group(2)), c["cpu_omp_ms"], "workers' CPU", digits=3)
+    m = re.search(r"gaps without a region \(>= 1 ms\): (\d+), median", text)
+    check(m and int(m.group(1)) == c["gaps"], f"gaps line: {m and m.group(1)}, counters {c['gaps']}")
+    with open(os.path.join(out, stem + ".gaps.csv")) as f:
+        gaps = [{k: float(v) for k, v in g.items()} for g in csv.DictReader(f)]
+    check(int(c["gaps"]) == sum(1 for g in gaps if g["measured"] == 1), "gaps counter vs .gaps.csv")
+    sleeps = [g for g in gaps if g["length_ms"] >= 200]  # 250 ms sleeps
+    check(len(sleeps) >= 3, f"{len(sleeps)} gaps of a sleep, expected >= 3 (2 per step, the last may be open)")
+    return row, text, sleeps
+
+
+def case_run_gomp(a, tmp):
+    need_torch()
+    row, _, sleeps = run_example(a, tmp, [], ["--threads=2"])
+    check(row["runtime"] == "gomp" and row["omp_runtime"] == "libgomp", "libgomp did not serve it")
+    check(row["OMP_NUM_THREADS"] == "unset", f"OMP_NUM_THREADS column {row['OMP_NUM_THREADS']!r}: not given")
+    # libgomp's default: a worker spins its spin count after a region, then
+    # sleeps: a tail of 1..50 ms (docs/design.md, "Known answers"); only at
+    # the full count (libgomp throttles it with more threads than CPUs).
+    if row["gomp_spincount_in_force"] == "300000":
+        for g in sleeps:
+            if g["open"] == 0:
+                check(1 <= g["omp_tail_ms"] <= 50, f"libgomp's spin ended {g['omp_tail_ms']} ms into a sleep")
+
+
+def case_run_llvm(a, tmp):
+    need_torch()
+    need_libomp(a)
+    b = 50
+    row, text, sleeps = run_example(a, tmp, ["--runtime", "llvm", "--libomp", a.libomp, "--env", f"KMP_BLOCKTIME={b}",
+                                             "--env", "OMP_NUM_THREADS=2"], [])
+    check(row["runtime"] == "llvm" and row["omp_runtime"] == "llvm-libomp", f"served by {row['omp_runtime']}")
+    check(row["omp_library"] == a.libomp or os.path.realpath(row["omp_library"]) == os.path.realpath(a.libomp),
+          f"library {row['omp_library']}")
+    check(row["KMP_BLOCKTIME"] == row["env_KMP_BLOCKTIME"] == str(b) and row["kmp_blocktime_ms"] == str(b),
+          f"KMP_BLOCKTIME {row['KMP_BLOCKTIME']}, in force {row['kmp_blocktime_ms']}")
+    check(row["OMP_NUM_THREADS"] == "2" and a.libomp in row["env_LD_PRELOAD"], "environment")
+    check(f"llvm-libomp with 2 threads, wait policy default, blocktime {b} ms" in text, "settings line")
+    # The worker spins b ms of wall time after the last region before each
+    # sleep: CPU plus run-queue wait = b, however busy the machine; the edge
+    # interval (boundary_ms) is split by time, hence its slack.
+    for g in sleeps:
+        if g["open"] == 0:
+            spun = g["omp_cpu_ms"] + g["others_wait_ms"]
+            slack = 0.03 * b + g["boundary_ms"] + 1.0
+            check(abs(spun - b) <= slack, f"a sleep shows {spun:.2f} ms of spin, expected {b} +- {slack:.2f}")
+
+
+# --- tune -----------------------------------------------------------------------------
+
+def tune(a, tmp, points, reps, cmd, extra=(), out=None, seed=7, env=None):
+    out = out or os.path.join(tmp, "tune.csv")
+    pts = write_points(tmp, points)
+    args = ["tune", "--build-dir", a.build_dir, "--points", pts, "--repetitions", str(reps), "--seed", str(seed),
+            "--out", out] + (["--libomp", a.libomp] if a.libomp else []) + list(extra) + ["--"] + cmd
+    return threadburn(a, args, env=env), out
+
+
+def case_tune_sleep(a, tmp):
+    need_torch()
+    need_libomp(a)
+    points = [("passive", "gomp", {"OMP_NUM_THREADS": 2, "OMP_WAIT_POLICY": "passive"}),
+              ("active", "gomp", {"OMP_NUM_THREADS": 2, "OMP_WAIT_POLICY": "active"}),
+              ("llvm-bt0", "llvm", {"OMP_NUM_THREADS": 2, "KMP_BLOCKTIME": 0})]
+    cmd = [PY, os.path.join(a.repo, "examples", "sleep_step_sleep.py"), "--steps=1", "--sleep_s=0.15",
+           f"--log={tmp}/ckpt.log"]
+    p, out = tune(a, tmp, points, 4, cmd, ["--objective", "cpu"])
+    check(p.returncode == 0, f"tune exited {p.returncode}")
+    rows, pts, _ = check_tune(p.stdout, out, [n for n, _, _ in points], 4, "cpu", seed=7)
+    for r in rows:
+        want = "llvm-libomp" if r["study"] == "llvm-bt0" else "libgomp"
+        check(r["omp_runtime"] == want and int(float(r["regions"])) > 0, f"{r['run_key']}: {r['omp_runtime']}")
+    check_compare_and_plot(a, tmp, out)
+
+
+def case_tune_mnist(a, tmp):
+    need_torch()
+    points = [("plain", "gomp", {}), ("threads=1", "gomp", {"OMP_NUM_THREADS": 1}),
+              ("threads=2", "gomp", {"OMP_NUM_THREADS": 2})]
+    cmd = [PY, os.path.join(a.repo, "examples", "mnist_adadelta.py"), "--steps=6", "--log-interval=0"]
+    p, out = tune(a, tmp, points, 4, cmd, ["--metric", r"samples/s: ([0-9.]+)", "--metric-better", "higher"])
+    check(p.returncode == 0, f"tune exited {p.returncode}")
+    _, pts, _ = check_tune(p.stdout, out, [n for n, _, _ in points], 4, "balanced", metric_better="higher")
+    check(all(v > 0 for pt in pts.values() for v in pt.time), "a samples/s figure <= 0")
+    check_compare_and_plot(a, tmp, out)
+
+
+# A program that runs no OpenMP region: sleeps as long as OMP_NUM_THREADS
+# says, prints two figures (the last one counts); --burn MS spins MS of CPU
+# unless OMP_WAIT_POLICY=passive or GOMP_SPINCOUNT is set (as an OpenMP
+# team's spin would); --count FILE makes the 1st and 3rd run with
+# OMP_NUM_THREADS=1 fail (exit 3, a last stderr line).
+TINY = r'''
+import os, sys, time
+args = sys.argv[1:]
+opt = lambda name: args[args.index(name) + 1] if name in args else None
+n = os.environ.get("OMP_NUM_THREADS", "unset")
+if opt("--count") and n == "1":
+    with open(opt("--count"), "a+") as f:
+        f.seek(0)
+        count = len(f.read()) + 1
+        f.write("x")
+    if count in (1, 3):
+        print("tiny: starting", file=sys.stderr)
+        print(f"tiny: cannot run with OMP_NUM_THREADS=1 (run {count})", file=sys.stderr)
+        sys.exit(3)
+burn = float(opt("--burn") or 0) / 1000
+if os.environ.get("OMP_WAIT_POLICY") != "passive" and "GOMP_SPINCOUNT" not in os.environ:
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < burn:
+        pass
+ms = {"1": 20, "2": 150}.get(n, float(os.environ.get("TINY_SLEEP_MS", "300")))
+time.sleep(ms / 1000)
+print("figure: 0")
+print(f"figure: {ms:g}")
+'''
+
+
+def tiny(tmp):
+    path = os.path.join(tmp, "tiny.py")
+    with open(path, "w") as f:
+        f.write(TINY)
+    return path
+
+
+def case_tune_failing(a, tmp):
+    points = [("plain", "gomp", {}), ("threads=1", "gomp", {"OMP_NUM_THREADS": 1}),
+              ("threads=2", "gomp", {"OMP_NUM_THREADS": 2})]
+    counter = os.path.join(tmp, "count")
+    p, out = tune(a, tmp, points, 5, [PY, tiny(tmp), "--count", counter],
+                  ["--metric", r"figure: ([0-9.]+)", "--metric-better", "lower", "--objective", "time"])
+    check(p.returncode == 0, f"tune exited {p.returncode}: it must go on past failed runs")
+    rows, pts, winner = check_tune(p.stdout, out, [n for n, _, _ in points], 5, "time", metric_better="lower",
+                                   all_ok=False)
+    failed = [r for r in rows if r["status"] == "failed"]
+    check(sorted(int(r["repetition"]) for r in failed) == sorted(
+        int(r["repetition"]) for r in sorted((r for r in rows if r["study"] == "threads=1"),
+                                             key=lambda r: int(r["order_index"]))[0:3:2]),
+          "the failed rows are not the 1st and 3rd runs of threads=1")
+    for r in failed:
+        check(r["study"] == "threads=1" and r["exit_code"] == "3", f"{r['run_key']}: exit {r['exit_code']}")
+        check(re.fullmatch(r"exit code 3: tiny: cannot run with OMP_NUM_THREADS=1 \(run [13]\)", r["reason"]),
+              f"{r['run_key']}: reason {r['reason']!r}")
+        check(r["metric"] == "", f"{r['run_key']}: a figure for a failed run")
+    for r in rows:
+        if r["status"] == "ok":
+            want = {"1": "20", "2": "150"}.get(r["OMP_NUM_THREADS"], "300")
+            check(r["metric"] == want, f"{r['run_key']}: figure {r['metric']}, expected the last match {want}")
+            # No region ran: recorded as such, not as zeros that look measured.
+            check(r["regions"] == "0" and r["reason"].startswith("note: no OpenMP region"),
+                  f"{r['run_key']}: regions {r['regions']}, reason {r['reason']!r}")
+    # The figures are exact here, so the rule's answer is known: threads=1's
+    # successful runs (20) would beat every other; it is incomplete, so
+    # threads=2 (150, every run below plain's 300) is the one.
+    check(winner == "threads=2", f"the rule picked {winner}")
+    check_compare_and_plot(a, tmp, out)
+
+
+def case_tune_balanced(a, tmp):
+    """--objective balanced on exact figures: every setting equally fast (the
+    same figure in every run: p = 1), plain burning 100 ms more CPU per run."""
+    figure = ["--metric", r"figure: ([0-9.]+)", "--metric-better", "lower"]
+    cmd = [PY, tiny(tmp), "--burn", "100"]
+    env = env_clean(TINY_SLEEP_MS="20")
+    # Two settings: the frugal one's CPU is told from the other's (4 runs a
+    # side, every run apart by 100 ms): it is the answer.
+    points = [("plain", "gomp", {}), ("passive", "gomp", {"OMP_WAIT_POLICY": "passive"})]
+    p, out = tune(a, tmp, points, 4, cmd, figure, env=env)
+    check(p.returncode == 0, f"tune exited {p.returncode}")
+    _, _, winner = check_tune(p.stdout, out, [n for n, _, _ in points], 4, "balanced", metric_better="lower")
+    check(winner == "passive", f"the rule picked {winner}")
+    # Three: the two frugal ones cannot be told apart on CPU (except by
+    # chance): the check above decides which answer the rule gives.
+    points.append(("spincount", "gomp", {"GOMP_SPINCOUNT": "10000"}))
+    p, out = tune(a, tmp, points, 4, cmd, figure, out=os.path.join(tmp, "three.csv"), env=env)
+    check(p.returncode == 0, f"tune exited {p.returncode}")
+    check_tune(p.stdout, out, [n for n, _, _ in points], 4, "balanced", metric_better="lower")
+
+
+def case_tune_too_few(a, tmp):
+    points = [("plain", "gomp", {}), ("passive", "gomp", {"OMP_WAIT_POLICY": "passive"})]
+    # plain is the user's environment as it is: here with a wait policy of its own.
+    p, out = tune(a, tmp, points, 3, [PY, tiny(tmp)], ["--objective", "cpu"],
+                  env=env_clean(TINY_SLEEP_MS="30", OMP_WAIT_POLICY="active"))
+    check(p.returncode == 0, f"tune exited {p.returncode}")
+    rows, _, winner = check_tune(p.stdout, out, [n for n, _, _ in points], 3, "cpu")
+    for r in rows:
+        want = "active" if r["study"] == "plain" else "passive"
+        check(r["OMP_WAIT_POLICY"] == want, f"{r['run_key']}: OMP_WAIT_POLICY column {r['OMP_WAIT_POLICY']!r}, "
+              f"the process got {want}")
+    check(winner is None, "a recommendation from 3 runs a side")
+    check("rerun with more --repetitions (--resume keeps these runs)" in p.stdout, "no advice to rerun")
+
+
+def case_tune_resume(a, tmp):
+    points = [("plain", "gomp", {}), ("passive", "gomp", {"OMP_WAIT_POLICY": "passive"})]
+    reps, stop_after = 3, 2
+    pts = write_points(tmp, points)
+    out = os.path.join(tmp, "tune.csv")
+    args = [os.path.join(a.repo, "bin", "threadburn"), "tune", "--build-dir", a.build_dir, "--points", pts,
+            "--repetitions", str(reps), "--out", out, "--objective", "cpu", "--", PY, tiny(tmp)]
+    print("$ " + " ".join(args))
+    # A session of its own: SIGINT to the group, as Ctrl-C in a terminal
+    # reaches the tune and the run in flight alike.
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=env_clean(TINY_SLEEP_MS="400"))
+    deadline = time.monotonic() + 120
+    rows = 0
+    while rows < stop_after and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+        rows = len(read_csv(out)[1]) if os.path.exists(out) else 0
+    check(rows >= stop_after and proc.poll() is None, f"the tune ended or stalled before {stop_after} runs")
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    sys.stdout.write(stdout + stderr)
+    check(proc.returncode == 130, f"interrupted tune exited {proc.returncode}, expected 130")
+    check(f"continue with --resume --out {out}" in stdout, "no word on how to continue")
+    with open(out, "rb") as f:
+        before = f.read()
+    kept = read_csv(out)[1]
+    check(len(kept) < len(points) * reps, "the tune finished before the interrupt")
+    check(all(r["status"] == "ok" for r in kept), "the interrupted run was recorded: " +
+          "; ".join(f"{r['run_key']} {r['status']} {r['reason']}" for r in kept if r["status"] != "ok"))
+    check(not os.path.exists(os.path.join(tmp, ".tune.csv.work")), "the work folder was left behind")
+    seed = kept[0]["seed"]
+    p = threadburn(a, ["tune", "--build-dir", a.build_dir, "--points", pts, "--repetitions", str(reps), "--out", out,
+                       "--resume", "--objective", "cpu", "--", PY, tiny(tmp)], env=env_clean(TINY_SLEEP_MS="400"))
+    check(p.returncode == 0, f"resumed tune exited {p.returncode}")
+    check(f"{len(kept)} already in {out}; seed {seed}" in p.stdout, "the resume did not take the file's runs and seed")
+    with open(out, "rb") as f:
+        after = f.read()
+    check(after.startswith(before), "the resume changed the rows it kept")
+    # The whole file now: every run once, the seed's order, and the report
+    # (the resume printed progress only for the runs it made).
+    total = len(points) * reps
+    check_tune(p.stdout, out, [n for n, _, _ in points], reps, "cpu", seed=seed, runs_printed=total - len(kept))
+
+
+def case_bad_input(a, tmp):
+    base = ["--build-dir", a.build_dir]
+    out_dir = os.path.join(tmp, "out")
+    # A command that is not there or cannot be executed: refused before anything runs.
+    script = os.path.join(tmp, "not_executable.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\nexit 0\n")
+    for cmd, must in ((["no-such-command-here"], "no-such-command-here: command not found"),
+                      ([os.path.join(tmp, "missing.py")], "missing.py: command not found"),
+                      ([script], "not_executable.sh: not an executable file"),
+                      ([tmp], ": not an executable file")):
+        one_line_error(threadburn(a, ["run"] + base + ["--out", out_dir, "--"] + cmd), must)
+        one_line_error(threadburn(a, ["tune"] + base + ["--out", out_dir + ".csv", "--"] + cmd), must)
+        check(not os.path.exists(out_dir) and not os.path.exists(out_dir + ".csv"), "bad input wrote files")
+
+    # A program without any OpenMP region: said so, not reported as zeros.
+    for cmd in (["/bin/sleep", "0.2"], [PY, "-c", "print('no torch here')"]):
+        shutil.rmtree(out_dir, ignore_errors=True)
+        line = one_line_error(threadburn(a, ["run"] + base + ["--out", out_dir, "--"] + cmd),
+                              "no OpenMP parallel region was seen in " + cmd[0])
+        check("regions: 0" not in line, line)
+    # ... and one that fails before any region: the failure is named first.
+    shutil.rmtree(out_dir, ignore_errors=True)
+    p = threadburn(a, ["run"] + base + ["--out", out_dir, "--", PY, "-c",
+                                        "import sys; print('tiny: gave up', file=sys.stderr); sys.exit(3)"])
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    check(p.returncode == 2 and lines[:1] == ["tiny: gave up"] and len(lines) == 2,
+          f"exit {p.returncode}, stderr {p.stderr!r}: the program's line, then one error line")
+    check(lines[1].startswith("threadburn run: error: ") and "exit code 3" in lines[1], f"{lines[1]!r}")
+    # A program the probe cannot load into (statically linked).
+    static = next((s for s in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.path.exists(s)
+                   and b"/ld-linux" not in open(s, "rb").read(4096)), None)
+    if static:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        one_line_error(threadburn(a, ["run"] + base + ["--out", out_dir, "--", static, "--version"]),
+                       "the probe did not load")
+
+    # A --metric that never matches: stops after the first run, with one line;
+    # the file holds its header, ready for --resume.
+    points = [("plain", "gomp", {}), ("passive", "gomp", {"OMP_WAIT_POLICY": "passive"})]
+    csv_path = os.path.join(tmp, "nomatch.csv")
+    p, _ = tune(a, tmp, points, 4, [PY, tiny(tmp)], ["--metric", r"samples/s: ([0-9.]+)"], out=csv_path,
+                env=env_clean(TINY_SLEEP_MS="10"))
+    one_line_error(p, "--metric", "no match", "run ")
+    check(not re.search(r"^\[\d+/", p.stdout, re.M), "a run was reported after the one without a match")
+    check(read_csv(csv_path)[1] == [], "rows written though no run was measured")
+    # One that is not a regular expression: refused before any run.
+    csv_path = os.path.join(tmp, "badrx.csv")
+    p, _ = tune(a, tmp, points, 4, [PY, tiny(tmp)], ["--metric", "samples/s: ([0-9.]+"], out=csv_path)
+    one_line_error(p, "--metric", "not a regular expression")
+    check(not os.path.exists(csv_path) and "tune: " not in p.stdout, "runs started with a bad --metric")
+
+    # An existing --out is kept unless --force: run's folder and tune's file.
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.makedirs(out_dir)
+    with open(os.path.join(out_dir, "keep.txt"), "w") as f:
+        f.write("mine\n")
+    one_line_error(threadburn(a, ["run"] + base + ["--out", out_dir, "--", "/bin/sleep", "0.1"]),
+                   "exists; pass --force")
+    check(os.listdir(out_dir) == ["keep.txt"], "run touched an existing --out")
+    csv_path = os.path.join(tmp, "existing.csv")
+    with open(csv_path, "w") as f:
+        f.write("mine\n")
+    p, _ = tune(a, tmp, points, 4, [PY, tiny(tmp)], [], out=csv_path)
+    one_line_error(p, "exists; pass --resume to continue it or --force to replace it")
+    with open(csv_path) as f:
+        check(f.read() == "mine\n", "tune touched an existing --out")
+    # --force replaces the folder.
+    p = threadburn(a, ["run"] + base + ["--out", out_dir, "--force", "--", "/bin/sleep", "0.1"])
+    check(p.returncode == 2 and not os.path.exists(os.path.join(out_dir, "keep.txt")), "--force kept the old files")
+
+
+def main():
+    cases = [n[5:] for n in globals() if n.startswith("case_")]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("case", choices=cases)
+    ap.add_argument("--repo", required=True)
+    ap.add_argument("--build-dir", required=True)
+    ap.add_argument("--libomp", default="")
+    a = ap.parse_args()
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            globals()["case_" + a.case](a, tmp)
+        except Fail as e:
+            print(f"FAIL {a.case}: {e}")
+            return 1
+    print(f"OK {a.case} ({time.monotonic() - t0:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
