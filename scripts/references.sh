@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Regenerate the committed reference results in results/: every grid of
+# configs/ into results/<grid>.csv (with its plots), `threadburn tune` on the two
+# example trainings, the measuring overheads, then results/FINDINGS.md.
+# About 80 minutes on 2 cores. Run it on a quiet machine: every figure is a
+# time or a CPU share.
+#   scripts/references.sh                 everything
+#   scripts/references.sh default ddp     those grids only (then FINDINGS.md)
+#   scripts/references.sh --tunes         the two tunes only (then FINDINGS.md)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GRIDS=(seed000 default blocktime launcher runtime loader oversubscription onednn batch_workers sampler ddp cuda)
+PY=/usr/bin/python3   # Debian's interpreter: numpy, matplotlib and torch come from apt for it
+grids=() tunes=0 overheads=0
+case "${1:-}" in
+  -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  --tunes) tunes=1 ;;
+  "") grids=("${GRIDS[@]}") tunes=1 overheads=1 ;;
+  *) grids=("$@") ;;
+esac
+for g in "${grids[@]}"; do
+  [ -f "configs/$g.toml" ] || { echo "references.sh: no grid configs/$g.toml" >&2; exit 2; }
+done
+bash scripts/build.sh
+start=$(date +%s)
+step() { echo; echo "== [$(( ($(date +%s) - start) / 60 )) min] $*"; }
+
+for g in "${grids[@]}"; do
+  step "sweep $g"
+  rm -rf "results/$g.plots" "results/$g.timelines" "results/$g.threads"
+  bin/threadburn sweep "$g" --out "results/$g.csv" --force --strict
+done
+
+if [ "$tunes" = 1 ]; then
+  # The sleep/step/sleep pattern of the first user report: the cost is the
+  # CPU burned in the sleeps, so the balanced objective (least CPU among the
+  # fastest) is the question.
+  step "tune examples/sleep_step_sleep.py"
+  bin/threadburn tune --out results/tune-sleep_step_sleep.csv --force --seed 1 \
+    -- "$PY" examples/sleep_step_sleep.py --steps=4 --sleep_s=0.3 --threads=0 \
+    | tee results/tune-sleep_step_sleep.txt
+  # A throughput training: its own samples/s is the figure.
+  step "tune examples/mnist_adadelta.py"
+  bin/threadburn tune --out results/tune-mnist_adadelta.csv --force --seed 1 \
+    --metric 'samples/s: ([0-9.]+)' --metric-better higher \
+    -- "$PY" examples/mnist_adadelta.py --steps=40 --log-interval=0 \
+    | tee results/tune-mnist_adadelta.txt
+fi
+
+if [ "$overheads" = 1 ]; then
+  step "bench/overheads.py"
+  "$PY" bench/overheads.py --out results/overheads.csv
+fi
+
+step "findings"
+bin/threadburn findings --write
+step "done"
