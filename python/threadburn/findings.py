@@ -183,6 +183,39 @@ def ddp_table(rows):
     return t
 
 
+def tune_table(rows, title):
+    """One `threadburn tune` CSV: per point the median and 95 % CI of the time
+    figure (the --metric column when the tune had one, else the wall time) and
+    of the CPU, and the change against the plain and launcher points with
+    Mann-Whitney p-values: the numbers of the tune's own report."""
+    from . import recommend, stats
+    has_metric = any(schema.to_float(r.get("metric")) is not None for r in rows)
+    key = "metric" if has_metric else "wall_ms"
+    what = "figure" if has_metric else "wall ms"
+    t = Table(title, ["point", "runs", f"{what} median", f"{what} 95% CI", "CPU ms median", "CPU ms 95% CI",
+                      "between regions ms", f"{what} vs plain (p)", f"{what} vs launcher (p)"])
+    by = groups(rows, lambda r: r.get("study", ""))
+    series = {name: (results.metric_values(rs, key), results.metric_values(rs, "cpu_ms")) for name, rs in by.items()}
+
+    def versus(name, base):
+        if base not in series or name == base or not series[name][0] or not series[base][0]:
+            return "–"
+        a, b = series[name][0], series[base][0]
+        return f"{statistics.median(a) / statistics.median(b) - 1:+.1%} ({stats.mann_whitney_u(a, b)[1]:.2f})"
+
+    def ci(values):
+        lo, hi, cov = recommend.median_ci(values)
+        return f"{num(lo)}..{num(hi)}" + ("" if cov >= 0.95 else f" ({cov:.0%})")
+
+    for name in sorted(series, key=lambda n: statistics.median(series[n][0]) if series[n][0] else float("inf")):
+        times, cpus = series[name]
+        if not times:
+            continue
+        t.add([name, len(times), num(statistics.median(times)), ci(times), num(statistics.median(cpus)), ci(cpus),
+               num(med(by[name], "omp_between_regions_ms")), versus(name, "plain"), versus(name, "launcher")])
+    return t
+
+
 # name -> (CSV in results/, how to tabulate it)
 TABLES = {
     "seed000": ("seed000", lambda r: burn_table(r, "An SGD step, then 2 s idle (seed000.csv)")),
@@ -196,6 +229,11 @@ TABLES = {
     "batch_workers": ("batch_workers", lambda r: burn_table(r, "Batch x workers (batch_workers.csv)")),
     "sampler": ("sampler", sampler_table),
     "ddp": ("ddp", ddp_table),
+    "tune_sleep": ("tune-sleep_step_sleep",
+                   lambda r: tune_table(r, "tune on examples/sleep_step_sleep.py (tune-sleep_step_sleep.csv; wall ms)")),
+    "tune_mnist": ("tune-mnist_adadelta",
+                   lambda r: tune_table(r, "tune on examples/mnist_adadelta.py (tune-mnist_adadelta.csv; "
+                                           "figure: its samples/s)")),
 }
 
 

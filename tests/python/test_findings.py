@@ -106,3 +106,43 @@ class Findings(helpers.TempDir, unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TuneTable(unittest.TestCase):
+    """A tune's CSV as a table: medians, the order statistics of the CI, and
+    the change against the plain and launcher points with p-values."""
+
+    @staticmethod
+    def rows(study, walls, cpus, metric=None):
+        out = []
+        for i, (w, c) in enumerate(zip(walls, cpus)):
+            r = {"study": study, "status": "ok", "wall_ms": str(w), "cpu_ms": str(c), "omp_between_regions_ms": "1.5"}
+            if metric is not None:
+                r["metric"] = str(metric[i])
+            out.append(r)
+        return out
+
+    def test_wall_time_table(self):
+        rows = (self.rows("plain", [100, 101, 102, 103, 104, 105, 106, 107], [200] * 8)
+                + self.rows("launcher", [90, 91, 92, 93, 94, 95, 96, 97], [150] * 8)
+                + self.rows("passive", [120, 121, 122, 123, 124, 125, 126, 127], [110] * 8)
+                + [{"study": "broken", "status": "failed", "wall_ms": "", "cpu_ms": ""}])
+        t = findings.tune_table(rows, "t")
+        self.assertEqual([r[0] for r in t.rows], ["launcher", "plain", "passive"])  # fastest first; failed left out
+        self.assertEqual(t.cell("plain", "wall ms median"), "104")  # 103.5, whole ms from 100 up
+        # n = 8: x(1)..x(8) covers 99.2 %, x(2)..x(7) only 93 %: the full range.
+        self.assertEqual(t.cell("plain", "wall ms 95% CI"), "100..107")
+        self.assertEqual(t.cell("launcher", "wall ms vs plain (p)"), "-9.7% (0.00)")
+        self.assertEqual(t.cell("plain", "wall ms vs plain (p)"), "–")
+        self.assertEqual(t.cell("passive", "wall ms vs launcher (p)"), "+32.1% (0.00)")
+        self.assertEqual(t.cell("passive", "CPU ms median"), "110")
+
+    def test_a_metric_replaces_the_wall_time(self):
+        rows = (self.rows("plain", [1, 1, 1, 1, 1], [5] * 5, metric=[10, 11, 12, 13, 14])
+                + self.rows("threads=1", [1, 1, 1, 1, 1], [5] * 5, metric=[10, 11, 12, 13, 14]))
+        t = findings.tune_table(rows, "t")
+        self.assertIn("figure median", t.header)
+        self.assertEqual(t.cell("plain", "figure median"), "12.00")
+        # n = 5 cannot reach 95 %: the full range, with its coverage.
+        self.assertEqual(t.cell("plain", "figure 95% CI"), "10.00..14.00 (94%)")
+        self.assertEqual(t.cell("threads=1", "figure vs plain (p)"), "+0.0% (1.00)")
