@@ -29,8 +29,9 @@ count=$(cd "$BUILD_DIR" && ctest -N "${select[@]}" | sed -n 's/^Total Tests: //p
 [ "${count:-0}" -gt 0 ] || { echo "soak.sh: no test matches ${select[*]}" >&2; exit 2; }
 
 log=$(mktemp -d)
+keep=$(mktemp -d /tmp/soak-failures.XXXXXX)  # the output of every round that failed
 spinner=
-trap '[ -n "$spinner" ] && kill "$spinner" 2>/dev/null; rm -rf "$log"' EXIT
+trap '[ -n "$spinner" ] && kill "$spinner" 2>/dev/null; rm -rf "$log"; rmdir "$keep" 2>/dev/null || true' EXIT
 rc=0
 for mode in "${modes[@]}"; do
   if [ "$mode" = busy ]; then
@@ -41,7 +42,7 @@ for mode in "${modes[@]}"; do
   start=$(date +%s)
   for ((i = 1; i <= rounds; i++)); do
     # One at a time: the live tests measure CPU.
-    (cd "$BUILD_DIR" && ctest "${select[@]}" -j 1 >"$log/round" 2>&1) || true
+    (cd "$BUILD_DIR" && ctest "${select[@]}" -j 1 --output-on-failure >"$log/round" 2>&1) || cp "$log/round" "$keep/$mode-$i.log"
     sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (\(Failed\|Timeout\|.*\))$/\1/p' "$log/round" >>"$log/failed"
     printf '\r%s: round %d/%d, %d failure(s) so far' "$mode" "$i" "$rounds" "$(wc -l <"$log/failed")" >&2
   done
@@ -50,6 +51,7 @@ for mode in "${modes[@]}"; do
   echo "$mode: $count tests x $rounds rounds in $(( $(date +%s) - start )) s"
   if [ -s "$log/failed" ]; then
     sort "$log/failed" | uniq -c | while read -r n name; do echo "  FAILED $n/$rounds  $name"; done
+    echo "  their output: $keep/$mode-*.log"
     rc=1
   else
     echo "  every test passed every round"
