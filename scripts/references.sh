@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerate the committed reference results in results/: every grid of
 # configs/ into results/<grid>.csv (with its plots), `threadburn tune` on the two
-# example trainings, the measuring overheads, then results/FINDINGS.md.
+# example trainings, the monitor on a Python training, the measuring
+# overheads, then results/FINDINGS.md.
 # About 80 minutes on 2 cores. Run it on a quiet machine: every figure is a
 # time or a CPU share.
 #   scripts/references.sh                 everything
@@ -13,7 +14,7 @@ GRIDS=(seed000 default blocktime launcher runtime loader oversubscription onednn
 PY=/usr/bin/python3   # Debian's interpreter: numpy, matplotlib and torch come from apt for it
 grids=() tunes=0 overheads=0
 case "${1:-}" in
-  -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   --tunes) tunes=1 ;;
   "") grids=("${GRIDS[@]}") tunes=1 overheads=1 ;;
   *) grids=("$@") ;;
@@ -48,6 +49,19 @@ if [ "$tunes" = 1 ]; then
 fi
 
 if [ "$overheads" = 1 ]; then
+  # The first user report's picture: a Python training's threads, recorded
+  # from /proc by the monitor, with the script's own log as marks.
+  step "monitor on examples/sleep_step_sleep.py"
+  rm -rf results/monitor && mkdir -p results/monitor
+  for run in gomp llvm200; do
+    env=()
+    [ "$run" = llvm200 ] && env=(LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libomp.so.5 KMP_BLOCKTIME=200)
+    m=results/monitor/$run
+    env "${env[@]}" bin/threadburn monitor --out="$m.csv" --marks="$m.log" -- \
+      "$PY" examples/sleep_step_sleep.py --steps=3 --sleep_s=1 --threads=2 --log="$m.log" 2> >(tee "$m.summary.txt" >&2)
+    bin/threadburn monitor-plot "$m.csv" --marks "$m.log" --out "$m.png"
+  done
+
   step "bench/overheads.py"
   "$PY" bench/overheads.py --out results/overheads.csv
 fi
