@@ -216,6 +216,26 @@ def tune_table(rows, title):
     return t
 
 
+OVERHEAD_MEANING = {
+    "probe_region_ns": "the preload probe's cost per parallel region (an empty 2-thread region, with minus without)",
+    "probe_sampler_share_regions_child": "the probe's sampler, on a C++ program of regions and 150 ms sleeps",
+    "probe_sampler_share_training": "the probe's sampler, on examples/sleep_step_sleep.py",
+    "monitor_share_training": "threadburn_monitor at its default period, recording that training",
+}
+
+
+def overheads_table(rows):
+    """bench/overheads.py's figures: what measuring costs."""
+    t = Table("What measuring costs (overheads.csv, bench/overheads.py)",
+              ["figure", "what", "median", "min", "max", "unit", "runs"])
+    for r in rows:
+        unit = r.get("unit", "")
+        show = (lambda v: f"{schema.to_float(v):.0f}") if unit == "ns" else (lambda v: f"{schema.to_float(v):.2%}")
+        t.add([r["figure"], OVERHEAD_MEANING.get(r["figure"], ""), show(r["median"]), show(r["min"]), show(r["max"]),
+               "ns" if unit == "ns" else "of a core", r.get("runs", "")])
+    return t
+
+
 # name -> (CSV in results/, how to tabulate it)
 TABLES = {
     "seed000": ("seed000", lambda r: burn_table(r, "An SGD step, then 2 s idle (seed000.csv)")),
@@ -229,6 +249,7 @@ TABLES = {
     "batch_workers": ("batch_workers", lambda r: burn_table(r, "Batch x workers (batch_workers.csv)")),
     "sampler": ("sampler", sampler_table),
     "ddp": ("ddp", ddp_table),
+    "overheads": ("overheads", overheads_table),
     "tune_sleep": ("tune-sleep_step_sleep",
                    lambda r: tune_table(r, "tune on examples/sleep_step_sleep.py (tune-sleep_step_sleep.csv; wall ms)")),
     "tune_mnist": ("tune-mnist_adadelta",

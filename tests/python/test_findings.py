@@ -146,3 +146,15 @@ class TuneTable(unittest.TestCase):
         # n = 5 cannot reach 95 %: the full range, with its coverage.
         self.assertEqual(t.cell("plain", "figure 95% CI"), "10.00..14.00 (94%)")
         self.assertEqual(t.cell("threads=1", "figure vs plain (p)"), "+0.0% (1.00)")
+
+
+class OverheadsTable(unittest.TestCase):
+    def test_ns_as_integers_shares_as_percent_of_a_core(self):
+        rows = [{"figure": "probe_region_ns", "median": "812.3", "min": "700", "max": "900", "runs": "9", "unit": "ns"},
+                {"figure": "monitor_share_training", "median": "0.0123", "min": "0.011", "max": "0.02", "runs": "9",
+                 "unit": "cores"}]
+        t = findings.overheads_table(rows)
+        self.assertEqual(t.cell("probe_region_ns", "median"), "812")
+        self.assertEqual(t.cell("monitor_share_training", "max"), "2.00%")
+        self.assertEqual(t.cell("monitor_share_training", "unit"), "of a core")
+        self.assertIn("threadburn_monitor", t.cell("monitor_share_training", "what"))
