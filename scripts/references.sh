@@ -3,7 +3,7 @@
 # configs/ into results/<grid>.csv (with its plots), `threadburn tune` on the two
 # example trainings, the monitor on a Python training, the measuring
 # overheads, then results/FINDINGS.md.
-# About 80 minutes on 2 cores. Run it on a quiet machine: every figure is a
+# About 55 minutes on a 2-vCPU VM. Run it on a quiet machine: every figure is a
 # time or a CPU share.
 #   scripts/references.sh                 everything
 #   scripts/references.sh default ddp     those grids only (then FINDINGS.md)
