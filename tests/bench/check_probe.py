@@ -69,21 +69,30 @@ def child_cmd(a, steps=STEPS):
 # region before and the gap by time (boundary_ms long): the burn is known to
 # within that much CPU per worker, and the tail to within one interval.
 # Intervals are 1 ms while a burn is followed, so a few ms of slack.
-# Two CPU-time facts bound the spin from both sides, however busy the
-# machine: a worker that spins b ms of wall time is on a CPU or waiting for
-# one all that time (CPU + wait >= b), and it cannot use more CPU than the
-# wall time it spun (CPU <= b). Not CPU + wait <= b: the gap's wait also holds
-# other threads' waits and the worker's wait for a core when the next region
-# wakes it, a few ms with one core busy.
+# A worker that spins b ms of wall time is on a CPU or waiting for one all
+# that time: in every gap CPU + wait >= b, and the burn ends no earlier than
+# b less the wait, however busy the machine. Not CPU + wait <= b: the gap's
+# wait also holds other threads' waits and the worker's wait for a core when
+# the next region wakes it (a few ms with one core busy). The spin itself
+# cannot outlast b by more than the slack, but with a core busy LLVM's
+# runtime now and then overshoots its own blocktime (seen: one gap in about
+# 180 spun 40 ms for b = 30, its tail as long), so the upper bounds hold for
+# the median gap, not for each.
 def check_blocktime(gaps, b, what):
+    check(gaps, f"{what}: no gap to check")
+    slack = lambda g: 0.03 * b + g["boundary_ms"] + 1.0
     for g in gaps:
         spun = g["omp_cpu_ms"] + g["others_wait_ms"]
-        slack = 0.03 * b + g["boundary_ms"] + 1.0
-        check(spun >= b - slack, f"{what}: a gap shows {spun:.2f} ms of spin (cpu + wait), expected >= {b} - {slack:.2f}")
-        check(g["omp_cpu_ms"] <= b + slack, f"{what}: a gap shows {g['omp_cpu_ms']:.2f} ms of the workers' CPU, "
-              f"expected <= {b} + {slack:.2f}")
-        check(b - g["others_wait_ms"] - 2 - g["boundary_ms"] <= g["omp_tail_ms"] <= b + 2 + g["boundary_ms"],
+        check(spun >= b - slack(g), f"{what}: a gap shows {spun:.2f} ms of spin (cpu + wait), "
+              f"expected >= {b} - {slack(g):.2f}")
+        check(g["omp_tail_ms"] >= b - g["others_wait_ms"] - 2 - g["boundary_ms"],
               f"{what}: the burn ended {g['omp_tail_ms']:.2f} ms into a gap, expected {b} (less the wait)")
+    mid = sorted(gaps, key=lambda g: g["omp_cpu_ms"])[len(gaps) // 2]
+    check(mid["omp_cpu_ms"] <= b + slack(mid), f"{what}: the median gap shows {mid['omp_cpu_ms']:.2f} ms of the "
+          f"workers' CPU, expected <= {b} + {slack(mid):.2f}")
+    mid = sorted(gaps, key=lambda g: g["omp_tail_ms"])[len(gaps) // 2]
+    check(mid["omp_tail_ms"] <= b + 2 + mid["boundary_ms"],
+          f"{what}: the median gap's burn ended {mid['omp_tail_ms']:.2f} ms into it, expected {b}")
 
 
 # "Burning" is the project's own rule (src/core/burn.h): more than
