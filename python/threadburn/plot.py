@@ -294,45 +294,55 @@ def short_label(row):
     return text
 
 
-def oversubscription(rows, plt, out_dir):
-    """Per workload (one row of two panels): throughput summed over the
-    copies, and mean step time per copy, against the number of copies; one
-    line per setting. Medians over runs (results.oversubscription)."""
+def lines_by_workload(entries, plt, out_dir, name, x, panels, xlabel, label_of, suptitle, size):
+    """One row of panels per workload, one panel per (metric, y label) of
+    panels: the metric against the key x, one line per setting; pages of
+    MAX_OVERSUB_WORKLOADS rows, saved as <name>.png, <name>_2.png, ... A y
+    label may name {unit}: the entries' unit. size: (width, height of a row)."""
     by_workload = {}
-    for e in results.oversubscription(rows):
+    for e in entries:
         by_workload.setdefault(e["workload"], {}).setdefault(e["setting"], []).append(e)
     workloads = sorted(by_workload)
     written = []
     for start in range(0, len(workloads), MAX_OVERSUB_WORKLOADS):
         chunk = workloads[start:start + MAX_OVERSUB_WORKLOADS]
-        fig, axes = plt.subplots(len(chunk), 2, squeeze=False,
-                                 figsize=(13, 0.6 + 3.6 * len(chunk)))
-        for (ax_tp, ax_step), workload in zip(axes, chunk):
+        fig, axes = plt.subplots(len(chunk), len(panels), squeeze=False,
+                                 figsize=(size[0], 0.6 + size[1] * len(chunk)))
+        for row_axes, workload in zip(axes, chunk):
             settings = by_workload[workload]
-            procs = sorted({e["processes"] for lines in settings.values() for e in lines})
-            for setting, entries in sorted(settings.items()):
-                entries.sort(key=lambda e: e["processes"])
-                label = short_label(dict(entries[0]["row"], processes="1"))
-                for ax, metric in ((ax_tp, "throughput"), (ax_step, "step_ms")):
-                    pts = [(e["processes"], e[metric]) for e in entries if e[metric] is not None]
+            xs = sorted({e[x] for lines in settings.values() for e in lines})
+            for _, lines in sorted(settings.items()):
+                lines.sort(key=lambda e: e[x])
+                label = label_of(lines)
+                for ax, (metric, _) in zip(row_axes, panels):
+                    pts = [(e[x], e[metric]) for e in lines if e[metric] is not None]
                     if pts:
                         ax.plot(*zip(*pts), marker="o", label=label)
-            unit = next(iter(settings.values()))[0]["unit"]
-            ax_tp.set_ylabel(f"aggregate throughput ({unit}, all copies)")
-            ax_step.set_ylabel("step time per process (ms, mean of copies)")
-            for ax in (ax_tp, ax_step):
-                ax.set_xlabel("processes (copies running at once)")
-                ax.set_xticks(procs)
+            unit = next(iter(settings.values()))[0].get("unit", "")
+            for ax, (_, ylabel) in zip(row_axes, panels):
+                ax.set_xlabel(xlabel)
+                ax.set_ylabel(ylabel.format(unit=unit), fontsize=8)
+                ax.set_xticks(xs)
                 ax.set_ylim(bottom=0)
                 ax.grid(alpha=0.3)
-                ax.set_title(workload, fontsize=8.5)
-            ax_step.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-        fig.suptitle("Oversubscription: independent copies of one training at once "
-                     "(median over runs)", fontsize=10)
+                ax.set_title(workload, fontsize=8)
+            row_axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        fig.suptitle(suptitle, fontsize=10)
         fig.tight_layout()
-        written.append(save_figure(
-            plt, fig, numbered_path(out_dir, "oversubscription", start, MAX_OVERSUB_WORKLOADS)))
+        written.append(save_figure(plt, fig, numbered_path(out_dir, name, start, MAX_OVERSUB_WORKLOADS)))
     return written
+
+
+def oversubscription(rows, plt, out_dir):
+    """Per workload: throughput summed over the copies, and mean step time
+    per copy, against the number of copies; one line per setting. Medians
+    over runs (results.oversubscription)."""
+    return lines_by_workload(
+        results.oversubscription(rows), plt, out_dir, "oversubscription", "processes",
+        (("throughput", "aggregate throughput ({unit}, all copies)"),
+         ("step_ms", "step time per process (ms, mean of copies)")),
+        "processes (copies running at once)", lambda lines: short_label(dict(lines[0]["row"], processes="1")),
+        "Oversubscription: independent copies of one training at once (median over runs)", (13, 3.6))
 
 
 WORLD_PANELS = (("samples_per_s", "world samples/s"), ("step_ms", "step time (ms, slowest rank)"),
@@ -340,42 +350,16 @@ WORLD_PANELS = (("samples_per_s", "world samples/s"), ("step_ms", "step time (ms
 
 
 def world_size(rows, plt, out_dir):
-    """Per workload (one row of four panels): the world's samples/s, step,
-    all-reduce and CPU per step against world size; one line per setting.
-    Medians over runs (results.world_scaling)."""
-    by_workload = {}
-    for e in results.world_scaling(rows):
-        by_workload.setdefault(e["workload"], {}).setdefault(e["setting"], []).append(e)
-    workloads = sorted(by_workload)
-    written = []
-    for start in range(0, len(workloads), MAX_OVERSUB_WORKLOADS):
-        chunk = workloads[start:start + MAX_OVERSUB_WORKLOADS]
-        fig, axes = plt.subplots(len(chunk), len(WORLD_PANELS), squeeze=False,
-                                 figsize=(17, 0.6 + 3.4 * len(chunk)))
-        for row_axes, workload in zip(axes, chunk):
-            settings = by_workload[workload]
-            sizes = sorted({e["world_size"] for lines in settings.values() for e in lines})
-            for setting, entries in sorted(settings.items()):
-                entries.sort(key=lambda e: e["world_size"])
-                label = short_label(dict(entries[0]["row"], world_size="", processes="1",
-                                         OMP_NUM_THREADS="/".join(dict.fromkeys(e["threads"] for e in entries))))
-                for ax, (metric, _) in zip(row_axes, WORLD_PANELS):
-                    pts = [(e["world_size"], e[metric]) for e in entries if e[metric] is not None]
-                    if pts:
-                        ax.plot(*zip(*pts), marker="o", label=label)
-            for ax, (_, title) in zip(row_axes, WORLD_PANELS):
-                ax.set_xlabel("world size (ranks on this host)")
-                ax.set_ylabel(title, fontsize=8)
-                ax.set_xticks(sizes)
-                ax.set_ylim(bottom=0)
-                ax.grid(alpha=0.3)
-                ax.set_title(workload, fontsize=7.5)
-            row_axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-        fig.suptitle("Data-parallel worlds: gloo all-reduce, ranks on one host (median over runs)", fontsize=10)
-        fig.tight_layout()
-        written.append(save_figure(
-            plt, fig, numbered_path(out_dir, "world_size", start, MAX_OVERSUB_WORKLOADS)))
-    return written
+    """Per workload: the world's samples/s, step, all-reduce and CPU per step
+    against world size; one line per setting. Medians over runs
+    (results.world_scaling)."""
+    def label_of(lines):
+        threads = "/".join(dict.fromkeys(e["threads"] for e in lines))
+        return short_label(dict(lines[0]["row"], world_size="", processes="1", OMP_NUM_THREADS=threads))
+    return lines_by_workload(
+        results.world_scaling(rows), plt, out_dir, "world_size", "world_size", WORLD_PANELS,
+        "world size (ranks on this host)", label_of,
+        "Data-parallel worlds: gloo all-reduce, ranks on one host (median over runs)", (17, 3.4))
 
 
 def read_timeline(path):
