@@ -5,7 +5,7 @@
 import argparse
 import sys
 
-from . import compare, doctor, findings, listing, monitor, plot, run, slurm_sweep, sweep, tune
+from . import compare, doctor, findings, listing, monitor, plot, run, slurm_task, sweep, tune, verdict
 from .errors import ThreadburnError
 
 DESCRIPTION = """threadburn measures how OpenMP, TBB and oneDNN worker threads behave around
@@ -37,7 +37,8 @@ def parser():
     findings.add_parser(sub)
     listing.add_parser(sub)
     doctor.add_parser(sub)
-    slurm_sweep.add_task_parser(sub)
+    verdict.add_parser(sub)
+    slurm_task.add_parser(sub)
     return p
 
 

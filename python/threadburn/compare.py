@@ -25,7 +25,7 @@ columns, another schema version, nothing in common) exits 2 with one line.
 import argparse
 import sys
 
-from . import fmt, results, schema, stats
+from . import keys, fmt, results, schema, stats
 from .errors import ThreadburnError
 
 METRICS = ("step_ms", "residual_cpu_ms", "samples_per_s")
@@ -107,10 +107,11 @@ def load(path):
     versions = {r["schema_version"] for r in rows}
     if len(versions) > 1:
         raise CompareError(f"{path}: mixes schema versions {', '.join(sorted(versions))}")
-    if versions and versions != {schema.SCHEMA_VERSION}:
+    if versions and not versions <= set(schema.READABLE_VERSIONS):
         raise CompareError(f"{path}: schema_version {versions.pop()}, this threadburn reads "
                            f"{schema.SCHEMA_VERSION} (columns differ between versions: compare "
-                           "files of one version, e.g. re-run the older sweep)")
+                           f"files of one version, e.g. re-run the older sweep; it also reads "
+                           f"{', '.join(v for v in schema.READABLE_VERSIONS if v != schema.SCHEMA_VERSION)})")
     results.check_columns(path, header, REQUIRED_RUNS if is_runs_file(header) else REQUIRED)
     statuses = {s: sum(1 for r in rows if r["status"] == s) for s in ("skipped", "failed")}
     return header, rows, statuses
@@ -159,7 +160,7 @@ def compare(groups_a, groups_b, metrics=METRICS):
         rows_a, rows_b = groups_a[key], groups_b[key]
         entry = {"key": key, "label": group_label(rows_a[0]),
                  "workload": results.workload_label(rows_a[0]),
-                 "setting": schema.env_label(rows_a[0]),
+                 "setting": keys.env_label(rows_a[0]),
                  "n_a": len(rows_a), "n_b": len(rows_b), "metrics": {}}
         for metric in metrics:
             result = compare_metric(rows_a, rows_b, metric)
@@ -180,7 +181,7 @@ def compare(groups_a, groups_b, metrics=METRICS):
 
 
 def group_label(row):
-    return f"{results.workload_label(row)} | {schema.env_label(row)}"
+    return f"{results.workload_label(row)} | {keys.env_label(row)}"
 
 
 def is_worse(metric, change, pct):
@@ -272,10 +273,13 @@ def main(args):
     header_b, rows_b, statuses_b = load(args.b)
     rows_a = only_where(args.a, header_a, rows_a, args.a_where)
     rows_b = only_where(args.b, header_b, rows_b, args.b_where)
-    knobs = [k for k in schema.knob_columns(header_a) if k in header_b]
+    knobs = [k for k in keys.knob_columns(rows_a[0] if rows_a else dict.fromkeys(header_a)) if k in header_b]
     if is_runs_file(header_a) != is_runs_file(header_b):
         raise CompareError(f"{args.a} and {args.b}: one holds benchmark rows (sweep), the other runs of a "
                            "command (tune, run): nothing to compare")
+    va, vb = ({r["schema_version"] for r in rows} for rows in (rows_a, rows_b))
+    if va and vb and va != vb:
+        raise CompareError(f"{args.a} is schema {va.pop()}, {args.b} schema {vb.pop()}: compare files of one version")
     metrics = [m for m in metrics_of(header_a) if m in header_b]
     groups_a, groups_b = group(rows_a, knobs), group(rows_b, knobs)
     table, geomeans, only_a, only_b = compare(groups_a, groups_b, metrics)

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 
+from .machine import physical_cores
 from . import paths
 from .errors import ThreadburnError
 from .programs import programs as build_programs
@@ -20,21 +21,6 @@ def add_parser(sub):
     p.add_argument("--build-dir", help="CMake build dir holding the programs (default: build)")
     p.set_defaults(run=main)
     return p
-
-
-def physical_cores():
-    """Distinct (package, core) pairs in sysfs: what PyTorch's launcher calls cores."""
-    seen = set()
-    for cpu in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/topology"):
-        try:
-            with open(os.path.join(cpu, "physical_package_id")) as f:
-                package = f.read().strip()
-            with open(os.path.join(cpu, "core_id")) as f:
-                core = f.read().strip()
-        except OSError:
-            continue
-        seen.add((package, core))
-    return len(seen) or None
 
 
 def perf_events():

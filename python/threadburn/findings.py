@@ -15,7 +15,7 @@ import os
 import re
 import statistics
 
-from . import fmt, paths, results, schema
+from . import keys, fmt, paths, results, schema
 from .errors import ThreadburnError
 
 
@@ -69,7 +69,7 @@ def num(value, digits=2):
 
 def setting(row):
     """Runtime + environment, without the thread count (its own column)."""
-    label = re.sub(r"\s*OMP_NUM_THREADS=\S+", "", schema.env_label(row))
+    label = re.sub(r"\s*OMP_NUM_THREADS=\S+", "", keys.env_label(row))
     return label.replace("KMP_AFFINITY=granularity=fine,compact,1,0", "compact affinity")
 
 
@@ -188,7 +188,7 @@ def tune_table(rows, title):
     figure (the --metric column when the tune had one, else the wall time) and
     of the CPU, and the change against the plain and launcher points with
     Mann-Whitney p-values: the numbers of the tune's own report."""
-    from . import recommend, stats
+    from . import stats
     has_metric = any(schema.to_float(r.get("metric")) is not None for r in rows)
     key = "metric" if has_metric else "wall_ms"
     what = "figure" if has_metric else "wall ms"
@@ -204,7 +204,7 @@ def tune_table(rows, title):
         return f"{statistics.median(a) / statistics.median(b) - 1:+.1%} ({stats.mann_whitney_u(a, b)[1]:.2f})"
 
     def ci(values):
-        lo, hi, cov = recommend.median_ci(values)
+        lo, hi, cov = stats.median_ci(values)
         return f"{num(lo)}..{num(hi)}" + ("" if cov >= 0.95 else f" ({cov:.0%})")
 
     for name in sorted(series, key=lambda n: statistics.median(series[n][0]) if series[n][0] else float("inf")):

@@ -24,7 +24,7 @@ try:
 except ImportError:  # Python < 3.11
     tomllib = None
 
-from . import schema
+from . import keys, schema
 from .errors import ThreadburnError
 
 
@@ -133,10 +133,11 @@ class Point:
     @property
     def label(self):
         row = dict(self.env, runtime=self.runtime, processes=str(self.processes), preset=self.preset,
-                   cuda_sync=self.args.get("cuda_sync", ""), world_size=str(self.processes) if self.ranks else "")
+                   cuda_sync=self.args.get("cuda_sync", ""), world_size=str(self.processes) if self.ranks else "",
+                   knob_layout=f"env={' '.join(self.env)};flags=")
         device = f" {self.args['device']}" if self.args.get("device", "cpu") != "cpu" else ""
         launch = "".join(f" {k}={self.args[k]}" for k in self.launch if k not in ("device", "cuda_sync"))
-        return f"{self.bench}{device} {schema.env_label(row)}{launch}"
+        return f"{self.bench}{device} {keys.env_label(row)}{launch}"
 
     def program_args(self):
         return [f"--{k}={v}" for k, v in self.args.items()]

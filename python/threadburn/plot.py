@@ -32,7 +32,7 @@ import csv
 import os
 import re
 
-from . import fmt, results, schema, stats
+from . import keys, fmt, results, schema, stats
 from .errors import ThreadburnError
 
 # Cores below this count as idle when choosing how much of a timeline to show
@@ -248,7 +248,7 @@ def pareto_panel(ax, label, points):
             zorder=2, label="Pareto front")
     marked = [(p, "launcher", "*", "red", 220) for p in points if p[2].get("preset") == "launcher"]
     marked += [(p, "default (gomp, no env)", "s", "black", 90) for p in points
-               if schema.is_default_env(p[2])]
+               if keys.is_default_env(p[2])]
     for p, name, marker, color, size in marked:
         ax.scatter([p[0]], [p[1]], marker=marker, s=size, facecolors="none" if marker == "s"
                    else color, edgecolors=color, linewidths=1.5, zorder=4, label=name)
@@ -285,7 +285,7 @@ def pareto_panel(ax, label, points):
 
 
 def short_label(row):
-    text = schema.env_label(row)
+    text = keys.env_label(row)
     text = re.sub(r"KMP_AFFINITY=\S+", "aff", text)
     for long, short in (("OMP_NUM_THREADS=", "T="), ("KMP_BLOCKTIME=", "bt="),
                         ("OMP_WAIT_POLICY=", ""), ("GOMP_SPINCOUNT=", "spin="),
@@ -469,7 +469,7 @@ def timelines(rows, csv_dir, plt, out_dir, max_lines):
             if with_file:
                 path = os.path.join(csv_dir, with_file[0]["timeline_file"])
                 if os.path.exists(path):
-                    entries.append((schema.env_label(with_file[0]), path))
+                    entries.append((keys.env_label(with_file[0]), path))
         if not entries:
             continue
         label = results.workload_label(next(iter(by_env.values()))[0])
@@ -487,7 +487,7 @@ def tune_settings(rows, plt, out_dir):
     commands = {}
     for row in rows:
         if row.get("status") == "ok" and row.get("bench") == "command":
-            setting = row.get("study") or schema.env_label(row)
+            setting = row.get("study") or keys.env_label(row)
             commands.setdefault(row.get("command", ""), {}).setdefault(setting, []).append(row)
     if not commands:
         return []

@@ -138,4 +138,4 @@ def columns(description, env_knobs):
     layout with one knob flag, `command`, the probe's counters plus `metric`
     (the user's figure), and the probe's context."""
     counters = [c["name"] for c in description["counters"]] + ["metric"]
-    return schema.Columns.from_parts(env_knobs, ("command",), counters, list(description["context"]))
+    return schema.Columns.from_parts(env_knobs, ("command", "metric_better"), counters, list(description["context"]))

@@ -4,11 +4,11 @@ import csv
 import re
 import statistics
 
-from . import fmt, schema
+from . import fmt, keys, schema
 from .errors import ThreadburnError
 
 # Runs whose copies overlapped less than this are left out of the
-# oversubscription aggregate (the sweep flags them; sweep.OVERLAP_MIN).
+# oversubscription aggregate (exec_bench.mark_overlap flags them).
 OVERLAP_MIN = 0.9
 
 
@@ -42,32 +42,17 @@ def read_table(path):
         raise ResultsError(f"{path}: not a readable CSV: {e}") from None
 
 
-def _setting(row):
-    return set(schema.setting_columns(row))
-
-
 def workload_key(row):
     """What was measured, apart from the runtime and environment."""
-    setting = _setting(row)
-    return (row.get("benchmark", ""),) + tuple(
-        row.get(k, "") for k in schema.knob_columns(row) if k not in setting)
+    return keys.workload_of(row)
 
 
 def workload_label(row):
-    # GB's /iterations:N/manual_time only repeat the steps column: not shown.
-    label = re.sub(r"(/iterations:\d+)?/manual_time$", "", row.get("benchmark", ""))
-    extra = []
-    if schema.is_ranks_row(row):
-        extra.append(f"world_size {row['world_size']}")
-    elif row.get("processes", "1") not in ("1", ""):
-        extra.append(f"{row['processes']} processes")
-    if row.get("device") == "cuda" and "_cuda" not in label:
-        extra.append("cuda")
-    return label + (f" ({', '.join(extra)})" if extra else "")
+    return keys.workload_of(row).label()
 
 
 def env_key(row):
-    return tuple(row.get(k, "") for k in schema.setting_columns(row)) + (row.get("preset", ""),)
+    return keys.setting_of(row)
 
 
 def metric_values(rows, metric):
@@ -142,7 +127,7 @@ def world_scaling(rows):
         if not schema.is_ranks_row(w):
             continue
         base = dict(w, world_size="", processes="1")
-        setting = schema.env_label(base)
+        setting = keys.env_label(base)
         if w.get("preset"):  # a preset is one line across world sizes, its thread count may vary with them
             setting = re.sub(r" OMP_NUM_THREADS=\S+", "", setting)
         key = (workload_label(base), setting, int(float(w["world_size"])))
@@ -193,41 +178,9 @@ def world_scaling_text(entries):
                         "samples/s vs world size 1", entries, line)
 
 
-def recommendations(rows, objective="balanced"):
-    """Per workload, the recommend.py rule over its settings: time = step_ms,
-    CPU = step_cpu_ms + residual_cpu_ms (a step and the burn after it), one
-    sample per run; baselines: the default (libgomp, no environment) and the
-    launcher preset (rows with preset = "launcher"). A data-parallel world
-    counts as one sample per run (world_rows)."""
-    from . import recommend
-    out = []
-    for workload, by_env in group_points(world_rows(rows)).items():
-        points, default, launcher = [], None, None
-        for env_rows in by_env.values():
-            row = env_rows[0]
-            time_values = metric_values(env_rows, "step_ms")
-            cpu_values = [a + b for a, b in zip(metric_values(env_rows, "step_cpu_ms"),
-                                                metric_values(env_rows, "residual_cpu_ms"))]
-            if not time_values or len(cpu_values) != len(time_values):
-                continue
-            name = schema.env_label(row)
-            points.append(recommend.Point(name, time_values, cpu_values, name))
-            if schema.is_default_env(row) and row.get("preset", "") in ("", "default"):
-                default = name
-            if row.get("preset") == "launcher":
-                launcher = name
-        if points:
-            rec = recommend.recommend(points, objective, baselines=[b for b in (default, launcher) if b])
-            out.append((workload_label(next(iter(by_env.values()))[0]), rec, default, launcher))
-    out.sort(key=lambda e: e[0])
-    return out
-
-
 def base_workload_key(row):
     """workload_key without processes: the P = 1 and P = 4 rows of a setting match."""
-    setting = _setting(row)
-    return (row.get("benchmark", ""),) + tuple(
-        row.get(k, "") for k in schema.knob_columns(row) if k not in setting and k != "processes")
+    return keys.workload_of(row, with_processes=False)
 
 
 def throughput_unit(bench):
@@ -297,7 +250,7 @@ def oversubscription(rows):
             continue
         row = next(iter(by_run.values()))[0]
         entry = {"workload": workload_label(dict(row, processes="1")),
-                 "setting": schema.env_label(dict(row, processes="1")),
+                 "setting": keys.env_label(dict(row, processes="1")),
                  "processes": procs, "runs": len(aggregates),
                  "unit": throughput_unit(row.get("bench")), "row": row}
         for metric in AGGREGATE_METRICS:
@@ -326,32 +279,10 @@ def oversubscription_text(entries):
 
 
 def summary_text(rows):
-    from . import recommend
-    lines = []
-    counts = {s: sum(1 for r in rows if r.get("status") == s) for s in schema.STATUSES}
-    lines.append("rows: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
-    lines.append("per workload: the setting recommended by the rule of `threadburn tune` (balanced: the least CPU "
-                 "per step, burn included, among the fastest within the noise; docs/design.md)")
-    for workload, rec, default, launcher in recommendations(rows):
-        lines.append(workload)
-        chosen = rec.winner or rec.best
-        if rec.single:
-            lines.append(f"  one setting only: {chosen.name}")
-        elif rec.winner:
-            lines.append(f"  recommended: {chosen.name}")
-        else:
-            lines.append(f"  no recommendation: {rec.best.name} is best by the median, but the runs cannot tell it "
-                         f"from {', '.join(p.name for p, _ in rec.tied)} (~"
-                         f"{max((n or 0) for _, n in rec.tied) or '?'} runs each would)")
-        lo, hi, _ = recommend.median_ci(chosen.time)
-        lines.append(f"    step {fmt.ms(chosen.med_time)} [{fmt.number(lo)}..{fmt.number(hi)}], CPU per step "
-                     f"{fmt.ms(chosen.med_cpu)} ({len(chosen.time)} runs)")
-        for v in rec.versus:
-            label = "default (gomp, no env)" if v.baseline == default else "launcher preset"
-            lines.append(f"    vs {label}: step {fmt.pct(v.time_change)} (p {fmt.number(v.time_p)}), "
-                         f"CPU {fmt.pct(v.cpu_change)} (p {fmt.number(v.cpu_p)})")
-        if default is None:
-            lines.append("    the default (gomp, no env) is not in this sweep")
+    """Row counts and the aggregate blocks (oversubscription, data-parallel
+    worlds); the verdicts follow it (verdicts.py)."""
+    counts = {st: sum(1 for r in rows if r.get("status") == st) for st in schema.STATUSES}
+    lines = ["rows: " + ", ".join(f"{n} {st}" for st, n in counts.items())]
     lines += oversubscription_text(oversubscription(rows))
     lines += world_scaling_text(world_scaling(rows))
     return "\n".join(lines)

@@ -20,7 +20,10 @@ import shutil
 import sys
 from datetime import datetime
 
-from . import fmt, paths, probe, schema, sweep
+from . import fmt, probe, schema
+from .procs import describe_exit
+from .resultsfile import ResultsFile
+from .usercmd import add_run_options, command_of, default_out, parse_env, probe_extra, row_for
 from .errors import ThreadburnError
 
 
@@ -34,43 +37,6 @@ def add_parser(sub):
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
     p.set_defaults(run=main)
     return p
-
-
-def add_run_options(p):
-    p.add_argument("--runtime", choices=schema.RUNTIMES, default="gomp",
-                   help="gomp: as the program is built; llvm: LLVM's libomp preloaded in front")
-    p.add_argument("--env", action="append", default=[], metavar="VAR=VALUE",
-                   help="set a variable for the command (repeatable), e.g. KMP_BLOCKTIME=0")
-    p.add_argument("--gap-min-ms", type=float, default=1.0,
-                   help="a stretch without a region at least this long is a gap (default 1 ms)")
-    p.add_argument("--build-dir", help="CMake build dir holding the probe (default: build)")
-    p.add_argument("--libomp", default=paths.LIBOMP, help=f"LLVM's OpenMP runtime (default: {paths.LIBOMP})")
-
-
-def parse_env(items):
-    env = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise ThreadburnError(f"--env {item!r}: expected VAR=VALUE")
-        env[name] = value
-    return env
-
-
-def command_of(args):
-    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-    probe.check_command(cmd)
-    return cmd
-
-
-def probe_extra(args):
-    return {"THREADBURN_PROBE_GAP_MIN_US": str(int(args.gap_min_ms * 1000))}
-
-
-def default_out(kind, cmd):
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(cmd[-1] if cmd[0].startswith("python") and len(cmd) > 1
-                                                               else cmd[0]))
-    return os.path.join(paths.runs_dir(), f"{kind}-{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
 
 
 def describe_report(report, cmd):
@@ -105,15 +71,6 @@ def describe_report(report, cmd):
                      "(spin-waiting). KMP_BLOCKTIME=0 or OMP_WAIT_POLICY=passive stop that, at some cost to the "
                      "next region; `threadburn tune -- <command>` measures which setting costs least here.")
     return lines
-
-
-def row_for(report, columns, base):
-    row = dict(base)
-    row.update({k: v for k, v in report.counters.items() if k in columns.counters})
-    context = report.summary.get("context", {})
-    row.update({k: v for k, v in context.items() if k in columns.context})
-    row["extra_context"] = ";".join(f"{k}={v}" for k, v in context.items() if k not in columns.context)
-    return row
 
 
 def plot_timeline(report, path):
@@ -159,17 +116,17 @@ def main(args):
         if code == 0:
             raise
         # The command's own failure comes first: "no region" would hide it.
-        raise ThreadburnError(f"{cmd[0]} ended with {sweep.describe_exit(code)}; {e}") from None
+        raise ThreadburnError(f"{cmd[0]} ended with {describe_exit(code)}; {e}") from None
     print("\n".join(describe_report(report, cmd)))
     desc = probe.describe(args.build_dir)
     columns = probe.columns(desc, [k for k in env_point if k.isupper()] or ["OMP_NUM_THREADS"])
     base = {"schema_version": schema.SCHEMA_VERSION, "run_key": "run", "status": "ok" if code == 0 else "failed",
-            "reason": "" if code == 0 else sweep.describe_exit(code) + (f": {last}" if last else ""),
+            "reason": "" if code == 0 else describe_exit(code) + (f": {last}" if last else ""),
             "benchmark": "run", "bench": "command", "runtime": args.runtime, "processes": 1, "command": " ".join(cmd),
             "repetition": 0, "proc_index": 0, "exit_code": code}
     # The knob columns hold what the process got (results/README.md: unset when it did not).
     base.update({k: env.get(k, schema.UNSET) for k in columns.env_knobs})
-    results_file = sweep.ResultsFile(os.path.join(out, "run.csv"), columns)
+    results_file = ResultsFile(os.path.join(out, "run.csv"), columns)
     results_file.create()
     results_file.append([row_for(report, columns, base)])
     written = [results_file.path]
@@ -182,5 +139,5 @@ def main(args):
     print(f"  files: {out}/ (probe-<pid>.json, .timeline.csv, .gaps.csv, .threads.csv per process; "
           + ", ".join(os.path.basename(w) for w in written) + ")")
     if code != 0:
-        print(f"run: the command ended with {sweep.describe_exit(code)}", file=sys.stderr)
+        print(f"run: the command ended with {describe_exit(code)}", file=sys.stderr)
     return 0 if code == 0 else 1

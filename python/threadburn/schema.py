@@ -18,6 +18,10 @@ from .errors import ThreadburnError
 with open(os.path.join(paths.PACKAGE, "schema_version.txt")) as _f:
     SCHEMA_VERSION = _f.read().strip()
 
+# Versions whose files are still read: 3 lacks only the columns 4 added
+# (round, phase, knob_layout, metric_better); keys.legacy_layout reads its layout.
+READABLE_VERSIONS = ("3", SCHEMA_VERSION)
+
 RUNTIMES = ("gomp", "llvm")
 # The runtime each name stands for, as the programs report it (omp_runtime).
 RUNTIME_LIBRARY = {"gomp": "libgomp", "llvm": "llvm-libomp"}
@@ -37,9 +41,9 @@ LEAD_COLUMNS = ("schema_version", "run_key", "status", "reason", "grid", "study"
 # Google Benchmark's own context keys worth a column (its JSON reporter's).
 GB_CONTEXT = ("host_name", "num_cpus", "mhz_per_cpu", "cpu_scaling_enabled", "load_avg",
               "library_build_type", "date", "executable")
-RUN_COLUMNS = ("point_key", "run_rows", "seed", "order_index", "iterations", "real_time", "cpu_time",
+RUN_COLUMNS = ("point_key", "run_rows", "seed", "order_index", "round", "phase", "iterations", "real_time", "cpu_time",
                "time_unit", "started_at", "finished_at", "wall_s", "exit_code", "overlap",
-               "timeline_file", "threads_file", "slurm_job", "world_samples_per_s", "rank_spread")
+               "timeline_file", "threads_file", "slurm_job", "world_samples_per_s", "rank_spread", "knob_layout")
 STATUSES = ("ok", "skipped", "failed")
 # Metrics compare and the summaries talk about, and which way is better.
 LOWER_IS_BETTER = {"step_ms": True, "residual_cpu_ms": True, "samples_per_s": False}
@@ -92,25 +96,13 @@ class Columns:
             raise ThreadburnError(f"column names used twice: {', '.join(sorted(clash))} (a flag, counter or "
                                   "context key of the programs shares a name with another)")
 
+    def layout_text(self):
+        """The knob_layout cell of every row: which columns are environment
+        knobs and which program flags (keys.py reads it)."""
+        return f"env={' '.join(self.env_knobs)};flags={' '.join(self.flags)}"
+
     def header(self):
         return ",".join(self.all) + "\n"  # column names never need quoting
-
-
-def knob_columns(header):
-    """What was asked for, from a results file's own header: bench, runtime,
-    the environment knobs, processes and the program flags (Columns lays
-    them out in that order, between "runtime" and "repetition")."""
-    header = list(header)
-    return ["bench", "runtime"] + header[header.index("runtime") + 1:header.index("repetition")]
-
-
-# What a user picks for a given workload: the runtime, its environment and,
-# on CUDA, the host wait policy. Every other knob is the workload.
-SETTING_FLAGS = ("cuda_sync",)
-
-
-def setting_columns(header):
-    return ["runtime"] + [k for k in knob_columns(header) if k.isupper()] + list(SETTING_FLAGS)
 
 
 def fmt_value(value):
@@ -141,41 +133,9 @@ def to_float(text):
         return None
 
 
-def env_knobs_of(row):
-    """The environment knob columns of a row (those the programs report)."""
-    return [k for k in row if k.isupper() and k not in NOT_A_KNOB]
-
-
-def is_default_env(row):
-    """The point a user gets without touching anything: libgomp, no OpenMP env
-    (and, on CUDA, the driver's own wait policy)."""
-    return (row.get("runtime") == "gomp" and row.get("cuda_sync", "") in ("", "auto")
-            and all(row.get(k, UNSET) in (UNSET, "") for k in env_knobs_of(row)))
-
-
 def is_ranks_row(row):
     """A row of one rank of a data-parallel world (a program that describes
     its launch as "ranks": ddp_step): its run's processes are that world's
     ranks, not independent copies. The sweep fills world_size on every row
     of such a run, failed ones included."""
     return row.get("world_size", "") not in ("", None)
-
-
-def env_label(row):
-    """Short human name of a row's runtime + environment point."""
-    parts = [row.get("runtime", "?")]
-    for knob in env_knobs_of(row):
-        value = row.get(knob, UNSET)
-        if value not in (UNSET, ""):
-            parts.append(f"{knob}={value}")
-    if len(parts) == 1:
-        parts.append("(no env)")
-    if row.get("cuda_sync", "") not in ("", "auto"):
-        parts.append(f"cuda_sync={row['cuda_sync']}")
-    if is_ranks_row(row):
-        parts.append(f"world_size={row['world_size']}")
-    elif row.get("processes", "1") not in ("1", ""):
-        parts.append(f"x{row['processes']} procs")
-    if row.get("preset"):
-        parts.append(f"[{row['preset']}]")
-    return " ".join(parts)

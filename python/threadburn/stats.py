@@ -98,3 +98,23 @@ def mann_whitney_u(a, b):
         return u1, 1.0, "normal"
     z = (abs(u1 - n1 * n2 / 2) - 0.5) / math.sqrt(variance)
     return u1, min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2))), "normal"
+
+
+def median_ci(values, confidence=0.95):
+    """(low, high, coverage): the order statistics x(k), x(n+1-k) around the
+    median with the largest k whose coverage (binomial, p = 1/2) is at least
+    `confidence`; with too few values, the full range and its coverage
+    (5 values: 93.75 %)."""
+    xs = sorted(values)
+    n = len(xs)
+    if n == 0:
+        return None, None, 0.0
+    best = (xs[0], xs[-1], 1 - 2 * 0.5 ** n)
+    for k in range(1, n // 2 + 1):
+        # P(x(k) <= median <= x(n+1-k)) = 1 - 2 * P(Binom(n, 1/2) <= k - 1)
+        tail = sum(math.comb(n, i) for i in range(k)) / 2 ** n
+        coverage = 1 - 2 * tail
+        if coverage < confidence:
+            break
+        best = (xs[k - 1], xs[n - k], coverage)
+    return best

@@ -3,51 +3,65 @@
     threadburn tune -- python3 train.py --steps 200
     threadburn tune --metric 'samples/s: ([0-9.]+)' --metric-better higher -- python3 train.py
 
-Runs the command under a set of environment points, each run a fresh process
-under the preload probe, every point --repetitions times (default 5) in a
-random interleaved order, and measures each run: wall time, total CPU, the
-OpenMP workers' CPU between regions, threads; and your own figure when
---metric gives a regular expression whose first group is a number in the
-command's output (the last match counts). The default points:
-  plain         your environment as it is
-  launcher      what PyTorch's CPU launcher (torch.backends.xeon.run_cpu)
-                sets: LLVM's OpenMP runtime, KMP_BLOCKTIME=1, compact
-                KMP_AFFINITY, OMP_NUM_THREADS = physical cores
-  threads=N     OMP_NUM_THREADS = 1 .. the CPUs this process may use
-  passive       OMP_WAIT_POLICY=passive: workers sleep at once
-  spincount     GOMP_SPINCOUNT=10000 (libgomp's default is 300000)
-  llvm-bt0/1    LLVM's runtime with KMP_BLOCKTIME=0 / 1
+Runs the command under a set of settings, each run a fresh process under the
+preload probe: wall time, the CPU of every thread, the settings in force,
+and your own figure when --metric gives a regular expression whose first
+group is a number in the command's output (the last match counts). The
+default settings:
+  plain           your environment as it is (the baseline)
+  launcher        what PyTorch's CPU launcher (torch.backends.xeon.run_cpu)
+                  sets: LLVM's runtime, KMP_BLOCKTIME=1, compact
+                  KMP_AFFINITY, OMP_NUM_THREADS = physical cores
+  T<n>-...        for n in 1, the physical cores, the CPUs: libgomp as built
+                  (gomp), libgomp with OMP_WAIT_POLICY=passive, LLVM's
+                  runtime with KMP_BLOCKTIME=0 and =1
+Settings whose effective settings (as the probe reports them: runtime,
+team size, and with a team the wait policy, blocktime, spin count) equal
+an earlier one's after the first round are dropped as duplicates.
 --points FILE (TOML: [[point]] name, runtime, env = {VAR = value}) replaces
-them. Then, per point, the median with a confidence interval of the time
-(your figure, or the wall time) and the CPU, the change against the plain
-environment and the launcher preset with Mann-Whitney p-values, and ONE
-recommendation by the rule of recommend.py (--objective time, cpu or
-balanced: the least CPU among the fastest within the noise), or, when the
-best points cannot be told apart, that, and how many runs would. Rows go to a
-results CSV (results/README.md), resumable with --resume like a sweep.
+them.
+
+The runs go in rounds (every remaining setting once per round, shuffled),
+3 rounds first; then a race (docs/design.md, Decisions): settings shown
+slower than the best by more than --margin stop, the others get more
+rounds at the looks, until the verdict is decided (change / keep) or
+--budget is spent (undecided, with the runs a decision would need).
+--repetitions N runs a fixed design instead. Then the chosen setting and
+plain run interleaved WITHOUT the probe (--confirm runs each): does the
+gain hold there, and what did the probe cost your program? Rows go to a
+results CSV (results/README.md), the verdict to <stem>.verdict.json;
+--resume continues an interrupted tune.
 """
 import argparse
 import os
 import random
 import re
-import shlex
 import shutil
-import statistics
-import time
 
-from . import fmt, paths, probe, recommend, schema, sweep
+from . import argtypes, campaign, decide, probe, results, schema, verdicts
 from .errors import ThreadburnError
-from .run import add_run_options, command_of, parse_env, probe_extra, default_out
+from .exec_probe import ProbeExecutor, TunePoint
+from .machine import physical_cores, usable_cpus
+from .resultsfile import ResultsFile
+from .usercmd import add_run_options, command_of, default_out, parse_env
 
 LAUNCHER_AFFINITY = "granularity=fine,compact,1,0"
+RUNS_PER_SETTING_BUDGET = 10   # the default budget: this many runs a setting, on average
+CONFIRM_RUNS = 5
 
 
 def add_parser(sub):
-    p = sub.add_parser("tune", help="your program under many thread settings: statistics and one recommendation",
+    p = sub.add_parser("tune", help="your program under many thread settings: a verdict, with its evidence",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--repetitions", type=sweep._positive, default=5, help="runs per point (default 5)")
-    p.add_argument("--objective", choices=recommend.OBJECTIVES, default="balanced",
+    p.add_argument("--budget", type=argtypes.budget, help="runs in all (e.g. 120) or a duration (e.g. 15m); "
+                   f"default: {RUNS_PER_SETTING_BUDGET} runs a setting")
+    p.add_argument("--repetitions", type=argtypes.positive, help="a fixed design: this many runs a setting, no race")
+    p.add_argument("--margin", type=argtypes.margin, default=decide.MARGIN,
+                   help=f"practical margin on time and CPU (default {decide.MARGIN:.2f}, i.e. {decide.MARGIN * 100:.0f} %%)")
+    p.add_argument("--objective", choices=decide.OBJECTIVES, default="balanced",
                    help="time, cpu, or balanced: the least CPU among the fastest (default)")
+    p.add_argument("--confirm", type=int, default=CONFIRM_RUNS,
+                   help=f"runs each of the chosen setting and plain without the probe (default {CONFIRM_RUNS}; 0: none)")
     p.add_argument("--metric", help="regex whose first group is your figure in the command's output")
     p.add_argument("--metric-better", choices=("higher", "lower"), default="higher",
                    help="which way your figure is better (default higher, e.g. samples/s)")
@@ -57,40 +71,26 @@ def add_parser(sub):
     mode.add_argument("--resume", action="store_true", help="continue --out, skipping the runs it holds")
     mode.add_argument("--force", action="store_true", help="replace an existing --out")
     p.add_argument("--seed", type=int, help="seed of the run order (default: random, printed)")
-    p.add_argument("--timeout", type=sweep._positive, default=3600, help="per-run timeout in s (default 3600)")
-    p.add_argument("--dry-run", action="store_true", help="list the points and the runs, run nothing")
+    p.add_argument("--timeout", type=argtypes.positive, default=3600, help="per-run timeout in s (default 3600)")
+    p.add_argument("--dry-run", action="store_true", help="list the settings and the plan, run nothing")
     add_run_options(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
     p.set_defaults(run=main)
     return p
 
 
-class TunePoint:
-    def __init__(self, name, runtime, env):
-        self.name, self.runtime, self.env = name, runtime, dict(env)
-
-    def env_line(self, libomp):
-        parts = [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
-        if self.runtime == "llvm":
-            parts.append(f"LD_PRELOAD={libomp}")
-        return " ".join(parts) or "(no change)"
-
-
-def physical_cores():
-    from .doctor import physical_cores as cores
-    return cores() or os.cpu_count() or 1
-
-
 def default_points(user_env):
-    cpus = len(os.sched_getaffinity(0))
+    """plain, launcher, and the thread counts crossed with the wait settings."""
+    cores, cpus = physical_cores() or usable_cpus(), usable_cpus()
     points = [TunePoint("plain", "gomp", {}),
-              TunePoint("launcher", "llvm", {"OMP_NUM_THREADS": str(physical_cores()), "KMP_BLOCKTIME": "1",
+              TunePoint("launcher", "llvm", {"OMP_NUM_THREADS": str(cores), "KMP_BLOCKTIME": "1",
                                              "KMP_AFFINITY": LAUNCHER_AFFINITY})]
-    points += [TunePoint(f"threads={n}", "gomp", {"OMP_NUM_THREADS": str(n)}) for n in range(1, cpus + 1)]
-    points += [TunePoint("passive", "gomp", {"OMP_WAIT_POLICY": "passive"}),
-               TunePoint("spincount", "gomp", {"GOMP_SPINCOUNT": "10000"}),
-               TunePoint("llvm-bt0", "llvm", {"KMP_BLOCKTIME": "0"}),
-               TunePoint("llvm-bt1", "llvm", {"KMP_BLOCKTIME": "1"})]
+    for n in sorted({1, cores, cpus}):
+        t = {"OMP_NUM_THREADS": str(n)}
+        points += [TunePoint(f"T{n}-gomp", "gomp", t),
+                   TunePoint(f"T{n}-passive", "gomp", dict(t, OMP_WAIT_POLICY="passive")),
+                   TunePoint(f"T{n}-llvm-bt0", "llvm", dict(t, KMP_BLOCKTIME="0")),
+                   TunePoint(f"T{n}-llvm-bt1", "llvm", dict(t, KMP_BLOCKTIME="1"))]
     for p in points:  # --env applies to every point; a point's own setting wins
         p.env = dict(user_env, **p.env)
     return points
@@ -115,6 +115,8 @@ def load_points(path, user_env):
             raise ThreadburnError(f"{where}.name: expected a non-empty string")
         if entry["name"] in names:
             raise ThreadburnError(f"{where}.name: {entry['name']!r} twice")
+        if not re.fullmatch(r"[A-Za-z0-9_.=+-]+", entry["name"]):
+            raise ThreadburnError(f"{where}.name: letters, digits and _.=+- only, got {entry['name']!r}")
         names.add(entry["name"])
         runtime = entry.get("runtime", "gomp")
         if runtime not in schema.RUNTIMES:
@@ -126,128 +128,58 @@ def load_points(path, user_env):
         if unknown:
             raise ThreadburnError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; expected name, runtime, env")
         points.append(TunePoint(entry["name"], runtime, dict(user_env, **{k: str(v) for k, v in env.items()})))
+    if "plain" not in names:
+        raise ThreadburnError(f"{path}: no point named \"plain\": the baseline the verdict is about")
     return points
 
 
-def parse_metric(pattern, text):
-    rx = re.compile(pattern)
-    found = rx.findall(text)
-    if not found:
-        return None
-    last = found[-1]
-    try:
-        return float(last[0] if isinstance(last, tuple) else last)
-    except ValueError:
-        return None
+class TuneRace:
+    """Asked at each look: the settings the next round needs (verdicts of
+    the rows so far), none when decided."""
+
+    def __init__(self, out, points, args, campaign_):
+        self.out, self.by_name, self.args, self.c = out, {p.name: p for p in points}, args, campaign_
+        self.looks = None
+
+    def set_looks(self):
+        per_run = sum(self.c.run_seconds) / max(1, len(self.c.run_seconds))
+        budget_runs = campaign.budget_runs_estimate(self.c.budget, len(self.by_name), per_run)
+        self.looks = decide.looks_for_budget(len(self.by_name), budget_runs)
+
+    def __call__(self):
+        if self.looks is None:
+            self.set_looks()
+        entries = verdicts.decide_all(results.read_rows(self.out), self.args.objective, self.args.margin,
+                                      looks=self.looks)
+        d = entries[0].decision if entries else None
+        if d is None:
+            return []
+        return [self.by_name[n] for n in d.needs if n in self.by_name]
 
 
-class Tuner:
-    def __init__(self, args, cmd, points):
-        self.args, self.cmd, self.points = args, cmd, points
-        self.lib = probe.library(args.build_dir)
-        desc = probe.describe(args.build_dir)
-        knobs = []
-        for p in points:
-            knobs += [k for k in p.env if k not in knobs]
-        self.columns = probe.columns(desc, knobs or ["OMP_NUM_THREADS"])
-        self.work = None
-
-    def row_base(self, point, rep, order_index, seed, env):
-        base = {"schema_version": schema.SCHEMA_VERSION, "run_key": f"{point.name}-r{rep}", "grid": "tune",
-                "study": point.name, "preset": point.name, "benchmark": os.path.basename(self.cmd[0]),
-                "bench": "command", "runtime": point.runtime, "processes": 1, "command": " ".join(self.cmd),
-                "repetition": rep, "proc_index": 0, "seed": seed, "order_index": order_index, "run_rows": 1,
-                "point_key": point.name}
-        # What the process got: the point's value, or the user's own for a knob the point leaves alone.
-        base.update({k: env.get(k, schema.UNSET) for k in self.columns.env_knobs})
-        base["repro"] = (point.env_line(self.args.libomp).replace("(no change)", "") + " " +
-                         " ".join(shlex.quote(c) for c in self.cmd)).strip()
-        return base
-
-    def run_once(self, point, rep, order_index, seed):
-        out = os.path.join(self.work, f"{point.name}-r{rep}")
-        shutil.rmtree(out, ignore_errors=True)
-        env = probe.environment(os.environ, self.lib, out, point.runtime, point.env, self.args.libomp,
-                                probe_extra(self.args))
-        row = self.row_base(point, rep, order_index, seed, env)
-        row["started_at"] = sweep.utc_now()
-        t0 = time.monotonic()
-        code, stdout, last = probe.run_command(self.cmd, env, out, self.args.timeout)
-        row.update(finished_at=sweep.utc_now(), wall_s=round(time.monotonic() - t0, 3), exit_code=code)
-        if code != 0:
-            row.update(status="failed", reason=(f"{sweep.describe_exit(code)}: {last}" if code is not None else last))
-            return row
-        try:
-            report = probe.main_report(out, self.cmd, require_regions=False)
-        except ThreadburnError as e:
-            row.update(status="failed", reason=str(e))
-            return row
-        from .run import row_for
-        row = row_for(report, self.columns, row)
-        row.update(status="ok", reason="" if report.regions else "note: no OpenMP region (the setting runs one thread)")
-        if self.args.metric:
-            value = parse_metric(self.args.metric, stdout)
-            if value is None:
-                raise ThreadburnError(f"--metric {self.args.metric!r}: no match (with a number in its first group) in "
-                                      f"the output of {point.name} run {rep}; nothing after this run was measured")
-            row["metric"] = value
-        shutil.rmtree(out, ignore_errors=True)  # the summary is in the row; keep the disk small
-        return row
+def plan_text(points, args, budget):
+    lines = [f"  {p.name:<14} {p.env_line(args.libomp)}" for p in points]
+    design = (f"{args.repetitions} runs each (fixed)" if args.repetitions else
+              f"{decide.START_RUNS} rounds, then a race within {budget.text()}")
+    return [f"tune: {len(points)} settings, {design}; margin {args.margin:.0%}, objective {args.objective}"] + lines
 
 
-def point_stats(rows, points, args):
-    """recommend.Point per tune point from its ok rows; points with a failed
-    run are left out (no recommendation from incomplete points)."""
-    by = {}
-    for r in rows:
-        by.setdefault(r["study"], []).append(r)
-    out, incomplete = [], []
-    for p in points:
-        rs = by.get(p.name, [])
-        if any(r["status"] != "ok" for r in rs) or not rs:
-            incomplete.append(p.name)
-            continue
-        key = "metric" if args.metric else "wall_ms"
-        time_values = [schema.to_float(r[key]) for r in rs]
-        cpu_values = [schema.to_float(r["cpu_ms"]) for r in rs]
-        out.append(recommend.Point(p.name, time_values, cpu_values, p.env_line(args.libomp)))
-    return out, incomplete
-
-
-def report_text(stats_points, incomplete, rec, args):
-    time_name = "your figure" if args.metric else "wall time (ms)"
-    header = ["point", "runs", f"{time_name} median", "95% CI", "CPU ms median", "95% CI", "between regions ms"]
-    body = []
-    for p in sorted(stats_points, key=lambda p: p.med_time, reverse=bool(args.metric and args.metric_better == "higher")):
-        lo, hi, cov = recommend.median_ci(p.time)
-        clo, chi, _ = recommend.median_ci(p.cpu)
-        body.append([p.name, str(len(p.time)), fmt.number(p.med_time, 4),
-                     f"{fmt.number(lo, 4)}..{fmt.number(hi, 4)}" + ("" if cov >= 0.95 else f" ({cov:.0%})"),
-                     fmt.number(p.med_cpu, 4), f"{fmt.number(clo, 4)}..{fmt.number(chi, 4)}",
-                     fmt.number(getattr(p, "between", None), 4) if getattr(p, "between", None) is not None else ""])
-    lines = fmt.table(header, body, right_from=1)
-    if incomplete:
-        lines.append(f"left out (a run failed or none finished): {', '.join(incomplete)}")
-    lines.append("")
-    lines.append(f"objective {rec.objective}: {rec.why}.")
-    if rec.winner:
-        lines.append(f"recommendation: {rec.winner.name}: {rec.winner.env_line or '(no change)'}")
+def open_out(args, cmd, columns):
+    out = args.out or default_out("tune", cmd) + ".csv"
+    results_file = ResultsFile(out, columns)
+    done, file_seed = set(), None
+    if args.resume:
+        if not os.path.exists(out):
+            raise ThreadburnError(f"{out}: --resume: no such file")
+        done, file_seed = results_file.repair_for_resume()
+    elif os.path.exists(out) and not args.force:
+        raise ThreadburnError(f"{out}: exists; pass --resume to continue it or --force to replace it")
     else:
-        lines.append(f"no recommendation: {rec.best.name} is best by the median, but these runs cannot tell it from: "
-                     + ", ".join(f"{p.name} (~{n or '?'} runs each would)" for p, n in
-                                 sorted(rec.tied, key=lambda t: t[1] or 10 ** 9)))
-        lines.append(f"  rerun with more --repetitions (--resume keeps these runs), or accept {rec.best.name}: "
-                     f"{rec.best.env_line or '(no change)'}")
-    for v in rec.versus:
-        lines.append(f"  vs {v.baseline}: time {fmt.pct(v.time_change)} (p {fmt.number(v.time_p)}), "
-                     f"CPU {fmt.pct(v.cpu_change)} (p {fmt.number(v.cpu_p)})")
-    return lines
+        results_file.create()
+    return out, results_file, done, file_seed
 
 
-def main(args):
-    cmd = command_of(args)
-    user_env = parse_env(args.env)
-    points = load_points(args.points, user_env) if args.points else default_points(user_env)
+def check_args(args, points):
     if args.metric is not None:
         try:
             re.compile(args.metric)
@@ -255,55 +187,92 @@ def main(args):
             raise ThreadburnError(f"--metric {args.metric!r}: not a regular expression: {e}") from None
     if any(p.runtime == "llvm" for p in points) and not os.path.exists(args.libomp):
         raise ThreadburnError(f"--libomp {args.libomp}: not found (Debian: apt install libomp-dev)")
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2 ** 31)
-    runs = [(p, r) for p in points for r in range(args.repetitions)]
+    if args.repetitions and args.budget:
+        raise ThreadburnError("--repetitions (a fixed design) and --budget (a race): pick one")
+    if args.repetitions is not None and args.repetitions < decide.MIN_RUNS:
+        raise ThreadburnError(f"--repetitions {args.repetitions}: the decision rule needs at least {decide.MIN_RUNS} "
+                              "runs a setting")
+    if args.confirm < 0:
+        raise ThreadburnError("--confirm: expected 0 or more runs")
+
+
+def main(args):
+    cmd = command_of(args)
+    user_env = parse_env(args.env)
+    points = load_points(args.points, user_env) if args.points else default_points(user_env)
+    check_args(args, points)
+    budget = None if args.repetitions else (args.budget or campaign.Budget(runs=RUNS_PER_SETTING_BUDGET * len(points)))
     if args.dry_run:
-        print(f"tune: {len(points)} points x {args.repetitions} = {len(runs)} runs of: {' '.join(cmd)}")
-        for p in points:
-            print(f"  {p.name:<12} {p.env_line(args.libomp)}")
+        print("\n".join(plan_text(points, args, budget)))
         return 0
-    tuner = Tuner(args, cmd, points)
-    out = args.out or default_out("tune", cmd) + ".csv"
-    results_file = sweep.ResultsFile(out, tuner.columns)
-    done = set()
-    if args.resume:
-        if not os.path.exists(out):
-            raise ThreadburnError(f"{out}: --resume: no such file")
-        done, file_seed = results_file.repair_for_resume()
-        seed = args.seed if args.seed is not None else (file_seed or seed)
-    elif os.path.exists(out) and not args.force:
-        raise ThreadburnError(f"{out}: exists; pass --resume to continue it or --force to replace it")
-    else:
-        results_file.create()
-    random.Random(seed).shuffle(runs)
-    todo = [(i, p, r) for i, (p, r) in enumerate(runs) if f"{p.name}-r{r}" not in done]
-    tuner.work = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".work")
-    print(f"tune: {len(points)} points x {args.repetitions} runs of: {' '.join(cmd)}; {len(runs) - len(todo)} already in "
-          f"{out}; seed {seed}", flush=True)
-    t0 = time.monotonic()
-    try:
-        for n, (order_index, point, rep) in enumerate(todo, 1):
-            row = tuner.run_once(point, rep, order_index, seed)
-            results_file.append([row])
-            eta = (time.monotonic() - t0) / n * (len(todo) - n)
-            shown = (f"metric {fmt.number(row.get('metric'))}" if args.metric and row.get("metric") is not None
-                     else f"wall {fmt.number(schema.to_float(row.get('wall_ms')) or 0)} ms")
-            print(f"[{len(runs) - len(todo) + n}/{len(runs)}] {point.name} rep {rep}: {row['status']} "
-                  f"({shown}){' ' + row['reason'][:100] if row.get('reason') else ''} | ETA {fmt.duration(eta)}",
+    desc = probe.describe(args.build_dir)
+    knobs = []
+    for p in points:
+        knobs += [k for k in p.env if k not in knobs]
+    columns = probe.columns(desc, knobs or ["OMP_NUM_THREADS"])
+    out, results_file, done, file_seed = open_out(args, cmd, columns)
+    seed = next(s for s in (args.seed, file_seed, random.SystemRandom().randrange(1, 2 ** 31)) if s is not None)
+    work = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".work")
+    executor = ProbeExecutor(args, cmd, columns, work, seed)
+    c = campaign.Campaign(executor, results_file, seed, done, budget, name="tune")
+    print("\n".join(plan_text(points, args, budget)))
+    print(f"tune: {' '.join(cmd)}; {len(done)} runs already in {out}; seed {seed}", flush=True)
+    reps = {p.key: args.repetitions or decide.START_RUNS for p in points}
+    race = None if args.repetitions else TuneRace(out, points, args, c)
+
+    def body():
+        c.run(points, {p.key: 1 for p in points})  # one round, then drop the duplicates
+        dropped = verdicts.duplicates(results.read_rows(out))
+        if dropped:
+            print("tune: same effective settings, dropped: " + ", ".join(f"{a} (= {b})" for a, b in dropped.items()),
                   flush=True)
-    except KeyboardInterrupt:
-        print(f"\ntune: interrupted; {out} holds every finished run; continue with --resume --out {out}")
+        kept = [p for p in points if p.name not in dropped]
+        ended = c.run(kept, reps, race)
+        return ended, confirm(args, cmd, columns, work, seed, out, results_file, c.done, points)
+    result = campaign.guarded(c, body, lambda: print(
+        f"tune: interrupted; {out} holds every finished run; continue with --resume --out {out}"))
+    shutil.rmtree(work, ignore_errors=True)
+    if result == 130:
         return 130
-    finally:
-        shutil.rmtree(tuner.work, ignore_errors=True)
-    from . import results
+    ended, confirmation = result
+    return report(args, out, race, ended, budget, confirmation)
+
+
+def confirm(args, cmd, columns, work, seed, out, results_file, done, points):
+    """The chosen setting and plain, interleaved, without the probe."""
+    from . import confirmation
+    if args.confirm == 0:
+        return None
+    entries = verdicts.decide_all(results.read_rows(out), args.objective, args.margin)
+    d = entries[0].decision if entries else None
+    if d is None or d.verdict != "change":
+        return None
+    by = {p.name: p for p in points}
+    pair = [by[d.baseline].for_phase("confirm"), by[d.chosen].for_phase("confirm")]
+    print(f"tune: confirming {d.chosen} against {d.baseline} without the probe ({args.confirm} runs each)", flush=True)
+    executor = ProbeExecutor(args, cmd, columns, work, seed, phase="confirm")
+    c = campaign.Campaign(executor, results_file, seed, done, name="confirm")
+    c.round = 1000  # its own shuffles
+    c.run(pair, {p.key: args.confirm for p in pair})
+    return confirmation.analyse(results.read_rows(out), d, args.margin)
+
+
+def report(args, out, race, ended, budget, confirmation):
+    from . import confirmation as conf
     rows = results.read_rows(out)
-    stats_points, incomplete = point_stats(rows, points, args)
-    for p in stats_points:
-        p.between = statistics.median(schema.to_float(r["omp_between_regions_ms"]) for r in rows
-                                      if r["study"] == p.name and r["status"] == "ok")
-    rec = recommend.recommend(stats_points, args.objective, baselines=("plain", "launcher"),
-                              time_higher_is_better=bool(args.metric) and args.metric_better == "higher")
-    print(f"tune: results in {out}")
-    print("\n".join(report_text(stats_points, incomplete, rec, args)))
+    looks = race.looks if race and race.looks else 1
+    entries = verdicts.decide_all(rows, args.objective, args.margin, looks=looks)
+    print(f"tune: results in {out}" + (f"; race {ended}" if race else ""))
+    for line in conf.settings_table(rows, args):
+        print(line)
+    for e in entries:
+        print(verdicts.headline(e))
+        print("\n".join(verdicts.evidence(e)))
+    extra = {}
+    if confirmation:
+        print("\n".join(conf.text(confirmation)))
+        extra["confirmation"] = confirmation
+    path = verdicts.write_json(out, verdicts.to_json(entries, out, budget.runs if budget else None, extra))
+    print(f"tune: verdict in {path}")
     return 0
+

@@ -12,12 +12,14 @@ aggregates (per run, then the median over runs):
   B P=1: 28, 2200, 250, 2;  B P=2: 100, 1300, 438, 180; slowdown 100/28
   optimizer A P=2: step 4.5; 1000/4 + 1000/5 = 450 steps/s; CPU 31; invol 3; slowdown n/a
 """
+import math
 import os
+import statistics
 import unittest
 
 import helpers
 import make_fixtures
-from threadburn import results
+from threadburn import paths, results, verdicts
 
 FIXTURE = os.path.join(helpers.FIXTURES, "oversub_results.csv")
 TRAIN = "train_step/mnist_adadelta/preload:0/batch:64/workers:0/loader:torch/mkldnn:1/gap_ms:0"
@@ -92,9 +94,9 @@ class Aggregate(unittest.TestCase):
             "P=2 step 100 ms ( x3.57), 1300 samples/s, CPU 438 ms, invol ctxsw 180 [1 run]"])
 
 
-class Recommendations(unittest.TestCase):
-    """results.recommendations: per workload, recommend.recommend over its
-    settings (time = step_ms, CPU = step_cpu_ms + residual_cpu_ms per run)."""
+class Verdicts(unittest.TestCase):
+    """verdicts.decide_all: per workload, decide.py over its settings (time =
+    step_ms, CPU = step_cpu_ms + residual_cpu_ms per run)."""
 
     def rows(self, settings):
         """settings: [(runtime, env, preset, [(step_ms, step_cpu_ms + residual_cpu_ms) per run])]"""
@@ -116,38 +118,34 @@ class Recommendations(unittest.TestCase):
     BT0, BT200 = "llvm KMP_BLOCKTIME=0", "llvm KMP_BLOCKTIME=200"
     PASSIVE = "gomp OMP_WAIT_POLICY=passive [launcher]"
 
-    def test_balanced_picks_the_frugal_one_among_the_fastest(self):
+    def test_balanced_changes_to_the_frugal_one_among_the_fastest(self):
         rows = self.rows(self.SETTINGS)
-        rows.append(dict(rows[0], status="failed", step_ms="1"))  # not a sample
-        ((workload, rec, default, launcher),) = results.recommendations(rows)
-        self.assertEqual((workload, default, launcher), (OPT, "gomp (no env)", self.PASSIVE))
-        # blocktime 200 and 0 tie on time (p >= 0.05); 0 uses distinguishably less CPU
-        self.assertEqual(rec.winner.name, self.BT0)
-        self.assertEqual((rec.winner.med_time, rec.winner.med_cpu, len(rec.winner.time)), (10.1, 21, 5))
-        self.assertEqual([v.baseline for v in rec.versus], ["gomp (no env)", self.PASSIVE])
-        vs_default = rec.versus[0]
-        self.assertAlmostEqual(vs_default.time_change, 10.1 / 10.7 - 1, places=12)
-        self.assertAlmostEqual(vs_default.cpu_change, 21 / 27 - 1, places=12)
-        self.assertAlmostEqual(vs_default.time_p, 2 / 252, places=12)  # separated, 5 and 5 runs: exact
+        rows.append(dict(rows[0], status="failed", step_ms="1", run_key="failed-r9"))  # not a sample
+        (e,) = verdicts.decide_all(rows)
+        d = e.decision
+        self.assertEqual((e.label, d.baseline), (OPT, "gomp (no env)"))
+        # blocktime 200 and 0 are equivalent on time (within 5 %); 0 uses the least CPU of the two,
+        # 22 % less than the default, and is not slower than it by 5 %: change.
+        self.assertEqual((d.verdict, d.chosen), ("change", self.BT0))
+        self.assertIn(self.BT200, d.equivalent + [n for n, _, _ in d.open] + [d.best])
+        self.assertEqual(len(d.settings[self.BT0].time), 5)
+        r = d.vs_baseline[self.BT0]
+        geo = lambda v: math.exp(statistics.fmean(math.log(x) for x in v))
+        self.assertAlmostEqual(r["time"].est, geo([10.05, 10.15, 10.1, 10.2, 10.0]) / geo([10.6, 10.8, 10.7, 10.9, 10.5]))
+        self.assertAlmostEqual(r["cpu"].est, geo([21, 22, 21, 21, 20]) / geo([27, 27.5, 27, 26.5, 27]))
+        self.assertTrue(r["cpu"].better(0.05) and r["time"].not_worse(0.05))
+        self.assertEqual(e.env[self.BT0], {"KMP_BLOCKTIME": "0", "LD_PRELOAD": paths.LIBOMP})
         text = [" ".join(ln.split()) for ln in results.summary_text(rows).splitlines()]
         self.assertEqual(text[0], "rows: 20 ok, 0 skipped, 1 failed")
-        self.assertIn(OPT, text)
-        self.assertEqual(text[text.index(OPT) + 1], f"recommended: {self.BT0}")
 
-    def test_time_and_cpu_objectives(self):
-        rows = self.rows(self.SETTINGS)
-        ((_, rec, _, _),) = results.recommendations(rows, "time")
-        self.assertIsNone(rec.winner)  # 200 and 0 cannot be told apart on time
-        self.assertEqual(rec.best.name, self.BT200)
-        self.assertEqual([p.name for p, _ in rec.tied], [self.BT0])
-        ((_, rec, _, _),) = results.recommendations(rows, "cpu")
-        self.assertEqual(rec.winner.name, self.PASSIVE)
+    def test_cpu_objective(self):
+        (e,) = verdicts.decide_all(self.rows(self.SETTINGS), "cpu")
+        self.assertEqual((e.decision.verdict, e.decision.chosen), ("change", self.PASSIVE))
 
     def test_without_the_default_point(self):
-        rows = self.rows(self.SETTINGS[1:3])
-        ((_, rec, default, launcher),) = results.recommendations(rows)
-        self.assertEqual((default, launcher, rec.versus), (None, None, []))
-        self.assertIn("    the default (gomp, no env) is not in this sweep", results.summary_text(rows).splitlines())
+        (e,) = verdicts.decide_all(self.rows(self.SETTINGS[1:3]))
+        self.assertEqual(e.decision.verdict, "undecided")
+        self.assertIn("the baseline", e.decision.why)
 
 
 class Labels(unittest.TestCase):

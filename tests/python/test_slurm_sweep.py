@@ -19,7 +19,7 @@ import unittest
 import helpers
 from helpers import assert_one_line_error, threadburn
 
-from threadburn import schema, slurm
+from threadburn import keys, schema, slurm
 
 CLUSTER = os.environ.get("THREADBURN_SLURM_DIR", "")
 
@@ -51,8 +51,8 @@ steps = 3
 KEY_COLUMNS = ("run_key", "point_key", "benchmark", "repetition", "proc_index", "status", "order_index", "seed")
 
 
-def keys(rows, header):
-    knobs = schema.knob_columns(header)
+def row_keys(rows, header):
+    knobs = keys.knob_columns(rows[0]) if rows else ()
     return collections.Counter(tuple(r[c] for c in KEY_COLUMNS + tuple(knobs)) for r in rows)
 
 
@@ -138,7 +138,7 @@ class ThroughSlurm(helpers.TempDir, unittest.TestCase):
         self.assertEqual(helpers.read_header(local), helpers.read_header(through))
         a, b = helpers.read_rows(local), helpers.read_rows(through)
         self.assertEqual(len(a), 8)  # 4 runs, 2 benchmarks each
-        self.assertEqual(keys(a, helpers.read_header(local)), keys(b, helpers.read_header(through)))
+        self.assertEqual(row_keys(a, helpers.read_header(local)), row_keys(b, helpers.read_header(through)))
         job = self.jobs[0]
         self.assertEqual({r["slurm_job"] for r in b}, {f"{job}_0", f"{job}_1"})
         self.assertTrue(all(r["host_name"] and r["num_cpus"] and r["cpu_model"] for r in b))
@@ -167,7 +167,7 @@ class ThroughSlurm(helpers.TempDir, unittest.TestCase):
         # The same rows, key for key, as a local sweep of the same seed.
         local = self.path("local.csv")
         self.assertEqual(self.sweep(local).returncode, 0)
-        self.assertEqual(keys(rows, helpers.read_header(out)), keys(helpers.read_rows(local), helpers.read_header(local)))
+        self.assertEqual(row_keys(rows, helpers.read_header(out)), row_keys(helpers.read_rows(local), helpers.read_header(local)))
         # A second --resume finds nothing to do and submits nothing.
         again = self.sweep(out, "--slurm", "--resume")
         self.assertIn("every run is in", again.stdout)

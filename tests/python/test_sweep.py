@@ -111,7 +111,7 @@ class Running(SweepTest):
         self.assertIn("seed 11", result.stdout)
         self.assertIn(f"sweep: results in {self.out}", result.stdout)
         self.assertIn("rows: 8 ok, 0 skipped, 0 failed", result.stdout.splitlines())
-        self.assertEqual(sorted(os.listdir(self.tmp)), ["build", "g.toml", "libomp.so.5", "res.csv"])
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["build", "g.toml", "libomp.so.5", "res.csv", "res.verdict.json"])
 
     def test_summary_recommends_a_setting_against_the_default(self):
         # Equal step times (the fake has no noise); CPU per step 20 + burn: 20 (blocktime 0)
@@ -126,9 +126,13 @@ class Running(SweepTest):
         """))
         lines = [" ".join(ln.split()) for ln in result.stdout.splitlines()]
         start = lines.index("optimizer_step/sgd/params:4000000/gap_ms:300")
-        self.assertEqual(lines[start + 1], "recommended: llvm OMP_NUM_THREADS=2 KMP_BLOCKTIME=0")
-        self.assertTrue(any(ln.startswith("vs default (gomp, no env): step +0.0%") for ln in lines[start:]),
-                        result.stdout)
+        self.assertTrue(lines[start + 1].startswith("CHANGE to llvm OMP_NUM_THREADS=2 KMP_BLOCKTIME=0: step +0.0% "
+                                                    "[+0.0%, +0.0%], CPU -13.0% [-13.0%, -13.0%] against gomp (no env)"),
+                        lines[start + 1])
+        with open(os.path.splitext(self.out)[0] + ".verdict.json") as f:
+            (w,) = [w for w in json.load(f)["workloads"] if w["workload"] == lines[start]]
+        self.assertEqual((w["verdict"], w["env"]["KMP_BLOCKTIME"], w["runs_per_setting"]["gomp (no env)"]),
+                         ("change", "0", 4))
         self.assertIn("rows: 12 ok, 0 skipped, 0 failed", lines)
 
     def test_plots_are_made_at_the_end(self):

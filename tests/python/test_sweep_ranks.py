@@ -8,7 +8,7 @@ import collections
 import unittest
 
 from test_sweep import SweepTest
-from threadburn import results
+from threadburn import results, verdicts
 
 GRID = """
     repetitions = 2
@@ -72,8 +72,8 @@ class Ranks(SweepTest):
         # A world that lost a rank measured nothing.
         broken = [r for r in rows if not (r["run_key"] == worlds[0]["run_key"] and r["rank"] == "2")]
         self.assertEqual(len([w for w in results.world_rows(broken) if w["processes"] == "3"]), 1)
-        (_, rec, _, _), = [e for e in results.recommendations(rows) if "world_size 3" in e[0]]
-        self.assertEqual(len(rec.best.time), 2)  # one sample per run, not per rank
+        (e,) = [e for e in verdicts.decide_all(rows) if "world_size 3" in e.label]
+        self.assertEqual({len(s.time) for s in e.decision.settings.values()}, {2})  # one sample per run, not per rank
 
     def test_world_scaling_and_its_plot(self):
         self.sweep(self.grid(GRID))

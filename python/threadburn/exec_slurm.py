@@ -23,7 +23,7 @@ import socket
 import sys
 import time
 
-from . import fmt, paths, schema, slurm
+from . import campaign, fmt, paths, schema, slurm
 from .errors import ThreadburnError
 
 PLAN = "plan.json"
@@ -57,7 +57,7 @@ def sbatch_options(args):
 
 
 def deal(runs, per_task):
-    """[(order_index, point, rep)] -> tasks of at most per_task runs each."""
+    """[campaign.RunSpec] -> tasks of at most per_task runs each."""
     return [runs[i:i + per_task] for i in range(0, len(runs), per_task)]
 
 
@@ -67,7 +67,8 @@ def write_plan(jdir, args, g, seed, tasks, attempt):
             "build_dir": os.path.abspath(args.build_dir) if args.build_dir else None, "libomp": args.libomp,
             "repetitions": args.repetitions, "timeout": args.timeout, "timeline": args.timeline,
             "match": args.match, "seed": seed, "attempt": attempt,
-            "tasks": [[{"order_index": i, "point_key": p.key, "rep": r} for i, p, r in task] for task in tasks]}
+            "tasks": [[{"order_index": sp.order_index, "round": sp.round, "point_key": sp.item.key, "rep": sp.rep}
+                       for sp in task] for task in tasks]}
     with open(os.path.join(jdir, PLAN + ".tmp"), "w") as f:
         json.dump(plan, f)
     os.replace(os.path.join(jdir, PLAN + ".tmp"), os.path.join(jdir, PLAN))
@@ -127,60 +128,62 @@ def merge(jdir, results_file, done):
     return added
 
 
-def run_sweep(args, g, seed, runs, results_file, done, out):
-    """Submit (or with --merge only collect), wait, merge; --resume submits
-    only the runs without rows."""
-    jdir = job_dir(out)
-    if args.merge or args.resume:
-        added = merge(jdir, results_file, done)
-        print(f"sweep: merged {added} runs from {jdir}/rows into {out}")
-    todo = [(i, p, r) for i, (p, r) in enumerate(runs) if f"{p.key}-r{r}" not in done]
-    if args.merge:
-        print(f"sweep: {len(runs) - len(todo)} of {len(runs)} runs in {out}"
-              + (f"; {len(todo)} missing: `threadburn sweep {args.grid} --slurm --resume --out {out}` submits them"
-                 if todo else ""))
-        return 0
-    if not todo:
-        print(f"sweep: every run is in {out}")
-        return 0
-    attempt = sum(1 for _ in open(os.path.join(jdir, "jobs.txt"))) if os.path.exists(os.path.join(jdir, "jobs.txt")) else 0
-    job, n_tasks = submit(args, g, seed, todo, jdir, attempt)
-    if args.detach:
-        print(f"sweep: detached. Progress: squeue -j {job}. Then: threadburn sweep {args.grid} --slurm --merge --out {out}")
-        return 0
-    try:
-        states = wait(job, n_tasks)
-    except KeyboardInterrupt:
-        print(f"\nsweep: stopped waiting; job {job} keeps running (scancel {job} stops it). Collect its rows "
-              f"with: threadburn sweep {args.grid} --slurm --merge --out {out}", file=sys.stderr)
-        return 130
-    added = merge(jdir, results_file, done)
-    failed = {t: s for t, s in states.items() if s != "COMPLETED"}
-    missing = len(runs) - len(done)
-    print(f"sweep: job {job} ended; merged {added} runs into {out}"
-          + (f"; tasks {', '.join(f'{t} ({s})' for t, s in sorted(failed.items()))} did not complete" if failed else ""))
-    if missing:
-        print(f"sweep: {missing} runs have no rows: `threadburn sweep {args.grid} --slurm --resume --out {out}` "
-              "submits only those", file=sys.stderr)
-        return 1
-    return 0
+class SlurmExecutor(campaign.Executor):
+    """A round as one job array: submitted, waited for, its rows read back
+    as they were written by the tasks (rows/<run_key>.csv)."""
+    label = "Slurm job array"
+
+    def __init__(self, args, g, seed, out):
+        self.args, self.g, self.seed, self.out = args, g, seed, out
+        self.jdir = job_dir(out)
+        self.job = None
+
+    def attempt(self):
+        jobs = os.path.join(self.jdir, "jobs.txt")
+        return sum(1 for _ in open(jobs)) if os.path.exists(jobs) else 0
+
+    def submit(self, specs):
+        self.job, n_tasks = submit(self.args, self.g, self.seed, specs, self.jdir, self.attempt())
+        return n_tasks
+
+    def execute(self, specs):
+        if not specs:
+            return
+        n_tasks = self.submit(specs)
+        states = wait(self.job, n_tasks)
+        failed = {t: s for t, s in states.items() if s != "COMPLETED"}
+        if failed:
+            print(f"sweep: job {self.job}: tasks {', '.join(f'{t} ({s})' for t, s in sorted(failed.items()))} did "
+                  "not complete; their runs have no rows (--resume submits them again)", file=sys.stderr)
+        for spec in specs:
+            rows = read_rows_file(self.jdir, spec.key)
+            if rows is not None:
+                yield spec, rows
+
+    def stop(self):
+        if self.job:
+            print(f"sweep: stopped waiting; job {self.job} keeps running (scancel {self.job} stops it). Collect "
+                  f"its rows with: threadburn sweep {self.args.grid} --slurm --merge --out {self.out}",
+                  file=sys.stderr)
+
+
+def read_rows_file(jdir, run_key):
+    path = os.path.join(jdir, "rows", f"{run_key}.csv")
+    if not os.path.exists(path):
+        return None
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
 
 
 # --- inside a task ------------------------------------------------------------------
 
-def add_task_parser(sub):
-    p = sub.add_parser("slurm-task", help="(inside a Slurm job array) run one task of a sweep --slurm")
-    p.add_argument("job_dir")
-    p.add_argument("task", type=int)
-    p.set_defaults(run=task_main)
-    return p
-
-
 def task_main(args):
     """Runs this task's runs; each run's rows go to rows/<run_key>.csv, put in
     place whole (written aside, then renamed)."""
-    from . import grid as gridmod, sweep
+    from . import grid as gridmod
+    from .exec_bench import Run
     from .programs import programs as build_programs
+    from .resultsfile import ResultsFile
     with open(os.path.join(args.job_dir, PLAN)) as f:
         plan = json.load(f)
     if args.task >= len(plan["tasks"]):
@@ -204,17 +207,17 @@ def task_main(args):
             point.timeline = True
         work = os.path.join(args.job_dir, "work", f"task{args.task}")
         ctx = {"libomp": plan["libomp"], "seed": plan["seed"], "csv_dir": os.path.dirname(args.job_dir),
-               "columns": columns, "work_dir": work, "order_index": run["order_index"],
+               "columns": columns, "work_dir": work, "order_index": run["order_index"], "round": run.get("round", ""),
                "timeline_dir": os.path.splitext(args.job_dir)[0] + ".timelines",
                "threads_dir": os.path.splitext(args.job_dir)[0] + ".threads"}
-        rows = sweep.Run(point, run["rep"], ctx).execute()
+        rows = Run(point, run["rep"], ctx).execute()
         for row in rows:
             # The programs report host_name, num_cpus and cpu_model; a failed
             # run's rows get them here.
             row.setdefault("host_name", host)
             row["slurm_job"] = tag
         path = os.path.join(rows_dir, f"{point.key}-r{run['rep']}.csv")
-        results_file = sweep.ResultsFile(path + f".tmp{os.getpid()}", columns)
+        results_file = ResultsFile(path + f".tmp{os.getpid()}", columns)
         results_file.create()
         results_file.append(rows)
         os.replace(results_file.path, path)

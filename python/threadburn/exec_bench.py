@@ -1,0 +1,368 @@
+"""The benchmark-program executor: one run of a grid point is its P copies
+(or W ranks) started at once, waited for with the point's timeout, and
+turned into rows from Google Benchmark's JSON (one row per copy and
+benchmark; failed rows for what a copy should have reported and did not).
+The P copies of a `processes = P` point wait for each other before each
+benchmark (--barrier); each row records how much of its timed window the
+other copies overlapped.
+"""
+import json
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import time
+
+from . import campaign, results, schema
+from .procs import Children, describe_exit, die_with_parent, last_line, utc_now
+
+# Google Benchmark's own numeric entry fields: not counters.
+GB_FIELDS = {"family_index", "per_family_instance_index", "repetitions", "repetition_index",
+             "iterations", "real_time", "cpu_time", "threads"}
+
+
+class BenchExecutor(campaign.Executor):
+    """Runs grid points (grid.Point) one run at a time on this host."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def execute(self, specs):
+        for spec in specs:
+            ctx = dict(self.ctx, order_index=spec.order_index, round=spec.round)
+            yield spec, Run(spec.item, spec.rep, ctx).execute()
+
+    def stop(self):
+        Children.kill_all()
+        shutil.rmtree(self.ctx["work_dir"], ignore_errors=True)
+
+
+def repro_line(point, libomp, inherited, benchmark=None):
+    """One shell line reproducing a point (without the sweep's output flags);
+    with benchmark, only that one of the point's benchmarks."""
+    setenv, unset = point.child_env(libomp)
+    parts = []
+    leaked = [k for k in unset if k in inherited]
+    if leaked:
+        parts.append("env " + " ".join(f"-u {k}" for k in leaked))
+    parts += [f"{k}={shlex.quote(v)}" for k, v in setenv.items()]
+    parts.append(shlex.quote(point.program.path))
+    parts += [shlex.quote(a) for a in point.program_args()]
+    if benchmark and len(point.description().benchmarks) > 1:
+        # Benchmark names hold only [A-Za-z0-9_/:.-]: literal in GB's regex but '.'.
+        parts.append(shlex.quote(f"--benchmark_filter=^{re.escape(benchmark)}(/|$)"))
+    line = " ".join(parts)
+    if point.ranks:
+        world = " ".join(f"{k}={v}" for k, v in rank_env("$r", point.processes, 29500).items())
+        line = f"for r in $(seq 0 {point.processes - 1}); do {world} {line} & done; wait"
+    elif point.processes > 1:
+        line = f"for i in $(seq {point.processes}); do {line} & done; wait"
+    return line
+
+
+class Copy:
+    """One process of a run: its command, files and end."""
+
+    def __init__(self, index, work, timeline_dir, threads_file):
+        self.index = index
+        self.json = os.path.join(work, f"p{index}.json")
+        self.out = os.path.join(work, f"p{index}.out")
+        self.err = os.path.join(work, f"p{index}.err")
+        self.timeline_dir = timeline_dir
+        self.threads_file = threads_file
+        self.proc = None
+        self.end = None
+        self.timed_out = False
+
+
+class Run:
+    """One repetition of one point: its P copies started at once, waited for
+    (with the point's timeout), and turned into rows."""
+
+    def __init__(self, point, rep, ctx):
+        self.point, self.rep, self.ctx = point, rep, ctx
+        self.key = f"{point.key}-r{rep}"
+        self.work = os.path.join(ctx["work_dir"], self.key)
+
+    def execute(self):
+        shutil.rmtree(self.work, ignore_errors=True)
+        os.makedirs(self.work)
+        copies = self.start()
+        self.wait(copies)
+        rows = []
+        for c in copies:
+            rows += self.copy_rows(c)
+        mark_overlap(rows)
+        if self.point.ranks:
+            mark_world(rows, self.point.processes)
+        shutil.rmtree(self.work, ignore_errors=True)
+        for row in rows:
+            row["run_rows"] = len(rows)
+            row["repro"] = repro_line(self.point, self.ctx["libomp"], os.environ, row["benchmark"])
+        return rows
+
+    def child_env(self):
+        setenv, _ = self.point.child_env(self.ctx["libomp"])
+        env = {k: v for k, v in os.environ.items()
+               if k not in self.point.env and k not in schema.NOT_A_KNOB}
+        env.update(setenv)
+        return env
+
+    def start(self):
+        point, ctx = self.point, self.ctx
+        barrier = []
+        if point.processes > 1 and not point.ranks:  # ranks meet through their own process group
+            path = os.path.join(self.work, "barrier")
+            with open(path, "wb") as f:
+                f.write(bytes(4))
+            barrier = [f"--barrier={path}:{point.processes}"]
+        env = self.child_env()
+        port = free_port() if point.ranks else None
+        self.started_at, self.t0 = utc_now(), time.monotonic()
+        copies = []
+        for i in range(point.processes):
+            tl_dir = threads_file = None
+            if point.timeline:
+                tl_dir = os.path.join(ctx["timeline_dir"], f"{self.key}-p{i}")
+                shutil.rmtree(tl_dir, ignore_errors=True)
+                os.makedirs(tl_dir)
+            if point.threads_csv:
+                os.makedirs(ctx["threads_dir"], exist_ok=True)
+                threads_file = os.path.join(ctx["threads_dir"], f"{self.key}-p{i}.csv")
+            c = Copy(i, self.work, tl_dir, threads_file)
+            argv = [point.program.path] + point.program_args() + barrier
+            argv += [f"--timeline-dir={tl_dir}"] if tl_dir else []
+            argv += [f"--threads-csv={threads_file}"] if threads_file else []
+            argv += ["--benchmark_format=json", f"--benchmark_out={c.json}", "--benchmark_out_format=json"]
+            with open(c.out, "wb") as out, open(c.err, "wb") as err:
+                c.proc = subprocess.Popen(argv, env=dict(env, **rank_env(i, point.processes, port)) if point.ranks
+                                          else env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                          start_new_session=True, preexec_fn=die_with_parent)
+            Children.procs.append(c.proc)
+            copies.append(c)
+        return copies
+
+    def wait(self, copies):
+        deadline = self.t0 + self.point.timeout_s
+        while any(c.end is None for c in copies):
+            for c in copies:
+                if c.end is None and c.proc.poll() is not None:
+                    c.end = time.monotonic()
+            if time.monotonic() > deadline:
+                Children.kill_all()
+                for c in copies:
+                    if c.end is None:
+                        c.end, c.timed_out = time.monotonic(), True
+                break
+            time.sleep(0.02)
+        Children.procs = []
+        self.finished_at = utc_now()
+
+    def base_row(self, c):
+        p = self.point
+        row = {"schema_version": schema.SCHEMA_VERSION, "run_key": self.key, "grid": p.grid, "study": p.study,
+               "preset": p.preset, "bench": p.bench, "runtime": p.runtime, "processes": p.processes,
+               "repetition": self.rep, "proc_index": c.index, "point_key": p.key, "seed": self.ctx["seed"],
+               "order_index": self.ctx["order_index"], "round": self.ctx.get("round", ""), "started_at": self.started_at,
+               "finished_at": self.finished_at, "exit_code": c.proc.returncode,
+               "wall_s": round(c.end - self.t0, 3)}
+        if p.ranks:  # also on failed rows: they belong to a world (schema.is_ranks_row)
+            row.update(world_size=p.processes, rank=c.index)
+        row.update(p.env)
+        return row
+
+    def copy_rows(self, c):
+        """Rows of one copy: one per benchmark it reported, or one failed row
+        per benchmark it should have run if it reported nothing usable."""
+        desc = self.point.description()
+        base = self.base_row(c)
+        code = c.proc.returncode
+        if c.timed_out:
+            return failed_rows(desc, base, f"timeout after {self.point.timeout_s} s")
+        try:
+            with open(c.json) as f:
+                report = json.load(f)
+            entries = [e for e in report.get("benchmarks", []) if e.get("run_type") != "aggregate"]
+        except (OSError, ValueError, AttributeError) as e:
+            why = describe_exit(code) if code != 0 else f"no readable JSON ({type(e).__name__})"
+            tail = last_line(c.err)
+            return failed_rows(desc, base, why + (f": {tail}" if tail else ""))
+        if not entries:
+            return failed_rows(desc, base, f"{describe_exit(code)}; the JSON lists no benchmarks")
+        context = context_columns(report.get("context", {}), self.ctx["columns"])
+        rows = []
+        for entry in entries:
+            index = entry.get("family_index")
+            bench = desc.benchmarks[index] if isinstance(index, int) and index < len(desc.benchmarks) else None
+            row = dict(base, **context)
+            row.update(knob_values(desc, bench))
+            row["benchmark"] = entry.get("name", "")
+            fill_entry(row, entry, self.ctx["columns"])
+            if bench is None or not row["benchmark"].startswith(bench.name):
+                row.update(status="failed", reason=f"the program reported {row['benchmark']!r}, "
+                           f"not a benchmark of its own description")
+            if row["status"] == "ok" and code != 0:
+                row.update(status="failed", reason=f"{describe_exit(code)} after reporting: " + last_line(c.err))
+            if row["status"] == "ok":
+                check_effective(self.point, row)
+            add_files(row, entry, c, self.ctx)
+            rows.append(row)
+        return rows
+
+
+def knob_values(desc, bench):
+    """Flag columns of one benchmark: its axis values, and every other flag's
+    value in force (the default unless the point set it)."""
+    out = {name: f.value for name, f in desc.flags.items() if name not in schema.SWEEP_FLAGS}
+    if bench is not None:
+        out.update(bench.args)
+    return out
+
+
+def failed_rows(desc, base, reason):
+    rows = []
+    for b in desc.benchmarks:
+        row = dict(base, benchmark=b.name, status="failed", reason=reason)
+        row.update(knob_values(desc, b))
+        rows.append(row)
+    return rows
+
+
+def context_columns(context, columns):
+    out, extra = {}, []
+    for key, value in context.items():
+        if key in columns.context:
+            out[key] = value
+        elif key not in ("caches", "json_schema_version"):
+            extra.append(f"{key}={schema.fmt_value(value)}")
+    out["extra_context"] = ";".join(extra)
+    return out
+
+
+def fill_entry(row, entry, columns):
+    for key in ("iterations", "real_time", "cpu_time", "time_unit"):
+        row[key] = entry.get(key)
+    extra = []
+    for key, value in entry.items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        # GB writes its own "threads" before the counters; a "threads" counter
+        # repeats the key and, read last, wins: it is the counter then.
+        if key in GB_FIELDS and not (key in columns.counters and not entry.get("error_occurred")):
+            continue
+        if key in columns.counters:
+            row[key] = value
+        else:
+            extra.append(f"{key}={schema.fmt_value(value)}")
+    row["extra_counters"] = ";".join(extra)
+    if entry.get("error_occurred"):
+        message = str(entry.get("error_message", "")).strip()
+        row["status"] = "skipped" if message.startswith("skipped:") else "failed"
+        row["reason"] = message or "error_occurred without a message"
+    else:
+        row["status"], row["reason"] = "ok", ""
+
+
+def add_note(row, note):
+    row["reason"] = (row["reason"] + "; " if row.get("reason") else "note: ") + note
+
+
+def check_effective(point, row):
+    """Distrust a row whose process did not run the runtime it was asked to:
+    its knob columns would describe a setting nobody measured. Note knobs the
+    live runtime ignored or overrode."""
+    live = row.get("omp_runtime", "")
+    wanted = schema.RUNTIME_LIBRARY[point.runtime]
+    if live in schema.RUNTIME_LIBRARY.values() and live != wanted:
+        row.update(status="failed", reason=f"asked for runtime {point.runtime} but the process reports "
+                   f"{live} ({row.get('omp_library', '?')})")
+        return
+    for column, what in (("ignored_knobs", "ignoring"), ("overridden_knobs", "overriding")):
+        named = [k for k in str(row.get(column, "")).split(",") if point.env.get(k, schema.UNSET) != schema.UNSET]
+        if named:
+            add_note(row, f"the process reports {what} {','.join(named)}")
+    in_force = row.get("cuda_sync_in_force", "")
+    asked = point.args.get("cuda_sync", "auto")
+    if asked != "auto" and in_force not in ("", "n/a") and in_force != asked:
+        add_note(row, f"asked for cuda_sync {asked} but {in_force} is in force")
+
+
+def mark_overlap(rows):
+    """For copies started together: the share of each row's timed window that
+    every other copy's window of the same benchmark covered. Below results.OVERLAP_MIN
+    the row is flagged (results.oversubscription leaves such runs out)."""
+    by_bench = {}
+    for row in rows:
+        start, end = schema.to_float(row.get("timed_start_s")), schema.to_float(row.get("timed_end_s"))
+        if row.get("status") == "ok" and start is not None and end is not None and end > start:
+            by_bench.setdefault(row["benchmark"], []).append((row, start, end))
+    for copies in by_bench.values():
+        if len(copies) < 2:
+            continue
+        for row, start, end in copies:
+            lo = max([start] + [s for r, s, e in copies if r is not row])
+            hi = min([end] + [e for r, s, e in copies if r is not row])
+            share = max(0.0, hi - lo) / (end - start)
+            row["overlap"] = round(share, 4)
+            if share < results.OVERLAP_MIN:
+                add_note(row, f"the other copies overlapped only {share:.0%} of its timed steps")
+
+
+def free_port():
+    """A TCP port free on 127.0.0.1 now, for a world's MASTER_PORT (the ranks'
+    store binds it a moment later; a port taken meanwhile fails the run,
+    naming MASTER_PORT)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_env(rank, world_size, port):
+    """Where rank `rank` of a world started by the sweep stands: torchrun's
+    variables (src/core/rendezvous.h reads them first), all on this host."""
+    return {"RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank),
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+
+
+def mark_world(rows, world_size):
+    """The ranks of one world, per benchmark (only when every rank reported
+    it ok): world_samples_per_s = world_size x the slowest rank's samples/s
+    (synchronous data parallelism goes at the slowest rank's pace), and
+    rank_spread = the slowest rank's compute (step_ms - allreduce_ms) over the
+    fastest's, minus 1: how unevenly the ranks computed (the fast ones wait
+    for the slow inside the all-reduce)."""
+    by_bench = {}
+    for row in rows:
+        by_bench.setdefault(row["benchmark"], []).append(row)
+    for ranks in by_bench.values():
+        if len(ranks) != world_size or any(r.get("status") != "ok" for r in ranks):
+            continue
+        rates = [schema.to_float(r.get("samples_per_s")) for r in ranks]
+        compute = [schema.to_float(r.get("step_ms")) - schema.to_float(r.get("allreduce_ms"))
+                   if schema.to_float(r.get("step_ms")) is not None and schema.to_float(r.get("allreduce_ms")) is not None
+                   else None for r in ranks]
+        for r in ranks:
+            if None not in rates:
+                r["world_samples_per_s"] = world_size * min(rates)
+            if None not in compute and min(compute) > 0:
+                r["rank_spread"] = round(max(compute) / min(compute) - 1, 4)
+
+
+# Name components Google Benchmark appends to the registered name; the
+# programs name their timeline files after the registered name.
+GB_NAME_SUFFIX = re.compile(r"/(manual_time|real_time|iterations:\d+|repeats:\d+|threads:\d+"
+                            r"|min_time:[0-9.]+s?|min_warmup_time:[0-9.]+s?)$")
+
+
+def add_files(row, entry, c, ctx):
+    if c.timeline_dir:
+        name = str(entry.get("name", ""))
+        while GB_NAME_SUFFIX.search(name):
+            name = GB_NAME_SUFFIX.sub("", name)
+        path = os.path.join(c.timeline_dir, re.sub(r"[/: ]", "_", name) + ".timeline.csv")
+        if os.path.exists(path):
+            row["timeline_file"] = os.path.relpath(path, ctx["csv_dir"])
+    if c.threads_file and os.path.exists(c.threads_file):
+        row["threads_file"] = os.path.relpath(c.threads_file, ctx["csv_dir"])

@@ -1,0 +1,167 @@
+"""What a row measured (Workload) and under which setting (Setting): explicit
+keys built from named columns.
+
+A results file says which of its columns are environment knobs and which
+are program flags in its `knob_layout` column ("env=A B;flags=x y", written
+by resultsfile.ResultsFile from schema.Columns). Files of schema 3 and
+older lack it: their layout is the one those versions wrote (knobs between
+`runtime` and `repetition`, environment knobs in capitals), read here and
+nowhere else (legacy_layout).
+
+Setting: the OpenMP runtime, its environment, the CUDA host wait policy
+and the preset label: what a user picks. Workload: everything else that was
+asked for (the benchmark, every program flag, the processes or world size):
+what was measured. Two rows compare only within one workload.
+"""
+from dataclasses import dataclass
+
+from . import schema
+
+# Program flags that are part of the setting (the CUDA host wait policy), not of the workload.
+SETTING_FLAGS = ("cuda_sync",)
+
+
+@dataclass(frozen=True)
+class Layout:
+    env: tuple
+    flags: tuple
+
+    def text(self):
+        return f"env={' '.join(self.env)};flags={' '.join(self.flags)}"
+
+
+def parse_layout(text):
+    parts = dict(p.split("=", 1) for p in text.split(";") if "=" in p)
+    return Layout(tuple(parts.get("env", "").split()), tuple(parts.get("flags", "").split()))
+
+
+def legacy_layout(header):
+    """Schema <= 3: knob columns sit between runtime and repetition; the
+    environment knobs are the upper-case ones."""
+    header = list(header)
+    if "runtime" not in header or "repetition" not in header:
+        return Layout((), ())
+    knobs = header[header.index("runtime") + 1:header.index("repetition")]
+    return Layout(tuple(k for k in knobs if k.isupper() and k not in schema.NOT_A_KNOB),
+                  tuple(k for k in knobs if not k.isupper() and k != "processes"))
+
+
+_cache = {}
+
+
+def layout(row):
+    """The layout of the file a row came from."""
+    text = row.get("knob_layout")
+    if text:
+        if text not in _cache:
+            _cache[text] = parse_layout(text)
+        return _cache[text]
+    names = tuple(row)
+    if names not in _cache:
+        _cache[names] = legacy_layout(names)
+    return _cache[names]
+
+
+def env_knobs(row):
+    return layout(row).env
+
+
+def knob_columns(row):
+    """Everything that was asked for: bench, runtime, env knobs, processes, flags."""
+    lay = layout(row)
+    return ("bench", "runtime") + lay.env + ("processes",) + lay.flags
+
+
+def _set(value):
+    return value not in (schema.UNSET, "", None)
+
+
+@dataclass(frozen=True, order=True)
+class Setting:
+    runtime: str
+    env: tuple            # ((knob, value), ...) for every knob column, "unset" included
+    preset: str = ""
+    cuda_sync: str = ""
+
+    @property
+    def label(self):
+        parts = [self.runtime or "?"] + [f"{k}={v}" for k, v in self.env if _set(v)]
+        if len(parts) == 1:
+            parts.append("(no env)")
+        if self.cuda_sync not in ("", "auto"):
+            parts.append(f"cuda_sync={self.cuda_sync}")
+        if self.preset:
+            parts.append(f"[{self.preset}]")
+        return " ".join(parts)
+
+    @property
+    def is_default(self):
+        """What a user gets without touching anything: libgomp, no OpenMP
+        environment, the driver's own CUDA wait policy, no preset."""
+        return (self.runtime == "gomp" and self.cuda_sync in ("", "auto") and self.preset in ("", "default")
+                and not any(_set(v) for _, v in self.env))
+
+
+@dataclass(frozen=True, order=True)
+class Workload:
+    benchmark: str
+    flags: tuple          # ((flag, value), ...) except the setting's flags
+    processes: str = "1"
+    world_size: str = ""
+
+    def label(self, varying=()):
+        """The benchmark's name plus the flags named in `varying` (those
+        that differ between workloads of one benchmark: launch axes such as
+        sampler=on/off are not in the benchmark's name)."""
+        import re
+        name = re.sub(r"(/iterations:\d+)?/manual_time$", "", self.benchmark)
+        extra = [f"{k}={v}" for k, v in self.flags if k in varying]
+        if self.world_size:
+            extra.append(f"world_size {self.world_size}")
+        elif self.processes not in ("1", ""):
+            extra.append(f"{self.processes} processes")
+        return name + (f" ({', '.join(extra)})" if extra else "")
+
+
+def setting_of(row):
+    lay = layout(row)
+    return Setting(row.get("runtime", ""), tuple((k, row.get(k, schema.UNSET) or schema.UNSET) for k in lay.env),
+                   row.get("preset", ""), row.get("cuda_sync", ""))
+
+
+def workload_of(row, with_processes=True):
+    lay = layout(row)
+    flags = tuple((k, row.get(k, "")) for k in lay.flags if k not in SETTING_FLAGS)
+    world = row.get("world_size", "") or ""
+    return Workload(row.get("benchmark", ""), flags,
+                    (row.get("processes", "1") or "1") if with_processes else "1", world)
+
+
+def varying_flags(workloads):
+    """Per benchmark name, the flags whose values differ among its workloads."""
+    values = {}
+    for w in workloads:
+        for k, v in w.flags:
+            values.setdefault((w.benchmark, k), set()).add(v)
+    return {(b, k) for (b, k), vs in values.items() if len(vs) > 1}
+
+
+def labels(workloads):
+    """{Workload: label}, each label naming every flag that tells it from
+    another workload of the same benchmark."""
+    vary = varying_flags(workloads)
+    return {w: w.label({k for b, k in vary if b == w.benchmark}) for w in workloads}
+
+
+def env_label(row):
+    """A row's setting as people read it, with its processes or world size."""
+    label = setting_of(row).label
+    if schema.is_ranks_row(row):
+        label += f" world_size={row['world_size']}"
+    elif row.get("processes", "1") not in ("1", ""):
+        label += f" x{row['processes']} procs"
+    return label
+
+
+def is_default_env(row):
+    return setting_of(row).is_default

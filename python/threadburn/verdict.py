@@ -1,0 +1,41 @@
+"""threadburn verdict CSV: the decision for every workload of a results file
+(a sweep's or a tune's), recomputed from its rows by the rule of decide.py:
+change / keep / undecided against the baseline (the default environment in
+a sweep, plain in a tune), with the evidence; <stem>.verdict.json beside
+the CSV unless --no-write. Exit status: 0 when every workload is decided,
+3 when one is undecided (--require-decision makes CI gate on it), 2 on bad
+input.
+"""
+import argparse
+
+from . import argtypes, decide, results, verdicts
+
+UNDECIDED_EXIT = 3
+
+
+def add_parser(sub):
+    p = sub.add_parser("verdict", help="the decision for each workload of a results CSV, recomputed",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("csv", help="a results CSV of threadburn sweep or tune")
+    p.add_argument("--margin", type=argtypes.margin, default=decide.MARGIN,
+                   help=f"practical margin on time and CPU (default {decide.MARGIN:.2f}, i.e. {decide.MARGIN * 100:.0f} %%)")
+    p.add_argument("--objective", choices=decide.OBJECTIVES, default="balanced",
+                   help="time, cpu, or balanced: the least CPU among the fastest (default)")
+    p.add_argument("--looks", type=argtypes.positive, default=None,
+                   help="looks the race took (default: the file's verdict.json says, else 1)")
+    p.add_argument("--no-write", action="store_true", help="print only; write no .verdict.json")
+    p.add_argument("--require-decision", action="store_true",
+                   help=f"exit {UNDECIDED_EXIT} when a workload is undecided (for CI)")
+    p.set_defaults(run=main)
+    return p
+
+
+def main(args):
+    rows = results.read_rows(args.csv, required=("status", "run_key"))
+    looks = args.looks or verdicts.recorded_looks(args.csv) or 1
+    entries = verdicts.decide_all(rows, args.objective, args.margin, looks=looks)
+    print("\n".join(verdicts.text(entries)))
+    if not args.no_write:
+        print(f"verdict: {verdicts.write_json(args.csv, verdicts.to_json(entries, args.csv))}")
+    undecided = [e for e in entries if not e.decision.decided]
+    return UNDECIDED_EXIT if undecided and args.require_decision else 0
