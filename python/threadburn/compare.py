@@ -129,7 +129,8 @@ def metrics_of(header):
 def group(rows, knobs):
     groups = {}
     for row in rows:
-        if row["status"] == "ok":
+        # A tune's confirmation runs (no probe: wall time only) are not samples of its settings.
+        if row["status"] == "ok" and row.get("phase", "") != "confirm":
             groups.setdefault(match_key(row, knobs), []).append(row)
     return groups
 

@@ -336,6 +336,9 @@ class Rule:
                      settings=by)
         ready = [s for s in settings if len(s.time) >= MIN_RUNS and len(s.cpu) >= MIN_RUNS]
         short = [s.name for s in settings if s not in ready]
+        if len(settings) < 2:
+            d.why = "one setting only: nothing to compare it with"
+            return d
         if by[baseline] not in ready or len(ready) < 2:
             d.needs = [s.name for s in settings]
             d.why = f"fewer than {MIN_RUNS} runs of {', '.join(short)}"
@@ -377,15 +380,15 @@ class Rule:
             d.needs = sorted(needs)
             return
         for s in ready:
-            if s.name == d.chosen:
+            if s.name == d.baseline or (d.verdict == "change" and s.name == d.chosen):
                 continue
-            r_b = d.vs_baseline.get(s.name)
-            r_c = d.vs_chosen[s.name]
-            if d.verdict == "undecided" and s.name != d.baseline and not (self.beats(r_b) or self.cannot_beat(r_b)):
+            r_b = d.vs_baseline[s.name]
+            r_c = d.vs_chosen.get(s.name)
+            if d.verdict == "undecided" and not (self.beats(r_b) or self.cannot_beat(r_b)):
                 d.open.append((s.name, f"against {d.baseline}",
                                self._runs_needed(s, by[d.baseline], a)))
                 needs.update({s.name, d.baseline})
-            elif d.verdict == "change" and not self.cannot_beat(r_c) and s.name != d.baseline:
+            elif d.verdict == "change" and not self.cannot_beat(r_c):
                 d.open.append((s.name, f"against {d.chosen}", self._runs_needed(s, by[d.chosen], a)))
                 needs.add(s.name)
         if needs - {d.chosen}:

@@ -16,15 +16,16 @@ from .procs import Children, describe_exit, die_with_parent, utc_now
 class TunePoint:
     """A setting of a tune: a name, the OpenMP runtime and its environment."""
 
-    def __init__(self, name, runtime, env, phase="race"):
+    def __init__(self, name, runtime, env, phase="race", builtin=False):
         self.name, self.runtime, self.env, self.phase = name, runtime, dict(env), phase
+        self.builtin = builtin  # one of tune's default settings (pruned of duplicates), not the user's
 
     @property
     def key(self):
         return self.name if self.phase == "race" else f"{self.phase}-{self.name}"
 
     def for_phase(self, phase):
-        return TunePoint(self.name, self.runtime, self.env, phase)
+        return TunePoint(self.name, self.runtime, self.env, phase, self.builtin)
 
     @property
     def label(self):
@@ -53,7 +54,7 @@ class ProbeExecutor(campaign.Executor):
     def row_base(self, spec, env):
         point = spec.item
         base = {"schema_version": schema.SCHEMA_VERSION, "run_key": spec.key,
-                "grid": "tune", "study": point.name, "preset": point.name, "benchmark": os.path.basename(self.cmd[0]),
+                "grid": "tune", "study": point.name, "preset": "default" if point.builtin else "", "benchmark": os.path.basename(self.cmd[0]),
                 "bench": "command", "runtime": point.runtime, "processes": 1, "command": " ".join(self.cmd),
                 "metric_better": self.args.metric_better if self.args.metric else "",
                 "repetition": spec.rep, "proc_index": 0, "seed": self.seed, "order_index": spec.order_index,

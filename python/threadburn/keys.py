@@ -124,9 +124,11 @@ class Workload:
 
 
 def setting_of(row):
+    """A tune's settings are named by the user (or tune): the name is the label's preset."""
     lay = layout(row)
+    preset = row.get("study", "") if row.get("grid") == "tune" else row.get("preset", "")
     return Setting(row.get("runtime", ""), tuple((k, row.get(k, schema.UNSET) or schema.UNSET) for k in lay.env),
-                   row.get("preset", ""), row.get("cuda_sync", ""))
+                   preset, row.get("cuda_sync", ""))
 
 
 def workload_of(row, with_processes=True):

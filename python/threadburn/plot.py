@@ -486,7 +486,7 @@ def tune_settings(rows, plt, out_dir):
     environment of a `run` row) over the dots of its ok runs."""
     commands = {}
     for row in rows:
-        if row.get("status") == "ok" and row.get("bench") == "command":
+        if row.get("status") == "ok" and row.get("bench") == "command" and row.get("phase", "") != "confirm":
             setting = row.get("study") or keys.env_label(row)
             commands.setdefault(row.get("command", ""), {}).setdefault(setting, []).append(row)
     if not commands:

@@ -93,6 +93,7 @@ def default_points(user_env):
                    TunePoint(f"T{n}-llvm-bt1", "llvm", dict(t, KMP_BLOCKTIME="1"))]
     for p in points:  # --env applies to every point; a point's own setting wins
         p.env = dict(user_env, **p.env)
+        p.builtin = True
     return points
 
 

@@ -17,10 +17,12 @@ def add_parser(sub):
     p = sub.add_parser("verdict", help="the decision for each workload of a results CSV, recomputed",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("csv", help="a results CSV of threadburn sweep or tune")
-    p.add_argument("--margin", type=argtypes.margin, default=decide.MARGIN,
-                   help=f"practical margin on time and CPU (default {decide.MARGIN:.2f}, i.e. {decide.MARGIN * 100:.0f} %%)")
-    p.add_argument("--objective", choices=decide.OBJECTIVES, default="balanced",
-                   help="time, cpu, or balanced: the least CPU among the fastest (default)")
+    p.add_argument("--margin", type=argtypes.margin,
+                   help="practical margin on time and CPU (default: the one the file's verdict.json records, "
+                   f"else {decide.MARGIN:.2f}, i.e. {decide.MARGIN * 100:.0f} %%)")
+    p.add_argument("--objective", choices=decide.OBJECTIVES,
+                   help="time, cpu, or balanced: the least CPU among the fastest (default: as recorded, else "
+                   "balanced)")
     p.add_argument("--looks", type=argtypes.positive, default=None,
                    help="looks the race took (default: the file's verdict.json says, else 1)")
     p.add_argument("--no-write", action="store_true", help="print only; write no .verdict.json")
@@ -32,10 +34,14 @@ def add_parser(sub):
 
 def main(args):
     rows = results.read_rows(args.csv, required=("status", "run_key"))
-    looks = args.looks or verdicts.recorded_looks(args.csv) or 1
-    entries = verdicts.decide_all(rows, args.objective, args.margin, looks=looks)
+    recorded = verdicts.recorded(args.csv)
+    looks = args.looks or recorded.get("looks") or 1
+    objective = args.objective or recorded.get("objective") or "balanced"
+    margin = args.margin or recorded.get("margin") or decide.MARGIN
+    entries = verdicts.decide_all(rows, objective, margin, looks=looks)
     print("\n".join(verdicts.text(entries)))
     if not args.no_write:
-        print(f"verdict: {verdicts.write_json(args.csv, verdicts.to_json(entries, args.csv))}")
+        extra = {k: v for k, v in recorded.get("file", {}).items() if k == "confirmation"}
+        print(f"verdict: {verdicts.write_json(args.csv, verdicts.to_json(entries, args.csv, extra=extra))}")
     undecided = [e for e in entries if not e.decision.decided]
     return UNDECIDED_EXIT if undecided and args.require_decision else 0

@@ -77,12 +77,14 @@ def effective_key(row):
 
 
 def duplicates(rows):
-    """{dropped setting: the setting kept} among a tune's settings whose
+    """{dropped setting: the setting kept} among a tune's default settings
+    (preset "default"; a user's own --points are never pruned) whose
     effective_key is the same (most runs agreeing); plain is kept first,
     then launcher, then by name."""
     keys_by = {}
     for r in rows:
-        if is_tune(r) and r.get("status") == "ok" and r.get("phase", "race") in ("race", ""):
+        if (is_tune(r) and r.get("preset") == "default" and r.get("status") == "ok"
+                and r.get("phase", "race") in ("race", "")):
             keys_by.setdefault(r["study"], []).append(effective_key(r))
     effective = {name: max(set(ks), key=ks.count) for name, ks in keys_by.items()}
     order = sorted(effective, key=lambda n: (n != "plain", n != "launcher", n))
@@ -109,9 +111,13 @@ def gather(rows):
     out = {}
     for w, by_setting in by_run.items():
         entry = {"settings": {}, "baseline": None, "env": {}, "tune": False, "higher": False, "points": {}, "has_metric": False,
+                 "failed": [],
                  "command": ""}
         for name, runs in by_setting.items():
             times, cpus = {}, {}
+            if any(r.get("status") == "failed" for rs in runs.values() for r in rs):
+                entry["failed"].append(name)  # a setting whose runs fail is no answer
+                continue
             for run_key, run_rows in runs.items():
                 if any(r.get("status") != "ok" for r in run_rows):
                     continue
@@ -119,7 +125,8 @@ def gather(rows):
                 t, c = (_tune_values if tune else _sweep_values)(run_rows)
                 if t is not None and c is not None:
                     times[run_key], cpus[run_key] = [t], [c]
-            first = next(iter(runs.values()))[0]
+            all_rows = [r for rs in runs.values() for r in rs]
+            first = next((r for r in all_rows if r.get("status") == "ok"), all_rows[0])
             entry["points"][name] = {r.get("point_key", "") for rs in runs.values() for r in rs}
             entry["tune"], entry["command"] = is_tune(first), first.get("command", "")
             entry["has_metric"] = first.get("metric", "") != ""
@@ -144,14 +151,19 @@ def decide_all(rows, objective="balanced", margin=decide.MARGIN, alpha=decide.AL
     for w, g in gathered.items():
         settings = list(g["settings"].values())
         base = g["baseline"]
+        if g["baseline"] is None and g["failed"]:
+            base = None
         if base is None or base not in g["settings"]:
             d = decide.Decision("undecided", objective, margin, alpha, alpha, looks, base or "",
                                 settings=g["settings"])
             d.why = ("the baseline (" + ("plain" if g["tune"] else "the default environment: gomp, no env") +
-                     ") has no complete run in this file")
+                     ") has " + ("failed runs" if (base or "plain") in g["failed"] else "no complete run") +
+                     " in this file")
         else:
             d = decide.decide(settings, base, objective, margin, alpha, looks, g["higher"])
         time_name = "step_ms" if not g["tune"] else ("your figure" if g["has_metric"] else "wall_ms")
+        if g["failed"]:
+            d.why += f" (left out, a run failed: {', '.join(g['failed'])})"
         out.append(Entry(g["command"] if g["tune"] else labels[w], d, sum(len(s.time) for s in settings),
                          g["env"], time_name, g["higher"], g["points"], g["duplicates"]))
     return sorted(out, key=lambda e: e.label)
@@ -259,11 +271,14 @@ def write_json(csv_path, data):
     return path
 
 
-def recorded_looks(csv_path):
-    """The looks a race recorded in the verdict file beside csv_path, if any."""
+def recorded(csv_path):
+    """What the verdict file beside csv_path recorded of its rule: looks,
+    objective, margin (the first workload's), and the whole file."""
     try:
         with open(verdict_path(csv_path)) as f:
             data = json.load(f)
-        return max((w.get("looks") or 1) for w in data.get("workloads", [])) or None
-    except (OSError, ValueError, AttributeError):
-        return None
+        first = data["workloads"][0] if data.get("workloads") else {}
+        return {"looks": max((w.get("looks") or 1) for w in data["workloads"]) if data.get("workloads") else None,
+                "objective": first.get("objective"), "margin": first.get("margin"), "file": data}
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        return {}

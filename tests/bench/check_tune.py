@@ -6,7 +6,7 @@
 Each case starts bin/threadburn on real processes under the preload probe
 (src/probe) and checks what it printed and wrote against what the processes
 did and against the rules the commands document (docs/probe.md,
-python/threadburn/recommend.py):
+python/threadburn/decide.py):
 
   run_gomp      examples/sleep_step_sleep.py under libgomp: exit 0, the
                 summary (regions, CPU by class, gaps), the probe's files, and
@@ -15,21 +15,19 @@ python/threadburn/recommend.py):
   run_llvm      the same with --runtime llvm --env KMP_BLOCKTIME=50: LLVM's
                 runtime served it, and each sleep shows the known answer (the
                 worker spins 50 ms, then sleeps)
-  tune_sleep    tune --objective cpu on the same example under three settings
-                (libgomp passive and active, LLVM with KMP_BLOCKTIME=0)
-  tune_mnist    tune --metric 'samples/s: ...' --metric-better higher on
-                examples/mnist_adadelta.py (plain, 1 and 2 threads)
-  tune_balanced --objective balanced on a tiny script whose figure is the
-                same everywhere and whose CPU differs: the frugal setting when
-                the test tells it apart, no winner when it cannot
+  tune_change   a program that sleeps what its environment says (known.py):
+                the fast setting is the verdict, the slow one eliminated,
+                the gain confirmed without the probe, within the budget
+  tune_keep     every setting alike: keep plain
+  tune_frugal   equally fast, one spins a tenth of the CPU: balanced
+                changes to it; --objective time keeps plain
+  tune_undecided  run times that are mostly luck and a budget of 6 runs:
+                undecided, with the runs a decision would need
   tune_failing  a tiny script that fails in some runs of one setting: those
                 runs are `failed` rows with the exit status and the last
-                stderr line, the tune goes on, the setting is left out of the
-                recommendation, and the figure is the last match of --metric;
-                runs without any OpenMP region are `ok` rows that say so
-  tune_too_few  3 runs per setting: no recommendation can be drawn (the exact
-                Mann-Whitney test needs 4 a side), and the tune says how many
-                runs would tell the settings apart
+                stderr line, the tune goes on, the setting is no answer,
+                and the figure is the last match of --metric; runs without
+                any OpenMP region are `ok` rows that say so
   tune_resume   a tune interrupted with Ctrl-C (SIGINT to its process group)
                 and continued with --resume: no run lost, none twice
   bad_input     one line on stderr and a non-zero exit, nothing lost: a
@@ -38,14 +36,10 @@ python/threadburn/recommend.py):
                 OpenMP region or fails before one, a program the probe cannot
                 load into, an existing --out without --force
 
-Every tune case parses the table tune printed and checks its recommendation
-against it: the point the documented rule picks from those medians (and, for
-"within the noise", the Mann-Whitney p-values of the rows in the CSV,
-computed here independently), the runs it says would tell the tied points
-apart, the confidence intervals (order statistics) and the CSV (one row per
-run, statuses, the seed's order, knob columns = what the process saw);
-`threadburn compare` and `plot` must read the CSV (tune_sleep, tune_mnist,
-tune_failing). The tiny scripts run no OpenMP and take a fraction of a
+Every tune case knows its answer by construction (what the program does
+under each setting), checks the verdict printed, written (<stem>.verdict.json)
+and recomputed by `threadburn verdict` from the CSV; `threadburn compare`
+and `plot` must read the CSV (tune_change, tune_failing). The tiny scripts run no OpenMP and take a fraction of a
 second each; a PyTorch run takes about a second. The cases that run PyTorch
 exit 77 (skipped) when /usr/bin/python3 cannot import torch; the others need
 only Python. Standard library only.
@@ -153,235 +147,30 @@ def close(printed, value, what, digits=4):
     check(abs(printed - value) <= tol, f"{what}: printed {printed}, the rows give {value}")
 
 
-# --- the statistics the rule uses, computed here from the CSV -------------------------
+# --- what tune printed and wrote --------------------------------------------------------
 
-def mann_whitney_p(a, b):
-    """Two-sided Mann-Whitney p: exact (every split of the pooled ranks)
-    without ties, else the normal approximation with tie and continuity
-    correction (what recommend.py documents)."""
-    pooled = sorted(a + b)
-    ranks = {}
-    i = 0
-    while i < len(pooled):
-        j = i
-        while j + 1 < len(pooled) and pooled[j + 1] == pooled[i]:
-            j += 1
-        ranks[pooled[i]] = (i + j) / 2 + 1
-        i = j + 1
-    n1, n2 = len(a), len(b)
-    u = sum(ranks[x] for x in a) - n1 * (n1 + 1) / 2
-    ties = len(set(pooled)) < len(pooled)
-    if not ties:
-        us = [sum(c) - n1 * (n1 + 1) / 2 for c in itertools.combinations(range(1, n1 + n2 + 1), n1)]
-        low = sum(1 for x in us if x <= u) / len(us)
-        high = sum(1 for x in us if x >= u) / len(us)
-        return min(1.0, 2 * min(low, high))
-    n = n1 + n2
-    counts = {}
-    for x in pooled:
-        counts[x] = counts.get(x, 0) + 1
-    tie_term = sum(t ** 3 - t for t in counts.values())
-    var = n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1)))
-    if var <= 0:
-        return 1.0
-    z = (abs(u - n1 * n2 / 2) - 0.5) / math.sqrt(var)
-    return min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
+def verdict_of(csv_path):
+    """The tune's <stem>.verdict.json: its one workload."""
+    with open(os.path.splitext(csv_path)[0] + ".verdict.json") as f:
+        data = json.load(f)
+    check(len(data["workloads"]) == 1, f"{len(data['workloads'])} workloads in a tune's verdict")
+    return data["workloads"][0]
 
 
-def runs_needed(a, b):
-    """docs/design.md, Recommendations, 4: the two-sample normal sample size
-    for the observed difference of medians and the pooled spread, over the
-    test's efficiency 3/pi, at least MIN_RUNS; None for equal medians."""
-    diff = abs(statistics.median(a) - statistics.median(b))
-    if diff == 0:
-        return None
-    spread = math.sqrt((statistics.variance(a) + statistics.variance(b)) / 2)
-    nd = statistics.NormalDist()
-    z = nd.inv_cdf(1 - ALPHA / 2) + nd.inv_cdf(POWER)
-    return max(MIN_RUNS, math.ceil(2 * (z * spread / diff) ** 2 / (3 / math.pi)))
-
-
-def median_ci(values):
-    """(low, high, coverage): the order statistics x(k), x(n+1-k) with the
-    largest k whose binomial coverage is at least 95 %; the full range and its
-    coverage when even k = 1 falls short."""
-    xs, n = sorted(values), len(values)
-    k_best, cov_best = 1, 1 - 2 * 0.5 ** n
-    for k in range(1, n // 2 + 1):
-        cov = 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
-        if cov < 0.95:
-            break
-        k_best, cov_best = k, cov
-    return xs[k_best - 1], xs[n - k_best], cov_best
-
-
-# --- what tune printed ------------------------------------------------------------------
-
-def parse_tune(stdout):
-    """The table (dicts by column), the left-out points, the objective line,
-    the recommendation and the lines against the baselines."""
-    lines = stdout.splitlines()
-    start = next((i for i, ln in enumerate(lines) if ln.startswith("tune: results in ")), None)
-    check(start is not None, "no 'tune: results in' line")
-    header, dashes = lines[start + 1], lines[start + 2]
-    check(set(dashes.replace(" ", "")) == {"-"}, f"no table under the results line: {dashes!r}")
-    spans = [m.span() for m in re.finditer(r"-+", dashes)]
-    names = [header[s:e].strip() for s, e in spans]
-    check(names[0] == "point" and names[1] == "runs", f"table header {names}")
-    table, i = [], start + 3
-    while i < len(lines) and lines[i].strip() and not lines[i].startswith("left out"):
-        table.append([lines[i][s:e].strip() for s, e in spans])
-        i += 1
-    left_out = []
-    if i < len(lines) and lines[i].startswith("left out"):
-        left_out = [x.strip() for x in lines[i].split(":", 1)[1].split(",")]
-        i += 1
-    rest = lines[i:]
-    objective = next((ln for ln in rest if ln.startswith("objective ")), None)
-    rec = next((ln for ln in rest if ln.startswith("recommendation: ") or ln.startswith("no recommendation: ")), None)
-    check(objective and rec, "no objective or recommendation line")
-    versus = {m.group(1): m for m in (re.match(r"\s+vs (\S+): time (\S+) \(p (\S+)\), CPU (\S+) \(p (\S+)\)", ln)
-                                      for ln in rest) if m}
-    return names, table, left_out, objective, rec, versus
-
-
-def parse_ci(text):
-    m = re.fullmatch(r"(\S+)\.\.(\S+)(?: \((\d+)%\))?", text)
-    check(m, f"not a confidence interval: {text!r}")
-    return float(m.group(1)), float(m.group(2)), (int(m.group(3)) if m.group(3) else None)
-
-
-class Pt:
-    def __init__(self, name, rows, time_key):
-        self.name = name
-        self.time = [float(r[time_key]) for r in rows]
-        self.cpu = [float(r["cpu_ms"]) for r in rows]
-        self.between = [float(r["omp_between_regions_ms"]) for r in rows]
-        self.med_time, self.med_cpu = statistics.median(self.time), statistics.median(self.cpu)
-
-
-def check_tune(stdout, csv_path, points, reps, objective, metric_better=None, seed=None, all_ok=True,
-               runs_printed=None):
-    """Checks the rows of csv_path and the report tune printed; returns
-    (rows, Pt by name, the recommended name or None)."""
-    header, rows = read_csv(csv_path)
-    n_runs = len(points) * reps
-    check(len(rows) == n_runs, f"{len(rows)} rows, expected one per run: {n_runs}")
-    keys = [r["run_key"] for r in rows]
-    check(sorted(keys) == sorted(f"{p}-r{i}" for p in points for i in range(reps)), f"run keys {sorted(keys)}")
-    check(sorted(int(r["order_index"]) for r in rows) == list(range(n_runs)), "order_index is not 0..runs-1")
-    check(len({r["seed"] for r in rows}) == 1, "more than one seed in the rows")
-    if seed is not None:
-        check(rows[0]["seed"] == str(seed), f"seed {rows[0]['seed']}, expected {seed}")
-    for r in rows:
-        check(r["status"] in ("ok", "failed"), f"status {r['status']!r}")
-        check(r["bench"] == "command" and r["run_rows"] == "1" and r["study"] == r["preset"] == r["point_key"],
-              f"bookkeeping of {r['run_key']}")
-        if r["status"] == "ok":
-            check(r["exit_code"] == "0" and float(r["wall_ms"]) > 0 and float(r["cpu_ms"]) > 0,
-                  f"{r['run_key']}: ok with exit {r['exit_code']}, wall {r['wall_ms']}, cpu {r['cpu_ms']}")
-            if metric_better:
-                check(r["metric"] != "", f"{r['run_key']}: no metric")
-        else:
-            check(r["reason"] and r["exit_code"] not in ("", "0"), f"{r['run_key']}: failed without a reason")
-        # The knob columns say what the process got, and it saw that.
-        for k in header[header.index("runtime") + 1:header.index("processes")]:
-            if f"env_{k}" in header and r["status"] == "ok":
-                check(r[f"env_{k}"] == r[k], f"{r['run_key']}: {k} is {r[k]!r}, the process saw {r[f'env_{k}']!r}")
-    if all_ok:
-        check(all(r["status"] == "ok" for r in rows), "a failed row: " + "; ".join(
-            f"{r['run_key']}: {r['reason']}" for r in rows if r["status"] != "ok"))
-    progress = [ln for ln in stdout.splitlines() if re.match(r"\[\d+/\d+\] ", ln)]
-    want = n_runs if runs_printed is None else runs_printed
-    check(len(progress) == want, f"{len(progress)} progress lines, expected {want}")
-
-    names, table, left_out, obj_line, rec_line, versus = parse_tune(stdout)
-    time_key = "metric" if metric_better else "wall_ms"
-    incomplete = sorted(p for p in points if any(r["status"] != "ok" for r in rows if r["study"] == p))
-    check(sorted(left_out) == incomplete, f"left out: {left_out}, the points with a failed run: {incomplete}")
-    pts = {}
-    for cells in table:
-        name = cells[0]
-        check(name in points and name not in incomplete, f"table row {name!r}: not a complete point")
-        prs = [r for r in rows if r["study"] == name]
-        p = pts[name] = Pt(name, prs, time_key)
-        check(int(cells[1]) == len(prs) == reps, f"{name}: {cells[1]} runs printed, {len(prs)} rows")
-        for med_cell, ci_cell, values, med, what in ((cells[2], cells[3], p.time, p.med_time, "time"),
-                                                     (cells[4], cells[5], p.cpu, p.med_cpu, "CPU")):
-            close(number(med_cell), med, f"{name}: median {what}")
-            lo, hi, cov = parse_ci(ci_cell)
-            want_lo, want_hi, want_cov = median_ci(values)
-            close(lo, want_lo, f"{name}: {what} CI low")
-            close(hi, want_hi, f"{name}: {what} CI high")
-            if what == "time":  # the coverage is stated where it falls short of 95 %
-                check(cov == (None if want_cov >= 0.95 else round(want_cov * 100)),
-                      f"{name}: CI coverage printed {cov}, expected {want_cov:.3f}")
-        close(number(cells[6]), statistics.median(p.between), f"{name}: between regions")
-    check(sorted(pts) == sorted(set(points) - set(incomplete)), f"table points {sorted(pts)}")
-    higher = metric_better == "higher"
-    order = [c[0] for c in table]
-    want_order = sorted(pts, key=lambda n: (-1 if higher else 1) * pts[n].med_time)
-    check([pts[n].med_time for n in order] == [pts[n].med_time for n in want_order],
-          f"table order {order}: not by the time median ({'highest' if higher else 'lowest'} first)")
-
-    # The rule of recommend.py, from the printed medians and the rows' samples.
-    check(obj_line.startswith(f"objective {objective}:"), f"objective line {obj_line!r}")
-    key = "cpu" if objective == "cpu" else "time"
-    sign = -1 if key == "time" and higher else 1
-    vals = (lambda p: p.cpu) if key == "cpu" else (lambda p: p.time)
-    printed_med = {c[0]: number(c[4] if key == "cpu" else c[2]) for c in table}
-    top = min(sign * v for v in printed_med.values())
-    # Printed to 4 digits: among equal printed medians the rows decide; the
-    # rule names no order among exactly equal medians: any of them may be best.
-    near = [pts[n] for n, v in printed_med.items() if sign * v == top]
-    low = min(sign * statistics.median(vals(p)) for p in near)
-    outcomes = {}
-    for best in (p for p in near if sign * statistics.median(vals(p)) == low):
-        tied = [p for p in pts.values() if p is not best and mann_whitney_p(vals(best), vals(p)) >= ALPHA]
-        winner, tied_runs = None, {}
-        if len(pts) == 1 or not tied:
-            winner = best
-        elif objective == "balanced":
-            group = [best] + tied
-            frugal = min(group, key=lambda p: p.med_cpu)
-            if all(mann_whitney_p(frugal.cpu, p.cpu) < ALPHA for p in group if p is not frugal):
-                winner = frugal
-            else:
-                tied_runs = {p.name: runs_needed(best.time, p.time) for p in tied}
-        else:
-            tied_runs = {p.name: runs_needed(vals(best), vals(p)) for p in tied}
-        outcomes[best.name] = (best, winner, tied_runs)
-    for name, (best, winner, tied_runs) in outcomes.items():
-        print(f"check: best by the printed medians {name}; within the noise: {sorted(tied_runs) or 'none'}; "
-              f"the rule picks {winner.name if winner else 'none'}")
-    picks = {w.name: (b, w) for b, w, _ in outcomes.values() if w}
-    m = re.match(r"recommendation: (\S+): ", rec_line)
-    if m:
-        check(m.group(1) in picks, f"printed {rec_line!r}; the rule picks {' or '.join(picks) or 'no winner'}")
-        best, winner = picks[m.group(1)]
-    else:
-        m = re.match(r"no recommendation: (\S+) is best by the median, but these runs cannot tell it from: (.*)$",
-                     rec_line)
-        check(m, f"neither a recommendation nor its absence: {rec_line!r}")
-        check(m.group(1) in outcomes, f"printed best {m.group(1)}, the medians say {' or '.join(outcomes)}")
-        best, winner, tied_runs = outcomes[m.group(1)]
-        check(winner is None, f"printed {rec_line!r}; the rule picks {winner and winner.name}")
-        listed = dict(re.findall(r"(\S+) \(~(\d+|\?) runs each would\)", m.group(2)))
-        check(sorted(listed) == sorted(tied_runs), f"printed tied {sorted(listed)}, expected {sorted(tied_runs)}")
-        for name, n in tied_runs.items():
-            check(listed[name] == (str(n) if n else "?"), f"{name}: ~{listed[name]} runs printed, expected ~{n}")
-            check(n is None or n >= MIN_RUNS, f"{name}: {n} runs would tell it apart: fewer than {MIN_RUNS}")
-    chosen = winner or best
-    for base in ("plain", "launcher"):
-        if base in pts and base != chosen.name:
-            check(base in versus, f"no 'vs {base}' line")
-            v, b = versus[base], pts[base]
-            check(v.group(2) == f"{chosen.med_time / b.med_time - 1:+.1%}",
-                  f"vs {base}: time {v.group(2)}, expected {chosen.med_time / b.med_time - 1:+.1%}")
-            check(v.group(4) == f"{chosen.med_cpu / b.med_cpu - 1:+.1%}", f"vs {base}: CPU {v.group(4)}")
-            close(number(v.group(3)), mann_whitney_p(chosen.time, b.time), f"vs {base}: time p", digits=3)
-            close(number(v.group(5)), mann_whitney_p(chosen.cpu, b.cpu), f"vs {base}: CPU p", digits=3)
-    return rows, pts, (winner.name if winner else None)
+def check_verdict(a, p, csv_path, verdict, setting=None):
+    """tune printed one verdict line and wrote it; both say verdict (and
+    setting, unless None); `threadburn verdict` on the CSV says the same."""
+    check(p.returncode == 0, f"tune exited {p.returncode}")
+    w = verdict_of(csv_path)
+    check(w["verdict"] == verdict and (setting is None or w["setting"] == setting),
+          f"verdict {w['verdict']} {w['setting']}, expected {verdict} {setting}: {json.dumps(w)}")
+    head = {"change": f"CHANGE to {setting}: ", "keep": f"KEEP {setting}: ", "undecided": "UNDECIDED: "}[verdict]
+    check(any(ln.startswith(head) for ln in p.stdout.splitlines()), f"no line starting {head!r}")
+    # The same verdict recomputed from the CSV alone.
+    q = threadburn(a, ["verdict", csv_path, "--no-write"], echo=False)
+    check(q.returncode == 0 and any(ln.strip().startswith(head) for ln in q.stdout.splitlines()),
+          f"threadburn verdict on the CSV disagrees: {q.stdout!r}")
+    return w
 
 
 def check_compare_and_plot(a, tmp, csv_path):
@@ -390,7 +179,7 @@ def check_compare_and_plot(a, tmp, csv_path):
     _, rows = read_csv(csv_path)
     ok = {}
     for r in rows:
-        if r["status"] == "ok":
+        if r["status"] == "ok" and r["phase"] != "confirm":
             ok.setdefault(r["study"], []).append(float(r["cpu_ms"]))
     p = threadburn(a, ["compare", csv_path, csv_path])
     check(p.returncode == 0, f"compare exited {p.returncode}")
@@ -563,35 +352,6 @@ def tune(a, tmp, points, reps, cmd, extra=(), out=None, seed=7, env=None):
     return threadburn(a, args, env=env), out
 
 
-def case_tune_sleep(a, tmp):
-    need_torch()
-    need_libomp(a)
-    points = [("passive", "gomp", {"OMP_NUM_THREADS": 2, "OMP_WAIT_POLICY": "passive"}),
-              ("active", "gomp", {"OMP_NUM_THREADS": 2, "OMP_WAIT_POLICY": "active"}),
-              ("llvm-bt0", "llvm", {"OMP_NUM_THREADS": 2, "KMP_BLOCKTIME": 0})]
-    cmd = [PY, os.path.join(a.repo, "examples", "sleep_step_sleep.py"), "--steps=1", "--sleep_s=0.15",
-           f"--log={tmp}/ckpt.log"]
-    p, out = tune(a, tmp, points, 4, cmd, ["--objective", "cpu"])
-    check(p.returncode == 0, f"tune exited {p.returncode}")
-    rows, pts, _ = check_tune(p.stdout, out, [n for n, _, _ in points], 4, "cpu", seed=7)
-    for r in rows:
-        want = "llvm-libomp" if r["study"] == "llvm-bt0" else "libgomp"
-        check(r["omp_runtime"] == want and int(float(r["regions"])) > 0, f"{r['run_key']}: {r['omp_runtime']}")
-    check_compare_and_plot(a, tmp, out)
-
-
-def case_tune_mnist(a, tmp):
-    need_torch()
-    points = [("plain", "gomp", {}), ("threads=1", "gomp", {"OMP_NUM_THREADS": 1}),
-              ("threads=2", "gomp", {"OMP_NUM_THREADS": 2})]
-    cmd = [PY, os.path.join(a.repo, "examples", "mnist_adadelta.py"), "--steps=6", "--log-interval=0"]
-    p, out = tune(a, tmp, points, 4, cmd, ["--metric", r"samples/s: ([0-9.]+)", "--metric-better", "higher"])
-    check(p.returncode == 0, f"tune exited {p.returncode}")
-    _, pts, _ = check_tune(p.stdout, out, [n for n, _, _ in points], 4, "balanced", metric_better="higher")
-    check(all(v > 0 for pt in pts.values() for v in pt.time), "a samples/s figure <= 0")
-    check_compare_and_plot(a, tmp, out)
-
-
 # A program that runs no OpenMP region: sleeps as long as OMP_NUM_THREADS
 # says, prints two figures (the last one counts); --burn MS spins MS of CPU
 # unless OMP_WAIT_POLICY=passive or GOMP_SPINCOUNT is set (as an OpenMP
@@ -637,8 +397,9 @@ def case_tune_failing(a, tmp):
     p, out = tune(a, tmp, points, 5, [PY, tiny(tmp), "--count", counter],
                   ["--metric", r"figure: ([0-9.]+)", "--metric-better", "lower", "--objective", "time"])
     check(p.returncode == 0, f"tune exited {p.returncode}: it must go on past failed runs")
-    rows, pts, winner = check_tune(p.stdout, out, [n for n, _, _ in points], 5, "time", metric_better="lower",
-                                   all_ok=False)
+    _, rows = read_csv(out)
+    check(len(rows) == 15 + 10, f"{len(rows)} rows: 5 runs of 3 settings, then 5 + 5 to confirm")
+    rows = [r for r in rows if r["phase"] == "race"]
     failed = [r for r in rows if r["status"] == "failed"]
     check(sorted(int(r["repetition"]) for r in failed) == sorted(
         int(r["repetition"]) for r in sorted((r for r in rows if r["study"] == "threads=1"),
@@ -657,46 +418,112 @@ def case_tune_failing(a, tmp):
             check(r["regions"] == "0" and r["reason"].startswith("note: no OpenMP region"),
                   f"{r['run_key']}: regions {r['regions']}, reason {r['reason']!r}")
     # The figures are exact here, so the rule's answer is known: threads=1's
-    # successful runs (20) would beat every other; it is incomplete, so
-    # threads=2 (150, every run below plain's 300) is the one.
-    check(winner == "threads=2", f"the rule picked {winner}")
+    # successful runs (20) would beat every other, but a setting whose runs
+    # fail is no answer; threads=2 (150 in every run, plain 300) is.
+    w = check_verdict(a, p, out, "change", "threads=2")
+    check("threads=1" in w["why"] or "threads=1" in json.dumps(w), "the failing setting is not named")
     check_compare_and_plot(a, tmp, out)
 
 
-def case_tune_balanced(a, tmp):
-    """--objective balanced on exact figures: every setting equally fast (the
-    same figure in every run: p = 1), plain burning 100 ms more CPU per run."""
-    figure = ["--metric", r"figure: ([0-9.]+)", "--metric-better", "lower"]
-    cmd = [PY, tiny(tmp), "--burn", "100"]
-    env = env_clean(TINY_SLEEP_MS="20")
-    # Two settings: the frugal one's CPU is told from the other's (4 runs a
-    # side, every run apart by 100 ms): it is the answer.
-    points = [("plain", "gomp", {}), ("passive", "gomp", {"OMP_WAIT_POLICY": "passive"})]
-    p, out = tune(a, tmp, points, 4, cmd, figure, env=env)
-    check(p.returncode == 0, f"tune exited {p.returncode}")
-    _, _, winner = check_tune(p.stdout, out, [n for n, _, _ in points], 4, "balanced", metric_better="lower")
-    check(winner == "passive", f"the rule picked {winner}")
-    # Three: the two frugal ones cannot be told apart on CPU (except by
-    # chance): the check above decides which answer the rule gives.
-    points.append(("spincount", "gomp", {"GOMP_SPINCOUNT": "10000"}))
-    p, out = tune(a, tmp, points, 4, cmd, figure, out=os.path.join(tmp, "three.csv"), env=env)
-    check(p.returncode == 0, f"tune exited {p.returncode}")
-    check_tune(p.stdout, out, [n for n, _, _ in points], 4, "balanced", metric_better="lower")
+# A program whose best setting is known by construction: it sleeps
+# KA_SLEEP_MS (default 200) while a second thread spins KA_SPIN_MS of CPU
+# (default 40), both read from its environment; with KA_COUNTER=FILE its
+# k-th run sleeps 100, 600 or 300 ms (k mod 3) instead: a run time that is
+# mostly luck, the same luck for every setting.
+KNOWN = r'''
+import os, threading, time
+env = lambda k, d: float(os.environ.get(k, d))
+sleep = env("KA_SLEEP_MS", 200)
+if os.environ.get("KA_COUNTER"):
+    with open(os.environ["KA_COUNTER"], "a+") as f:
+        f.seek(0)
+        k = len(f.read())
+        f.write("x")
+    sleep = (100, 600, 300)[k % 3]
+spin = env("KA_SPIN_MS", 40) / 1000
+def burn():
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < spin:
+        pass
+t = threading.Thread(target=burn)
+t.start()
+time.sleep(sleep / 1000)
+t.join()
+'''
 
 
-def case_tune_too_few(a, tmp):
-    points = [("plain", "gomp", {}), ("passive", "gomp", {"OMP_WAIT_POLICY": "passive"})]
-    # plain is the user's environment as it is: here with a wait policy of its own.
-    p, out = tune(a, tmp, points, 3, [PY, tiny(tmp)], ["--objective", "cpu"],
-                  env=env_clean(TINY_SLEEP_MS="30", OMP_WAIT_POLICY="active"))
-    check(p.returncode == 0, f"tune exited {p.returncode}")
-    rows, _, winner = check_tune(p.stdout, out, [n for n, _, _ in points], 3, "cpu")
-    for r in rows:
-        want = "active" if r["study"] == "plain" else "passive"
-        check(r["OMP_WAIT_POLICY"] == want, f"{r['run_key']}: OMP_WAIT_POLICY column {r['OMP_WAIT_POLICY']!r}, "
-              f"the process got {want}")
-    check(winner is None, "a recommendation from 3 runs a side")
-    check("rerun with more --repetitions (--resume keeps these runs)" in p.stdout, "no advice to rerun")
+def known(tmp):
+    path = os.path.join(tmp, "known.py")
+    with open(path, "w") as f:
+        f.write(KNOWN)
+    return [PY, path]
+
+
+def race(a, tmp, points, extra=(), name="race.csv"):
+    pts = write_points(tmp, points)
+    out = os.path.join(tmp, name)
+    args = ["tune", "--build-dir", a.build_dir, "--points", pts, "--seed", "7", "--out", out] + list(extra)
+    return threadburn(a, args + ["--"] + known(tmp), env=env_clean()), out
+
+
+def case_tune_change(a, tmp):
+    """fast sleeps 130 ms where plain sleeps 200: change to fast, confirmed
+    without the probe; slow (300 ms) is shown slower and dropped."""
+    points = [("plain", "gomp", {}), ("fast", "gomp", {"KA_SLEEP_MS": 130}), ("slow", "gomp", {"KA_SLEEP_MS": 300})]
+    p, out = race(a, tmp, points, ["--budget", "30"])
+    w = check_verdict(a, p, out, "change", "fast")
+    check(w["time_ratio"]["high"] < 1 / 1.05, f"the interval {w['time_ratio']} does not clear the margin")
+    check(w["env"] == {"KA_SLEEP_MS": "130"}, f"env to set: {w['env']}")
+    check("slow" in w["eliminated"], f"slow not eliminated: {w['eliminated']}")
+    _, rows = read_csv(out)
+    check(sum(1 for r in rows if r["phase"] == "race") <= 30, "the race spent more than its budget")
+    confirm = [r for r in rows if r["phase"] == "confirm"]
+    check(sorted({r["study"] for r in confirm}) == ["fast", "plain"] and len(confirm) == 10,
+          f"confirmation runs: {[(r['study'], r['status']) for r in confirm]}")
+    check(all(r["regions"] == "" for r in confirm), "a confirmation run under the probe")
+    with open(os.path.splitext(out)[0] + ".verdict.json") as f:
+        c = json.load(f)["confirmation"]
+    check(c["holds"] == "yes", f"the gain did not hold without the probe: {c}")
+    check("confirmation without the probe" in p.stdout and "the gain holds" in p.stdout, "no confirmation lines")
+    check_compare_and_plot(a, tmp, out)
+
+
+def case_tune_keep(a, tmp):
+    """Every setting sleeps 800 ms and spins 40: keep plain. (800 ms, so that
+    the interpreter's start-up jitter is a few % of a run, also on a busy machine.)"""
+    points = [("plain", "gomp", {"KA_SLEEP_MS": 800}), ("same1", "gomp", {"KA_SLEEP_MS": 800}),
+              ("same2", "gomp", {"KA_SLEEP_MS": 800, "KA_SPIN_MS": 40})]
+    p, out = race(a, tmp, points, ["--budget", "60"])
+    w = check_verdict(a, p, out, "keep", "plain")
+    check(w["runs"] <= 60, f"{w['runs']} runs for a budget of 60")
+    _, rows = read_csv(out)
+    check(not any(r["phase"] == "confirm" for r in rows), "confirmation runs for a keep")
+
+
+def case_tune_frugal(a, tmp):
+    """Equally fast (the spin runs beside the sleep), frugal spins 10 ms of
+    CPU where plain spins 100: balanced changes to frugal for its CPU."""
+    points = [("plain", "gomp", {"KA_SPIN_MS": 100}), ("frugal", "gomp", {"KA_SPIN_MS": 10})]
+    p, out = race(a, tmp, points, ["--budget", "40", "--confirm", "0"])
+    w = check_verdict(a, p, out, "change", "frugal")
+    check(w["cpu_ratio"]["high"] < 1 / 1.05 and w["time_ratio"]["high"] < 1.05,
+          f"not 'not slower and less CPU': time {w['time_ratio']}, CPU {w['cpu_ratio']}")
+    # The time objective cannot pick it: equally fast is no change.
+    p, out = race(a, tmp, points, ["--budget", "40", "--confirm", "0", "--objective", "time"], name="time.csv")
+    check_verdict(a, p, out, "keep", "plain")
+
+
+def case_tune_undecided(a, tmp):
+    """Run times that are mostly luck (100, 600, 300 ms, the same for both
+    settings) and a budget of 6 runs: the ratio is 1 with an interval far
+    wider than the margin: neither change nor keep can be shown."""
+    points = [("plain", "gomp", {"KA_COUNTER": os.path.join(tmp, "c1")}),
+              ("other", "gomp", {"KA_COUNTER": os.path.join(tmp, "c2")})]
+    p, out = race(a, tmp, points, ["--budget", "6"])
+    w = check_verdict(a, p, out, "undecided")
+    check(w["open"] and all(o["runs_needed"] is None or o["runs_needed"] > 3 for o in w["open"]),
+          f"open comparisons {w['open']}")
+    check(w["runs"] == 6, f"{w['runs']} runs for a budget of 6")
 
 
 def case_tune_resume(a, tmp):
@@ -733,14 +560,19 @@ def case_tune_resume(a, tmp):
     p = threadburn(a, ["tune", "--build-dir", a.build_dir, "--points", pts, "--repetitions", str(reps), "--out", out,
                        "--resume", "--objective", "cpu", "--", PY, tiny(tmp)], env=env_clean(TINY_SLEEP_MS="400"))
     check(p.returncode == 0, f"resumed tune exited {p.returncode}")
-    check(f"{len(kept)} already in {out}; seed {seed}" in p.stdout, "the resume did not take the file's runs and seed")
+    check(f"{len(kept)} runs already in {out}; seed {seed}" in p.stdout, "the resume did not take the file's runs and seed")
     with open(out, "rb") as f:
         after = f.read()
     check(after.startswith(before), "the resume changed the rows it kept")
     # The whole file now: every run once, the seed's order, and the report
     # (the resume printed progress only for the runs it made).
     total = len(points) * reps
-    check_tune(p.stdout, out, [n for n, _, _ in points], reps, "cpu", seed=seed, runs_printed=total - len(kept))
+    _, rows = read_csv(out)
+    race_keys = [r["run_key"] for r in rows if r["phase"] == "race"]
+    check(sorted(race_keys) == sorted(f"{n}-r{i}" for n, _, _ in points for i in range(reps)),
+          f"runs after the resume: {sorted(race_keys)}")
+    check(len({r["seed"] for r in rows}) == 1, "two seeds in one file")
+    check(p.stdout.count(" rep ") == total - len(kept), "the resume reported runs it did not make")
 
 
 def case_bad_input(a, tmp):
