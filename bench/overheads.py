@@ -7,10 +7,17 @@
                       wall time of an empty 2-thread region with the probe
                       minus without it (regions_child, 200000 regions per
                       run, runs alternating with and without).
+  probe_region_ns_<entry>
+                      the same per entry point, on tests/cpp/omp_entry_points.c
+                      (--bench=KIND: GCC's GOMP_* kinds, clang's __kmpc_fork_*).
   probe_sampler_share the probe sampler's CPU / wall time, on regions_child
-                      (steps of regions and 150 ms sleeps, LLVM blocktime 30)
-                      and on a PyTorch training in the sleep/step/sleep
-                      pattern (examples/sleep_step_sleep.py).
+                      (steps of regions and 150 ms sleeps, LLVM blocktime 30;
+                      and steps 20 ms and 3 ms apart under LLVM's default
+                      200 ms blocktime, whose workers then burn through every
+                      gap: the sampler's worst case), on a PyTorch training in
+                      the sleep/step/sleep pattern (examples/sleep_step_sleep.py)
+                      and on one with DataLoader worker processes
+                      (examples/dataloader_workers.py).
   monitor_share       threadburn_monitor's own CPU / wall time at its default
                       period, recording that training.
 Each figure: the median over the runs, with the min and max. The sampler's
@@ -32,10 +39,21 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIBOMP = "/usr/lib/x86_64-linux-gnu/libomp.so.5"
 
 
-def region_ns(child, env):
-    p = subprocess.run([child, "--steps=1", "--regions=200000", "--gap_ms=0", "--work_us=0"],
+def region_ns(child, env, cmd=None):
+    p = subprocess.run(cmd or [child, "--steps=1", "--regions=200000", "--gap_ms=0", "--work_us=0"],
                        env=env, capture_output=True, text=True, check=True)
     return float(re.search(r"([0-9.]+) ns per region", p.stdout)[1])
+
+
+# omp_entry_points --bench kinds: (program, kind, the entry point it goes through).
+ENTRY_KINDS = [("omp_entry_points_gcc", "sections", "GOMP_parallel_sections"),
+               ("omp_entry_points_gcc", "dynamic", "GOMP_parallel_loop_nonmonotonic_dynamic"),
+               ("omp_entry_points_gcc", "abi_loop_static", "GOMP_parallel_loop_static"),
+               ("omp_entry_points_gcc", "reductions", "GOMP_parallel_reductions"),
+               ("omp_entry_points_gcc", "abi_start", "GOMP_parallel_start"),
+               ("omp_entry_points_gcc", "teams", "GOMP_teams_reg"),
+               ("omp_entry_points_clang", "parallel", "__kmpc_fork_call"),
+               ("omp_entry_points_clang", "teams", "__kmpc_fork_teams")]
 
 
 def probe_share(cmd, env, probe):
@@ -43,6 +61,7 @@ def probe_share(cmd, env, probe):
         full = dict(env, LD_PRELOAD=probe, THREADBURN_PROBE_DIR=out)
         subprocess.run(cmd, env=full, capture_output=True, check=True)
         summaries = [json.load(open(p)) for p in glob.glob(os.path.join(out, "probe-*.json"))]
+    # The process with the most regions (a wrapper such as /usr/bin/time has none).
     return max(summaries, key=lambda s: s["counters"]["regions"])["counters"]["sampler_share"]
 
 
@@ -66,13 +85,27 @@ def main():
     base = dict(os.environ, OMP_NUM_THREADS="2")
     training = ["/usr/bin/python3", os.path.join(REPO, "examples", "sleep_step_sleep.py"), "--steps=3",
                 "--sleep_s=0.5", "--threads=2", "--log=/dev/null"]
-    samples = {"probe_region_ns": [], "probe_sampler_share_regions_child": [],
-               "probe_sampler_share_training": [], "monitor_share_training": []}
+    workers = ["/usr/bin/python3", os.path.join(REPO, "examples", "dataloader_workers.py"), "--workers=2"]
+    kinds = [k for k in ENTRY_KINDS if os.path.exists(os.path.join(b, "tests", "cpp", k[0]))]
+    samples = {"probe_region_ns": []}
+    samples.update({f"probe_region_ns_{entry}": [] for _, _, entry in kinds})
+    samples.update({"probe_sampler_share_regions_child": [], "probe_sampler_share_gaps_20ms_llvm": [],
+                    "probe_sampler_share_gaps_3ms_llvm": [], "probe_sampler_share_training": [],
+                    "probe_sampler_share_dataloader_workers": [], "monitor_share_training": []})
     for i in range(a.runs):
         with tempfile.TemporaryDirectory() as out:
             without = region_ns(child, base)
             with_probe = region_ns(child, dict(base, LD_PRELOAD=probe, THREADBURN_PROBE_DIR=out))
-        samples["probe_region_ns"].append(with_probe - without)
+            samples["probe_region_ns"].append(with_probe - without)
+            for program, kind, entry in kinds:
+                cmd = [os.path.join(b, "tests", "cpp", program), f"--bench={kind}", "--regions=100000"]
+                without = region_ns(None, base, cmd)
+                with_probe = region_ns(None, dict(base, LD_PRELOAD=probe, THREADBURN_PROBE_DIR=out), cmd)
+                samples[f"probe_region_ns_{entry}"].append(with_probe - without)
+        for gap in (20, 3):
+            samples[f"probe_sampler_share_gaps_{gap}ms_llvm"].append(probe_share(
+                [child, f"--steps={2000 // (gap + 2)}", "--regions=5", f"--gap_ms={gap}"], base, probe + " " + LIBOMP))
+        samples["probe_sampler_share_dataloader_workers"].append(probe_share(workers, base, probe))
         samples["probe_sampler_share_regions_child"].append(probe_share(
             [child, "--steps=10", "--regions=20", "--gap_ms=150"], dict(base, KMP_BLOCKTIME="30"),
             probe + " " + LIBOMP))
@@ -84,7 +117,7 @@ def main():
         w.writerow(["figure", "median", "min", "max", "runs", "unit"])
         for k, v in samples.items():
             w.writerow([k, f"{statistics.median(v):.4g}", f"{min(v):.4g}", f"{max(v):.4g}", len(v),
-                        "ns" if k.endswith("_ns") else "cores"])
+                        "ns" if "_ns" in k else "cores"])
     print(f"overheads: wrote {a.out}")
 
 

@@ -20,6 +20,9 @@ PACKAGES=(
   openmpi-bin             # mpirun: a launcher of data-parallel ranks
   slurm-wlm munge         # Slurm: job arrays of sweeps, srun of ranks (scripts/local_slurm.sh)
   linux-perf              # perf, for doctor's check of hardware counters
+  clang                   # clang -fopenmp: the probe's known answers for LLVM-native OpenMP (__kmpc_fork_call)
+  patchelf                # a libgomp copy renamed like a pip wheel's (libgomp-<hash>.so.1), for the probe's test
+  time                    # /usr/bin/time: the CPU of a training without the probe, for the probe's test
 )
 
 missing=()

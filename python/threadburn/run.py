@@ -51,14 +51,35 @@ def describe_report(report, cmd):
     lines.append(f"  settings in force: {settings}")
     if ctx.get("knob_notes", "none") != "none":
         lines.append(f"  note: {ctx['knob_notes']}")
+    sampled = "" if report.summary.get("region_durations_exact", True) else " (from a uniform sample)"
+    nested = (f"; {int(c['regions_nested'])} nested inside them (depth up to {int(c['region_depth_max'])})"
+              if c.get("regions_nested") else "")
     lines.append(f"  regions: {int(c['regions'])} ({fmt.number(c['regions_per_s'])}/s), a region running "
-                 f"{c['region_share']:.0%} of the time; duration median <= {fmt.number(c['region_us_p50'])} us, "
-                 f"p90 <= {fmt.number(c['region_us_p90'])} us; largest team {int(c['max_team'])}")
+                 f"{c['region_share']:.0%} of the time; duration median {fmt.number(c['region_us_p50'])} us, "
+                 f"p90 {fmt.number(c['region_us_p90'])} us, p99 {fmt.number(c['region_us_p99'])} us{sampled}; "
+                 f"largest team {int(c['max_team'])}{nested}")
+    entries = report.summary.get("entry_points", [])
+    if entries:
+        rows = [[e["name"], str(e["regions"]), f"{e['share']:.1%}", fmt.number(e["us_p50"]), fmt.number(e["us_p90"]),
+                 fmt.number(e["us_p99"]), " ".join(f"{n}x{t}" for t, n in e["teams"].items()) or "-",
+                 str(e["nested"])] for e in entries]
+        lines += ["  " + ln for ln in fmt.table(["entry point", "regions", "time share", "p50 us", "p90 us",
+                                                  "p99 us", "teams (regions x threads)", "nested"], rows)]
     rows = [["main thread", fmt.number(c["cpu_main_ms"]), "", ""],
             [f"OpenMP workers ({int(c['threads_omp'])})", fmt.number(c["cpu_omp_ms"]),
              fmt.number(c["omp_in_regions_ms"]), fmt.number(c["omp_between_regions_ms"])],
             ["other threads", fmt.number(c["cpu_other_ms"]), "", ""]]
+    if c.get("child_processes"):
+        rows.append([f"worker processes ({int(c['child_processes'])})", fmt.number(probe.workers_ms(report)), "", ""])
+    if report.others:
+        rows.append([f"other probed processes ({len(report.others)})",
+                     fmt.number(sum(o.counters.get("cpu_ms", 0) for o in report.others)), "", ""])
+    rows.append(["all (cpu_ms)", fmt.number(c["cpu_ms"]), "", ""])
     lines += ["  " + ln for ln in fmt.table(["CPU (ms)", "total", "in regions", "between regions"], rows)]
+    if report.others:
+        lines.append("  processes by command (each with its forked workers):")
+        for command, (n, cpu) in probe.command_totals(report).items():
+            lines.append(f"    {n} x {command[:90]}: {fmt.ms(cpu)}")
     if c["gaps"] > 0:
         lines.append(f"  gaps without a region (>= {fmt.number(report.summary.get('gap_min_ms', 1))} ms): "
                      f"{int(c['gaps'])}, median {fmt.ms(c['gap_ms_median'])}; in each the workers burned "
@@ -85,9 +106,13 @@ def plot_timeline(report, path):
     ax.step(t, [float(r["omp_cores"]) for r in rows], where="pre", label="OpenMP workers", linewidth=1)
     ax.step(t, [float(r["main_cores"]) for r in rows], where="pre", label="main thread", linewidth=0.8, alpha=0.7)
     ax.step(t, [float(r["other_cores"]) for r in rows], where="pre", label="other threads", linewidth=0.8, alpha=0.7)
+    if rows and "children_cores" in rows[0] and any(float(r["children_cores"]) > 0 for r in rows):
+        ax.step(t, [float(r["children_cores"]) for r in rows], where="pre", label="worker processes (read every 50 ms)",
+                linewidth=0.8)
     ax.set_xlabel("time since the program started (s)")
     ax.set_ylabel("CPU (cores)")
-    ax.set_title(f"{report.summary.get('command', '')[:100]}\n(sampled every 1 ms while a burn is followed, 10 ms otherwise)",
+    ax.set_title(f"{report.summary.get('command', '')[:100]}\n(sampled every 1 ms while a burn is followed, within the "
+                 "probe's CPU budget; 10 ms otherwise)",
                  fontsize=9)
     ax.legend(loc="upper right", fontsize=8)
     ax.grid(True, alpha=0.3)

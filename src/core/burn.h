@@ -27,6 +27,7 @@ struct BurnSample {
   ClassArray cpu_ns{};  // CPU used so far, by class of thread
   int64_t mark_ns = 0;  // the sampler owner's running counter (the probe: time inside parallel regions)
   int64_t others_wait_ns = 0;  // run-queue wait so far of the others (samplers with_wait only)
+  int64_t extra_ns = 0;  // the sampler owner's second running counter (the probe: CPU of forked child processes)
   int64_t others_cpu_ns() const;
 };
 

@@ -30,6 +30,7 @@ void BurnSampler::record(const ClassTotals& totals, int64_t t_ns, bool with_thre
   s.t_ns = t_ns;
   s.cpu_ns = totals.cpu_ns;
   if (options_.mark) s.mark_ns = options_.mark();
+  if (options_.extra) s.extra_ns = options_.extra();
   s.others_wait_ns = totals.others_wait_ns();
   ring_[static_cast<size_t>(head_ % static_cast<int64_t>(ring_.size()))] = s;
   ++head_;
@@ -101,8 +102,17 @@ void BurnSampler::run() {
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   pthread_getcpuclockid(pthread_self(), &own_clock_);
   ready_.store(true);
+  int64_t last_cpu = clock_ns(own_clock_), last_sample = 0, cycles = 0;
+  double cost_ns = 0;  // the sampler's CPU per wake-up and sample, a running average (max_share)
   while (!stop_.load(std::memory_order_relaxed)) {
     const uint32_t seen = wake_.load(std::memory_order_acquire);
+    const int64_t min_period = min_period_ns_.load(std::memory_order_relaxed);
+    if (min_period > 0 && wall_ns() < last_sample + min_period) {
+      // Woken early (a kick) while the budget says not yet: sleep on, and let
+      // kicks meanwhile cost the program nothing but two atomic operations.
+      wait_until(last_sample + min_period, seen);
+      continue;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       const int64_t now = wall_ns();
@@ -111,10 +121,25 @@ void BurnSampler::run() {
         last_relist_ = now;
       }
       const ClassTotals totals = clocks_.read(options_.with_wait);
-      record(totals, wall_ns(), options_.per_thread);
+      last_sample = wall_ns();
+      record(totals, last_sample, options_.per_thread);
+    }
+    if (options_.max_share > 0) {
+      const int64_t cpu = clock_ns(own_clock_);
+      const double cost = static_cast<double>(cpu - last_cpu);
+      last_cpu = cpu;
+      // The first samples pay for the thread's start and the first listing
+      // of threads: not what the next ones will cost.
+      if (++cycles > 2) {
+        cost_ns = cost_ns == 0 ? cost : 0.9 * cost_ns + 0.1 * cost;
+        // Never slower than the idle period: the timeline keeps its resolution.
+        const double bound = std::min(cost_ns / options_.max_share, static_cast<double>(options_.idle_period_ns));
+        min_period_ns_.store(static_cast<int64_t>(bound), std::memory_order_relaxed);
+      }
     }
     bool idle = false;
-    const int64_t deadline = next_deadline(wall_ns(), &idle);
+    int64_t deadline = next_deadline(wall_ns(), &idle);
+    deadline = std::max(deadline, last_sample + min_period_ns_.load(std::memory_order_relaxed));
     if (idle) {
       // Announce the long sleep before checking for a kick that came meanwhile.
       idle_sleep_.store(true, std::memory_order_seq_cst);

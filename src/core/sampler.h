@@ -50,6 +50,14 @@ class BurnSampler {
     int64_t per_thread_every_ns = 0;  // ... at most this often (0: every sample)
     // Read at every sample into BurnSample::mark_ns (may be empty).
     std::function<int64_t()> mark;
+    // Read at every sample into BurnSample::extra_ns (may be empty; it may
+    // return a cached value and refresh it only now and then).
+    std::function<int64_t()> extra;
+    // The most CPU the sampler thread may use, as a share of a core (0: no
+    // limit). When its own CPU per sample (wake-up included, a running
+    // average) would exceed it at the chosen period, the period is stretched
+    // to cost / max_share, and a kick does not sample before that.
+    double max_share = 0;
     // Also read each thread's run-queue wait at every sample (~0.3 us per
     // thread): BurnSample::others_wait_ns.
     bool with_wait = false;
@@ -82,6 +90,8 @@ class BurnSampler {
   // CPU the sampler thread used so far.
   int64_t own_cpu_ns() const;
   int64_t samples_taken() const { return taken_.load(std::memory_order_relaxed); }
+  // The shortest period max_share allows now (0: no limit, or not yet known).
+  int64_t min_period_ns() const { return min_period_ns_.load(std::memory_order_relaxed); }
   const Options& options() const { return options_; }
 
  private:
@@ -102,6 +112,7 @@ class BurnSampler {
   std::atomic<uint32_t> wake_{0};  // futex word: bumped by kick()
   std::atomic<bool> idle_sleep_{false};  // the sampler waits out an idle period now
   std::atomic<bool> relist_requested_{false};
+  std::atomic<int64_t> min_period_ns_{0};  // max_share's bound on the period (0: none)
   std::atomic<bool> stop_{false};
   std::atomic<bool> ready_{false};
   clockid_t own_clock_{};

@@ -2,8 +2,12 @@
 // (Python with PyTorch included) to see every OpenMP parallel region and the
 // CPU its threads burn between them, with no privileges and no change to the
 // program. Loaded with THREADBURN_PROBE_DIR set, it
-//  - interposes GOMP_parallel (omptap): every region's start, end, team and
-//    caller; team members are marked as OpenMP workers;
+//  - interposes every OpenMP entry point that starts a team, GOMP_* and
+//    __kmpc_fork_* (omptap): every region's start, end, team, caller, entry
+//    point and nesting depth; team members are marked as OpenMP workers;
+//  - measures the CPU of its forked child processes (DataLoader workers,
+//    multiprocessing pools) from /proc every 50 ms and at their end, as the
+//    class "worker processes" (cpu_children_ms, part of cpu_ms);
 //  - runs the core's burn sampler inside the program (per-thread CPU clocks,
 //    1 ms while a burn after a region is being located, 10 ms otherwise);
 //  - writes, when the program ends (exit, return from main, SIGTERM, and
@@ -14,12 +18,17 @@
 //      probe-<pid>.timeline.csv   cores by class of thread over time
 //      probe-<pid>.gaps.csv       each gap between regions: length, burn, tail
 //      probe-<pid>.threads.csv    per-thread CPU over time (10 ms steps)
-// Without THREADBURN_PROBE_DIR it only forwards GOMP_parallel. A child made by
-// fork() is not measured (its threads did not survive the fork); a child that
-// execs loads the probe anew and writes its own files.
+// It also writes probe-<pid>.started at once: a parent probe leaves a child
+// that has it (a child that exec'd a program, which loads the probe anew and
+// writes its own files) to itself. A forked child that does not exec runs no
+// probe of its own (its threads did not survive the fork): its parent
+// measures it. Without THREADBURN_PROBE_DIR the probe only forwards.
 // THREADBURN_PROBE_DESCRIBE=1 writes describe.json (counters, schema) and
 // nothing else: how `threadburn tune` learns the columns before any run.
+#include <dirent.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -29,6 +38,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "core/clock.h"
@@ -45,11 +55,120 @@ namespace threadburn::probe {
 namespace {
 
 constexpr int64_t kDefaultGapMinNs = 1000000;  // 1 ms without a region is a gap
+// The sampler's budget: at most this share of a core (the goal is 2 %; the
+// rest is the report's own sample and the noise of the running average).
+constexpr double kSamplerMaxShare = 0.015;
+// Child processes are looked for and read at most this often.
+constexpr int64_t kChildrenPeriodNs = 50 * 1000000LL;
+
+// The forked child processes of this one (and theirs), measured from here
+// through /proc: every descendant that does not hold probe-<pid>.started (a
+// child that exec'd a program under the probe measures itself, and its own
+// descendants). A child's CPU is its process CPU clock (clock_getcpuclockid:
+// every thread, the exited ones included), kept at its last reading once it
+// is gone; at the end, what the kernel added to this process's
+// RUSAGE_CHILDREN for the reaped ones replaces those last readings when it is
+// larger (it is exact; the last reading can be up to one period old).
+class Children {
+ public:
+  explicit Children(std::string dir) : dir_(std::move(dir)) {}
+  // The children's CPU so far; refreshed when the last scan is a period old.
+  int64_t total_ns() {
+    const int64_t now = wall_ns();
+    if (now - last_scan_ns_.load(std::memory_order_relaxed) >= kChildrenPeriodNs) scan(now);
+    return total_ns_.load(std::memory_order_relaxed);
+  }
+  // A last scan, and the reaped children's exact CPU from the kernel.
+  int64_t final_ns() {
+    scan(wall_ns());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ever_probed_) {  // else RUSAGE_CHILDREN would also hold processes measured by themselves
+      rusage ru{};
+      if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
+        const int64_t reaped = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
+                               (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
+        int64_t gone = 0, alive = 0;
+        for (const auto& [pid, c] : children_) (c.alive ? alive : gone) += c.cpu_ns;
+        if (reaped > gone) total_ns_.store(alive + reaped, std::memory_order_relaxed);
+      }
+    }
+    return total_ns_.load(std::memory_order_relaxed);
+  }
+  int count() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int>(children_.size());
+  }
+
+ private:
+  struct Child {
+    int64_t cpu_ns = 0;
+    bool alive = true;
+  };
+
+  void scan(int64_t now) {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_scan_ns_.store(now, std::memory_order_relaxed);
+    for (auto& [pid, c] : children_) c.alive = false;
+    std::vector<pid_t> todo = children_of(getpid());
+    while (!todo.empty()) {
+      const pid_t pid = todo.back();
+      todo.pop_back();
+      if (probed(pid)) {
+        children_.erase(pid);  // it measures itself (and its descendants) from now on
+        continue;
+      }
+      clockid_t id;
+      int64_t ns = 0;
+      if (clock_getcpuclockid(pid, &id) != 0 || !read_clock_ns(id, &ns)) continue;  // gone meanwhile
+      Child& c = children_[pid];
+      c.cpu_ns = std::max(c.cpu_ns, ns);
+      c.alive = true;
+      for (pid_t grandchild : children_of(pid)) todo.push_back(grandchild);
+    }
+    int64_t total = 0;
+    for (const auto& [pid, c] : children_) total += c.cpu_ns;
+    total_ns_.store(total, std::memory_order_relaxed);
+  }
+
+  bool probed(pid_t pid) {
+    if (probed_.count(pid)) return true;
+    if (access((dir_ + "/probe-" + std::to_string(pid) + ".started").c_str(), F_OK) != 0) return false;
+    probed_.insert(pid);
+    ever_probed_ = true;
+    return true;
+  }
+
+  // The children of every thread of pid (/proc/PID/task/TID/children).
+  static std::vector<pid_t> children_of(pid_t pid) {
+    std::vector<pid_t> out;
+    const std::string task = "/proc/" + std::to_string(pid) + "/task";
+    DIR* d = opendir(task.c_str());
+    if (!d) return out;
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      FILE* f = std::fopen((task + "/" + e->d_name + "/children").c_str(), "r");
+      if (!f) continue;
+      long child;
+      while (std::fscanf(f, "%ld", &child) == 1) out.push_back(static_cast<pid_t>(child));
+      std::fclose(f);
+    }
+    closedir(d);
+    return out;
+  }
+
+  std::string dir_;
+  std::mutex mu_;
+  std::map<pid_t, Child> children_;
+  std::set<pid_t> probed_;
+  bool ever_probed_ = false;
+  std::atomic<int64_t> last_scan_ns_{0}, total_ns_{0};
+};
 
 struct State {
   std::string dir;
   pid_t pid = 0;
   int64_t start_ns = 0, gap_min_ns = kDefaultGapMinNs;
+  std::unique_ptr<Children> children;
   std::unique_ptr<BurnSampler> sampler;
   // Time inside outermost regions so far: closed regions plus the open one.
   std::atomic<int> active{0};
@@ -84,12 +203,12 @@ class Regions : public omptap::Listener {
     }
   }
   void on_end(const omptap::Region& r) override {
-    if (r.depth != 0) return;
     State& s = *g_state;
     {
       std::lock_guard<std::mutex> lock(s.mu);
-      s.stats.add(r.end_ns - r.begin_ns, r.team);
+      s.stats.add_region(static_cast<int>(r.entry), r.depth, r.end_ns - r.begin_ns, r.team);
     }
+    if (r.depth != 0) return;
     const int64_t since = s.active_since.load(std::memory_order_relaxed);
     if (r.team > s.largest_team.load(std::memory_order_relaxed)) {
       s.largest_team.store(r.team, std::memory_order_relaxed);
@@ -136,7 +255,8 @@ std::string stem() { return g_state->dir + "/probe-" + std::to_string(g_state->p
 
 // The summary: every counter of report.h, the region histogram, threads, context.
 void write_summary(const std::vector<BurnSample>& samples, const std::vector<ThreadCpu>& threads,
-                   const std::vector<GapBurn>& gaps, const RegionStats& stats, int64_t end_ns, int threads_max) {
+                   const std::vector<GapBurn>& gaps, const RegionStats& stats, int64_t end_ns, int threads_max,
+                   int64_t children_ns, int child_processes) {
   State& s = *g_state;
   const double wall_ms = ns_to_ms(end_ns - s.start_ns);
   const RegionSplit split = split_by_regions(samples);
@@ -165,7 +285,7 @@ void write_summary(const std::vector<BurnSample>& samples, const std::vector<Thr
   const double sampler_ms = ns_to_ms(cpu[sampler]);
   const std::map<std::string, double> values = {
       {"wall_ms", wall_ms},
-      {"cpu_ms", ns_to_ms(all)},
+      {"cpu_ms", ns_to_ms(all + children_ns)},
       {"cpu_main_ms", ns_to_ms(cpu[main])},
       {"cpu_omp_ms", ns_to_ms(cpu[omp])},
       {"cpu_other_ms", ns_to_ms(other)},
@@ -192,6 +312,10 @@ void write_summary(const std::vector<BurnSample>& samples, const std::vector<Thr
       {"sampler_cpu_ms", sampler_ms},
       {"sampler_share", wall_ms > 0 ? sampler_ms / wall_ms : 0},
       {"samples", static_cast<double>(samples.size())},
+      {"regions_nested", static_cast<double>(stats.nested)},
+      {"region_depth_max", static_cast<double>(stats.max_depth)},
+      {"cpu_children_ms", ns_to_ms(children_ns)},
+      {"child_processes", static_cast<double>(child_processes)},
   };
   JsonWriter j;
   j.begin_object().field("schema_version", kSchemaVersion).field("pid", static_cast<int64_t>(s.pid))
@@ -205,6 +329,22 @@ void write_summary(const std::vector<BurnSample>& samples, const std::vector<Thr
     if (stats.buckets[static_cast<size_t>(k)] > 0) {
       j.begin_object().field("from", static_cast<int64_t>(1) << k).field("count", stats.buckets[static_cast<size_t>(k)]).end_object();
     }
+  }
+  j.end_array();
+  j.field("region_durations_exact", stats.durations.exact());
+  // Per entry point: outermost regions, their time share and exact duration
+  // percentiles, the team of each (size -> regions), and the nested ones.
+  j.key("entry_points").begin_array();
+  for (const auto& [entry, e] : stats.entries) {
+    j.begin_object().field("name", omptap::entry_name(static_cast<omptap::Entry>(entry))).field("regions", e.count)
+        .field("nested", e.nested).field("share", wall_ms > 0 ? ns_to_ms(e.total_ns) / wall_ms : 0)
+        .field("us_mean", e.count > 0 ? static_cast<double>(e.total_ns) / 1e3 / static_cast<double>(e.count) : 0)
+        .field("us_p50", e.durations.quantile_us(0.5)).field("us_p90", e.durations.quantile_us(0.9))
+        .field("us_p99", e.durations.quantile_us(0.99)).field("durations_exact", e.durations.exact())
+        .field("max_team", static_cast<int64_t>(e.max_team));
+    j.key("teams").begin_object();
+    for (const auto& [team, n] : e.teams) j.field(std::to_string(team), n);
+    j.end_object().end_object();
   }
   j.end_array();
   j.key("threads").begin_array();
@@ -221,7 +361,9 @@ void write_summary(const std::vector<BurnSample>& samples, const std::vector<Thr
 }
 
 void write_timeline(const std::vector<BurnSample>& samples) {
-  std::string out = "t_ms,in_region,others_cores,main_cores,omp_cores,other_cores\n";
+  // children_cores: the worker processes (forked children), read every 50 ms,
+  // so their CPU lands in the interval of the read that saw it.
+  std::string out = "t_ms,in_region,others_cores,main_cores,omp_cores,other_cores,children_cores\n";
   const int omp = index_of(ThreadClass::kOmp);
   for (size_t i = 1; i < samples.size(); ++i) {
     const BurnSample& a = samples[i - 1];
@@ -230,10 +372,10 @@ void write_timeline(const std::vector<BurnSample>& samples) {
     if (dt <= 0) continue;
     const auto rate = [&](int c) { return static_cast<double>(b.cpu_ns[c] - a.cpu_ns[c]) / dt; };
     const double others = static_cast<double>(b.others_cpu_ns() - a.others_cpu_ns()) / dt;
-    char line[160];
-    std::snprintf(line, sizeof line, "%.3f,%.3f,%.4f,%.4f,%.4f,%.4f\n", ns_to_ms(b.t_ns - g_state->start_ns),
+    char line[200];
+    std::snprintf(line, sizeof line, "%.3f,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f\n", ns_to_ms(b.t_ns - g_state->start_ns),
                   static_cast<double>(b.mark_ns - a.mark_ns) / dt, others, rate(index_of(ThreadClass::kMain)),
-                  rate(omp), others - rate(omp));
+                  rate(omp), others - rate(omp), static_cast<double>(b.extra_ns - a.extra_ns) / dt);
     out += line;
   }
   write_file(stem() + ".timeline.csv", out);
@@ -275,6 +417,7 @@ void report() {
   State* s = g_state;
   if (!s || s->pid != getpid() || s->reported.exchange(true)) return;
   omptap::set_listener(nullptr);
+  const int64_t children_ns = s->children->final_ns();
   std::vector<ThreadCpu> threads;
   s->sampler->sample_now(false, &threads);
   const int64_t end_ns = wall_ns();
@@ -297,7 +440,7 @@ void report() {
   if (last > 0 && s->active.load() == 0 && end_ns - last >= s->gap_min_ns) gaps.push_back({last, end_ns, true});
   std::vector<GapBurn> burns;
   for (const Gap& gap : gaps) burns.push_back(gap_burn(samples, gap));
-  write_summary(samples, threads, burns, stats, end_ns, threads_max);
+  write_summary(samples, threads, burns, stats, end_ns, threads_max, children_ns, s->children->count());
   write_timeline(samples);
   write_gaps(gaps, burns);
   write_thread_timeline(snaps);
@@ -333,6 +476,8 @@ __attribute__((constructor)) void start() {
   s.start_ns = wall_ns();
   s.gap_min_ns = env_int("THREADBURN_PROBE_GAP_MIN_US", kDefaultGapMinNs / 1000, 10, 60000000) * 1000;
   mark_current_thread(ThreadClass::kMain);  // the constructor runs on the program's first thread
+  write_file(stem() + ".started", "");     // a parent probe leaves this process to us
+  s.children = std::make_unique<Children>(s.dir);
   BurnSampler::Options o;
   o.period_ns = env_int("THREADBURN_PROBE_PERIOD_US", kDefaultSamplerPeriodNs / 1000, 100, 1000) * 1000;
   o.capacity = 1 << 19;  // 56 MB at most; at ~200 samples/s, 40 minutes of program
@@ -340,6 +485,8 @@ __attribute__((constructor)) void start() {
   o.per_thread = true;
   o.per_thread_every_ns = 10 * kNsPerMsInt;
   o.mark = inside_regions_ns;
+  o.extra = [] { return g_state->children->total_ns(); };
+  o.max_share = kSamplerMaxShare;
   s.sampler = std::make_unique<BurnSampler>(o);
   omptap::set_listener(&g_regions);
   std::atexit(report);

@@ -4,8 +4,30 @@
 #include <cmath>
 
 #include "core/clock.h"
+#include "core/stats.h"
 
 namespace threadburn::probe {
+
+void DurationSample::add(int64_t duration_ns) {
+  ++seen;
+  if (kept.size() < capacity) {
+    kept.push_back(duration_ns);
+    return;
+  }
+  // Algorithm R: the n-th value replaces a random kept one with probability capacity / n.
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  const uint64_t slot = rng % static_cast<uint64_t>(seen);
+  if (slot < capacity) kept[static_cast<size_t>(slot)] = duration_ns;
+}
+
+double DurationSample::quantile_us(double q) const {
+  if (kept.empty()) return 0;
+  std::vector<double> us(kept.size());
+  for (size_t i = 0; i < kept.size(); ++i) us[i] = static_cast<double>(kept[i]) / 1000.0;
+  return percentile(std::move(us), q);
+}
 
 void RegionStats::add(int64_t duration_ns, int team) {
   ++count;
@@ -14,18 +36,27 @@ void RegionStats::add(int64_t duration_ns, int team) {
   int k = 0;
   for (int64_t d = std::max<int64_t>(duration_ns, 1); d > 1 && k < kDurationBuckets - 1; d >>= 1) ++k;
   ++buckets[static_cast<size_t>(k)];
+  durations.add(duration_ns);
 }
 
-double RegionStats::quantile_us(double q) const {
-  if (count == 0) return 0;
-  const double want = q * static_cast<double>(count);
-  double seen = 0;
-  for (int k = 0; k < kDurationBuckets; ++k) {
-    seen += static_cast<double>(buckets[static_cast<size_t>(k)]);
-    if (seen >= want) return std::ldexp(1.0, k + 1) / 1000.0;
+void RegionStats::add_region(int entry, int depth, int64_t duration_ns, int team) {
+  EntryStats& e = entries[entry];
+  if (depth > 0) {
+    ++nested;
+    ++e.nested;
+    max_depth = std::max(max_depth, depth);
+    return;
   }
-  return std::ldexp(1.0, kDurationBuckets) / 1000.0;
+  add(duration_ns, team);
+  ++e.count;
+  e.total_ns += duration_ns;
+  e.max_team = std::max(e.max_team, team);
+  ++e.teams[team];
+  if (e.durations.capacity > 4096) e.durations.capacity = 4096;  // per entry point: a smaller sample
+  e.durations.add(duration_ns);
 }
+
+double RegionStats::quantile_us(double q) const { return durations.quantile_us(q); }
 
 RegionSplit split_by_regions(const std::vector<BurnSample>& samples) {
   RegionSplit out;
@@ -93,20 +124,20 @@ GapBurn gap_burn(const std::vector<BurnSample>& samples, const Gap& gap) {
 const std::vector<Counter>& counters() {
   static const std::vector<Counter> table = {
       {"wall_ms", "ms", "the program's run time under the probe (load to exit)"},
-      {"cpu_ms", "ms", "CPU of every thread of the program (the sampler excluded)"},
+      {"cpu_ms", "ms", "CPU of every thread of the program (the sampler excluded) and of its child processes (cpu_children_ms)"},
       {"cpu_main_ms", "ms", "the main thread's CPU"},
       {"cpu_omp_ms", "ms", "the OpenMP team members' CPU"},
       {"cpu_other_ms", "ms", "CPU of every other thread (Python's, loaders', the runtime's helpers)"},
       {"omp_in_regions_ms", "ms", "the team's CPU while a parallel region ran"},
       {"omp_between_regions_ms", "ms", "the team's CPU while no region ran: the burn between regions"},
       {"others_between_regions_ms", "ms", "CPU of every thread but main while no region ran"},
-      {"regions", "1", "parallel regions started through GOMP_parallel"},
+      {"regions", "1", "outermost parallel (and host teams) regions, through every entry point of both ABIs (GOMP_*, __kmpc_fork_*)"},
       {"regions_per_s", "1/s", "regions / wall time"},
       {"region_share", "1", "share of the wall time with a region running"},
       {"region_us_mean", "us", "mean duration of a region"},
-      {"region_us_p50", "us", "median duration (upper bound of its power-of-two bucket)"},
-      {"region_us_p90", "us", "90th percentile duration (upper bound of its bucket)"},
-      {"region_us_p99", "us", "99th percentile duration (upper bound of its bucket)"},
+      {"region_us_p50", "us", "median duration (exact up to 16384 regions, then of a uniform sample of 16384)"},
+      {"region_us_p90", "us", "90th percentile duration (exact up to 16384 regions, then of a uniform sample)"},
+      {"region_us_p99", "us", "99th percentile duration (exact up to 16384 regions, then of a uniform sample)"},
       {"max_team", "1", "largest team that ran a region"},
       {"gaps", "1", "stretches of at least gap_min_ms without a region (a loop's sleep, a GPU wait)"},
       {"gap_ms_median", "ms", "median length of a gap"},
@@ -120,6 +151,10 @@ const std::vector<Counter>& counters() {
       {"sampler_cpu_ms", "ms", "the probe's sampler thread's own CPU"},
       {"sampler_share", "1", "sampler_cpu_ms / wall_ms: the sampling overhead in cores"},
       {"samples", "1", "samples taken"},
+      {"regions_nested", "1", "regions started inside another region (not in regions; in the summary per entry point)"},
+      {"region_depth_max", "1", "deepest nesting of a region seen (0: none nested)"},
+      {"cpu_children_ms", "ms", "CPU of the command's other processes: forked children that did not exec a probed program (DataLoader workers, multiprocessing pools; part of cpu_ms), and in run/tune rows also the command's other probed processes"},
+      {"child_processes", "1", "forked child processes measured from this one (sampled every 50 ms, and at their end)"},
   };
   return table;
 }

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,15 +18,48 @@ namespace threadburn::probe {
 
 // Region durations in power-of-two buckets of ns (bucket k: [2^k, 2^(k+1))).
 constexpr int kDurationBuckets = 48;
+// Durations kept for percentiles: all of them up to this many, then a uniform
+// sample of this many (reservoir sampling), per entry point and overall.
+constexpr size_t kDurationsKept = 16384;
+
+// A fixed-size uniform sample of durations: exact percentiles while no more
+// than `capacity` were added, unbiased estimates from a uniform sample after.
+struct DurationSample {
+  size_t capacity = kDurationsKept;
+  int64_t seen = 0;
+  std::vector<int64_t> kept;
+  uint64_t rng = 0x9E3779B97F4A7C15ull;
+  void add(int64_t duration_ns);
+  bool exact() const { return seen <= static_cast<int64_t>(capacity); }
+  // The q-quantile in us (core/stats.h's percentile of the kept durations).
+  double quantile_us(double q) const;
+};
+
+// One entry point's regions (outermost ones in the durations and share).
+struct EntryStats {
+  int64_t count = 0;   // outermost regions
+  int64_t nested = 0;  // regions started inside another one
+  int64_t total_ns = 0;
+  int max_team = 0;
+  std::map<int, int64_t> teams;  // team size -> outermost regions with it
+  DurationSample durations;
+};
 
 struct RegionStats {
   int64_t count = 0;
   int64_t total_ns = 0;  // summed durations of outermost regions
   int max_team = 0;
   std::array<int64_t, kDurationBuckets> buckets{};
+  DurationSample durations;
+  int64_t nested = 0;   // regions inside another region (not in count)
+  int max_depth = 0;    // deepest nesting seen (0: none)
+  std::map<int, EntryStats> entries;  // by omptap::Entry
   void add(int64_t duration_ns, int team);
-  // The duration below which a share q of regions ended: the upper bound of
-  // the bucket that holds that quantile (an over-estimate by at most 2x).
+  // A region of an entry point (omptap::Entry as int) at nesting depth depth:
+  // outermost ones (depth 0) as add() plus per entry, nested ones counted.
+  void add_region(int entry, int depth, int64_t duration_ns, int team);
+  // The duration below which a share q of outermost regions ended (exact
+  // while at most kDurationsKept regions ran; from a uniform sample after).
   double quantile_us(double q) const;
 };
 

@@ -44,6 +44,7 @@ def probed(a, tmp, cmd, env):
     p = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=300)
     sys.stdout.write(p.stdout + p.stderr)
     check(p.returncode == 0, f"{cmd[0]} exited {p.returncode}")
+    probed.stdout = p.stdout
     summaries = []
     for path in glob.glob(os.path.join(out, "probe-*.json")):
         with open(path) as f:
@@ -159,9 +160,47 @@ def case_python(a, tmp):
     check_no_burn([g for g in gaps if g["length_ms"] >= 250], "passive workers, python")
 
 
+# Forked children: a PyTorch training with DataLoader(num_workers=2)
+# (examples/dataloader_workers.py, whose workers spin a known CPU time per item
+# and report it). Under the probe, cpu_ms must be the whole tree's CPU: within
+# 10 % of what /usr/bin/time says the same training uses without the probe
+# (user + sys, which holds the reaped workers); the workers are two child
+# processes whose CPU is at least what they measured spinning on items.
+# CPU-time facts, so they hold on a busy machine (the team sleeps at once:
+# OMP_WAIT_POLICY=passive, no spin that a busy core would lengthen).
+def cpu_of_time(cmd, env):
+    p = subprocess.run(["/usr/bin/time", "-f", "time: %U %S", *cmd], env=env, capture_output=True, text=True,
+                       timeout=300)
+    check(p.returncode == 0, f"{cmd[0]} without the probe exited {p.returncode}: {p.stderr[-300:]}")
+    user, sys_ = [ln for ln in p.stderr.splitlines() if ln.startswith("time: ")][-1].split()[1:]
+    return (float(user) + float(sys_)) * 1000
+
+
+def case_children(a, tmp):
+    py = "/usr/bin/python3"
+    if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode != 0:
+        print("SKIP: no python3-torch")
+        return
+    if not os.path.exists("/usr/bin/time"):
+        print("SKIP: no /usr/bin/time (scripts/setup.sh installs it)")
+        return
+    env = {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "passive"}
+    cmd = [py, os.path.join(a.repo, "examples", "dataloader_workers.py"), "--workers=2"]
+    c, _ = probed(a, tmp, cmd, env)
+    plain = cpu_of_time(cmd, dict(os.environ, **env))
+    print(f"cpu_ms under the probe {c['cpu_ms']:.1f} (children {c['cpu_children_ms']:.1f} in "
+          f"{c['child_processes']:.0f} processes); /usr/bin/time without it: {plain:.1f} ms")
+    check(c["child_processes"] == 2, f"{c['child_processes']} worker processes measured, expected 2")
+    items = float(probed.stdout.split("worker item CPU: ")[1].split()[0])
+    check(c["cpu_children_ms"] >= items, f"the workers' CPU {c['cpu_children_ms']:.1f} ms < the {items:.1f} ms "
+          "they measured spinning on items")
+    check(abs(c["cpu_ms"] - plain) <= 0.10 * plain,
+          f"cpu_ms {c['cpu_ms']:.1f} is not within 10 % of the {plain:.1f} ms /usr/bin/time measures")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=("llvm", "gomp_passive", "gomp_default", "python"))
+    ap.add_argument("case", choices=("llvm", "gomp_passive", "gomp_default", "python", "children"))
     for name in ("--probe", "--child", "--libomp", "--repo"):
         ap.add_argument(name, required=True)
     a = ap.parse_args()
