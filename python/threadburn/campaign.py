@@ -111,6 +111,16 @@ class Campaign:
         self.round += 1
         return specs
 
+    def runs_possible(self):
+        """Runs the budget allows in all: its runs; for a duration, the runs
+        so far plus the time left over the mean run's (None: no budget)."""
+        if self.budget.runs is not None:
+            return self.budget.runs
+        if self.budget.seconds is not None and self.run_seconds:
+            per_run = max(1e-3, sum(self.run_seconds) / len(self.run_seconds))
+            return self.spent + int(max(0.0, self.budget.seconds - (time.monotonic() - self.t0)) / per_run)
+        return None
+
     def fits(self, n_runs):
         if self.budget.runs is not None and self.spent + n_runs > self.budget.runs:
             return False
@@ -157,10 +167,15 @@ class Campaign:
         if race is None:
             return "planned"
         looks = iter(n for n in decide.LOOK_SCHEDULE if n > min(reps.values(), default=0))
+        taken = 0
         while True:
             needed = race()
+            taken += 1
             if not needed:
                 return "decided"
+            # The race's alpha was split over race.looks looks: never take more.
+            if taken >= (getattr(race, "looks", None) or float("inf")):
+                return "budget"
             target = next(looks, None)
             if target is None:
                 return "budget"
@@ -184,16 +199,3 @@ def guarded(campaign, body, on_interrupt):
         print(file=sys.stderr)
         on_interrupt()
         return 130
-
-
-def budget_runs_estimate(budget, n_items, seconds_per_run):
-    """Runs a budget allows, for looks_for_budget: the runs, or the duration
-    over the time a run took."""
-    if budget is None:
-        return None
-    if budget.runs is not None:
-        return budget.runs
-    if budget.seconds is not None and seconds_per_run:
-        return int(budget.seconds / seconds_per_run)
-    return n_items * decide.START_RUNS * 4 if budget.seconds else None
-

@@ -196,7 +196,8 @@ def check_design(g, args):
         return
     names = ", ".join(f"{s} ({n})" for s, n in few)
     if args.decide:
-        print(f"sweep: note: {names} start below {decide.START_RUNS} runs; --decide adds rounds", flush=True)
+        print(f"sweep: note: {names} start below {decide.START_RUNS} runs; --decide runs them {decide.START_RUNS} "
+              "times before its first look", flush=True)
         return
     print(f"sweep: warning: the decision rule needs at least {decide.MIN_RUNS} runs a setting to compare it, "
           f"{decide.START_RUNS} to start; these studies have fewer: {names}. Their workloads cannot be decided: "
@@ -205,16 +206,19 @@ def check_design(g, args):
 
 class GridRace:
     """The race of a sweep: per workload the decision of verdicts.py; the
-    next round runs the points behind the settings still needed."""
+    next round runs the points behind the settings still needed. Its looks
+    are fixed at the first, from what the budget allows then."""
 
-    def __init__(self, out, points, args, looks):
-        self.out, self.by_key, self.args, self.looks = out, {p.key: p for p in points}, args, looks
-        self.last = None
+    def __init__(self, out, points, args, c):
+        self.out, self.by_key, self.args, self.c = out, {p.key: p for p in points}, args, c
+        self.looks = None
 
     def __call__(self):
+        if self.looks is None:
+            start = min(self.c.runs.get(k, 0) for k in self.by_key) or decide.START_RUNS
+            self.looks = decide.looks_for_budget(len(self.by_key), self.c.runs_possible(), start)
         entries = verdicts.decide_all(results.read_rows(self.out), self.args.objective, self.args.margin,
                                       looks=self.looks)
-        self.last = entries
         needed = set()
         for e in entries:
             for name in e.decision.needs:
@@ -277,7 +281,8 @@ def sweep(args):
     results_file, done, file_seed, out = open_results(args, g, columns)
     seed = next(s for s in (args.seed, file_seed, g.settings["seed"], random.SystemRandom().randrange(1, 2 ** 31))
                 if s is not None)
-    reps = {p.key: p.repetitions for p in g.points}
+    # A race starts at decide.START_RUNS runs a setting: --decide brings smaller studies there first.
+    reps = {p.key: max(p.repetitions, decide.START_RUNS) if args.decide else p.repetitions for p in g.points}
     grid_runs = sum(reps.values())
     if args.merge:
         missing = grid_runs - len(done)
@@ -298,15 +303,14 @@ def sweep(args):
     print(f"sweep: {g.name}: {grid_runs} runs of {len(g.points)} points, {len(done)} already in {out}; in rounds, "
           f"seed {seed} (--seed {seed} repeats this order)" +
           (f"; deciding within {budget.text()}" if budget else ""), flush=True)
-    looks = decide.looks_for_budget(len(g.points), campaign.budget_runs_estimate(
-        budget, len(g.points), g.settings["timeout_s"] / 10)) if budget else 1
-    race = GridRace(out, g.points, args, looks) if args.decide else None
+    race = GridRace(out, g.points, args, c) if args.decide else None
     signal.signal(signal.SIGTERM, _interrupt)  # clean up like Ctrl-C
     ended = campaign.guarded(c, lambda: c.run(g.points, reps, race), lambda: print(
         f"sweep: interrupted; {out} holds every finished run. Continue with: {resume_command(out, seed)}",
         file=sys.stderr))
     if ended == 130:
         return 130
+    looks = race.looks if race and race.looks else 1
     shutil.rmtree(getattr(executor, "ctx", {}).get("work_dir", os.devnull + ".none"), ignore_errors=True)
     print(f"sweep: results in {out}" + (f" ({c.spent} runs; race {ended})" if race else ""))
     missing = len({f"{k}-r{r}" for k, n in reps.items() for r in range(n)} - c.done)

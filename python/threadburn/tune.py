@@ -143,9 +143,9 @@ class TuneRace:
         self.looks = None
 
     def set_looks(self):
-        per_run = sum(self.c.run_seconds) / max(1, len(self.c.run_seconds))
-        budget_runs = campaign.budget_runs_estimate(self.c.budget, len(self.by_name), per_run)
-        self.looks = decide.looks_for_budget(len(self.by_name), budget_runs)
+        """Fixed at the first look, from what the budget allows then."""
+        start = min(self.c.runs.get(k, 0) for k in self.by_name) or decide.START_RUNS
+        self.looks = decide.looks_for_budget(len(self.by_name), self.c.runs_possible(), start)
 
     def __call__(self):
         if self.looks is None:

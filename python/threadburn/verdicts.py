@@ -212,7 +212,8 @@ def evidence(e):
         lines.append("    dropped as duplicates (same effective settings, as the probe reported them): "
                      + ", ".join(f"{a} = {b}" for a, b in sorted(e.duplicates.items())))
     for name, what, n in d.open:
-        lines.append(f"    open: {name} {what} (~{n if n else 'more than 10000'} runs each would settle it)")
+        need = f"~{n} runs each would settle it" if n else "no number of runs settles it at this margin soon"
+        lines.append(f"    open: {name} {what} ({need})")
     return lines
 
 

@@ -1,5 +1,6 @@
 """`threadburn sweep` end to end against fake_program.py: rows, counters,
 settings, repro lines, files, dry runs, failures of every kind."""
+import collections
 import json
 import os
 import subprocess
@@ -134,6 +135,31 @@ class Running(SweepTest):
         self.assertEqual((w["verdict"], w["env"]["KMP_BLOCKTIME"], w["runs_per_setting"]["gomp (no env)"]),
                          ("change", "0", 4))
         self.assertIn("rows: 12 ok, 0 skipped, 0 failed", lines)
+
+    def test_decide_races_and_writes_the_verdict(self):
+        # repetitions 2: below the race's start; --decide says so and brings every setting to 3 runs
+        # before its first look (the fake's values are exact: decided there).
+        grid = self.grid("""
+            repetitions = 2
+            [[study]]
+            bench = "optimizer_step"
+            optimizer = "sgd"
+            gap_ms = 300
+            runtimes = [{name = "gomp"}, {name = "llvm", OMP_NUM_THREADS = 2, KMP_BLOCKTIME = [0, 50]}]
+        """)
+        result = self.sweep(grid, "--decide", "--budget", "30")
+        self.assertIn("start below 3 runs; --decide runs them 3 times before its first look", result.stdout)
+        self.assertIn("(9 runs; race decided)", result.stdout)
+        self.assertEqual(collections.Counter(r["round"] for r in self.rows()), {"0": 3, "1": 3, "2": 3})
+        with open(os.path.splitext(self.out)[0] + ".verdict.json") as f:
+            (w,) = json.load(f)["workloads"]
+        self.assertEqual((w["verdict"], w["budget_runs"], w["looks"]), ("change", 30, 4))
+
+    def test_budget_needs_decide_and_a_grid_too_small_is_said(self):
+        result = self.sweep(self.grid(TWO_POINTS), "--budget", "10", ok=False)
+        self.assertEqual((result.returncode, result.stderr.strip()), (2, "threadburn sweep: error: --budget needs --decide"))
+        result = self.sweep(self.grid(TWO_POINTS), "--force")
+        self.assertIn("sweep: warning: the decision rule needs at least 2 runs a setting", result.stdout)
 
     def test_plots_are_made_at_the_end(self):
         args = [a for a in self.args(self.grid(TWO_POINTS)) if a != "--no-plot"]
