@@ -15,7 +15,7 @@ import socket
 import subprocess
 import time
 
-from . import campaign, results, schema
+from . import campaign, schema
 from .procs import Children, describe_exit, die_with_parent, last_line, utc_now
 
 # Google Benchmark's own numeric entry fields: not counters.
@@ -291,7 +291,7 @@ def check_effective(point, row):
 
 def mark_overlap(rows):
     """For copies started together: the share of each row's timed window that
-    every other copy's window of the same benchmark covered. Below results.OVERLAP_MIN
+    every other copy's window of the same benchmark covered. Below schema.OVERLAP_MIN
     the row is flagged (results.oversubscription leaves such runs out)."""
     by_bench = {}
     for row in rows:
@@ -306,7 +306,7 @@ def mark_overlap(rows):
             hi = min([end] + [e for r, s, e in copies if r is not row])
             share = max(0.0, hi - lo) / (end - start)
             row["overlap"] = round(share, 4)
-            if share < results.OVERLAP_MIN:
+            if share < schema.OVERLAP_MIN:
                 add_note(row, f"the other copies overlapped only {share:.0%} of its timed steps")
 
 

@@ -184,24 +184,19 @@ def ddp_table(rows):
 
 
 def tune_table(rows, title):
-    """One `threadburn tune` CSV: per point the median and 95 % CI of the time
-    figure (the --metric column when the tune had one, else the wall time) and
-    of the CPU, and the change against the plain and launcher points with
-    Mann-Whitney p-values: the numbers of the tune's own report."""
+    """One `threadburn tune` CSV (its race, not the confirmation): per
+    setting the runs, the median and 95 % CI of the time figure (the
+    --metric column when the tune had one, else the wall time) and of the
+    CPU, the workers' CPU between regions; ordered by the time figure."""
     from . import stats
+    rows = [r for r in rows if r.get("phase", "race") in ("race", "")]
     has_metric = any(schema.to_float(r.get("metric")) is not None for r in rows)
     key = "metric" if has_metric else "wall_ms"
     what = "figure" if has_metric else "wall ms"
-    t = Table(title, ["point", "runs", f"{what} median", f"{what} 95% CI", "CPU ms median", "CPU ms 95% CI",
-                      "between regions ms", f"{what} vs plain (p)", f"{what} vs launcher (p)"])
+    t = Table(title, ["setting", "runs", f"{what} median", f"{what} 95% CI", "CPU ms median", "CPU ms 95% CI",
+                      "between regions ms"])
     by = groups(rows, lambda r: r.get("study", ""))
     series = {name: (results.metric_values(rs, key), results.metric_values(rs, "cpu_ms")) for name, rs in by.items()}
-
-    def versus(name, base):
-        if base not in series or name == base or not series[name][0] or not series[base][0]:
-            return "–"
-        a, b = series[name][0], series[base][0]
-        return f"{statistics.median(a) / statistics.median(b) - 1:+.1%} ({stats.mann_whitney_u(a, b)[1]:.2f})"
 
     def ci(values):
         lo, hi, cov = stats.median_ci(values)
@@ -212,7 +207,26 @@ def tune_table(rows, title):
         if not times:
             continue
         t.add([name, len(times), num(statistics.median(times)), ci(times), num(statistics.median(cpus)), ci(cpus),
-               num(med(by[name], "omp_between_regions_ms")), versus(name, "plain"), versus(name, "launcher")])
+               num(med(by[name], "omp_between_regions_ms"))])
+    return t
+
+
+def verdict_table(rows, path, title):
+    """The verdict per workload of a sweep's or tune's CSV, as `threadburn
+    verdict` computes it (with the looks its verdict.json recorded)."""
+    from . import verdicts
+    recorded = verdicts.recorded(path)
+    entries = verdicts.decide_all(rows, recorded.get("objective") or "balanced",
+                                  recorded.get("margin") or 0.05, looks=recorded.get("looks") or 1)
+    t = Table(title, ["workload", "verdict", "setting", "baseline", "time vs baseline", "CPU vs baseline", "runs"])
+
+    def ratio(r):
+        return "–" if r is None else f"{r.est - 1:+.1%} [{r.lo - 1:+.1%}, {r.hi - 1:+.1%}]"
+    for e in entries:
+        d = e.decision
+        vs = d.vs_baseline.get(d.chosen, {}) if d.chosen and d.chosen != d.baseline else {}
+        t.add([e.label, d.verdict, d.chosen or "–", d.baseline or "–", ratio(vs.get("time")), ratio(vs.get("cpu")),
+               e.runs])
     return t
 
 
@@ -237,23 +251,29 @@ def overheads_table(rows):
 
 
 # name -> (CSV in results/, how to tabulate it)
+# name -> (CSV in results/, how to tabulate its rows and path)
 TABLES = {
-    "seed000": ("seed000", lambda r: burn_table(r, "An SGD step, then 2 s idle (seed000.csv)")),
-    "default": ("default", lambda r: burn_table(r, "The default study (default.csv)")),
-    "blocktime": ("blocktime", lambda r: burn_table(r, "Blocktime / spin count / wait policy (blocktime.csv)")),
-    "launcher": ("launcher", lambda r: burn_table(r, "PyTorch's launcher preset against the others (launcher.csv)")),
-    "runtime": ("runtime", runtime_table),
-    "loader": ("loader", loader_table),
-    "oversubscription": ("oversubscription", oversub_table),
-    "onednn": ("onednn", onednn_table),
-    "batch_workers": ("batch_workers", lambda r: burn_table(r, "Batch x workers (batch_workers.csv)")),
-    "sampler": ("sampler", sampler_table),
-    "ddp": ("ddp", ddp_table),
-    "overheads": ("overheads", overheads_table),
+    "seed000": ("seed000", lambda r, p: burn_table(r, "An SGD step, then 2 s idle (seed000.csv)")),
+    "default": ("default", lambda r, p: burn_table(r, "The default study (default.csv)")),
+    "blocktime": ("blocktime", lambda r, p: burn_table(r, "Blocktime / spin count / wait policy (blocktime.csv)")),
+    "launcher": ("launcher", lambda r, p: burn_table(r, "PyTorch's launcher preset against the others (launcher.csv)")),
+    "runtime": ("runtime", lambda r, p: runtime_table(r)),
+    "loader": ("loader", lambda r, p: loader_table(r)),
+    "oversubscription": ("oversubscription", lambda r, p: oversub_table(r)),
+    "onednn": ("onednn", lambda r, p: onednn_table(r)),
+    "batch_workers": ("batch_workers", lambda r, p: burn_table(r, "Batch x workers (batch_workers.csv)")),
+    "sampler": ("sampler", lambda r, p: sampler_table(r)),
+    "ddp": ("ddp", lambda r, p: ddp_table(r)),
+    "overheads": ("overheads", lambda r, p: overheads_table(r)),
+    "verdict_default": ("default", lambda r, p: verdict_table(r, p, "Verdicts of the default study (default.csv)")),
+    "verdict_tune_sleep": ("tune-sleep_step_sleep",
+                           lambda r, p: verdict_table(r, p, "Verdict of the tune on sleep_step_sleep.py")),
+    "verdict_tune_mnist": ("tune-mnist_adadelta",
+                           lambda r, p: verdict_table(r, p, "Verdict of the tune on mnist_adadelta.py")),
     "tune_sleep": ("tune-sleep_step_sleep",
-                   lambda r: tune_table(r, "tune on examples/sleep_step_sleep.py (tune-sleep_step_sleep.csv; wall ms)")),
+                   lambda r, p: tune_table(r, "tune on examples/sleep_step_sleep.py (tune-sleep_step_sleep.csv; wall ms)")),
     "tune_mnist": ("tune-mnist_adadelta",
-                   lambda r: tune_table(r, "tune on examples/mnist_adadelta.py (tune-mnist_adadelta.csv; "
+                   lambda r, p: tune_table(r, "tune on examples/mnist_adadelta.py (tune-mnist_adadelta.csv; "
                                            "figure: its samples/s)")),
 }
 
@@ -267,7 +287,8 @@ def build_tables(results_dir, names):
         path = os.path.join(results_dir, csv_name + ".csv")
         if not os.path.exists(path):
             raise ThreadburnError(f"{path}: missing (table {name!r} of the template)")
-        out[name] = make(results.read_rows(path))
+        rows = results.read_rows(path)
+        out[name] = make(rows, path)
     return out
 
 

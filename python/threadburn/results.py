@@ -7,9 +7,7 @@ import statistics
 from . import fmt, keys, schema
 from .errors import ThreadburnError
 
-# Runs whose copies overlapped less than this are left out of the
-# oversubscription aggregate (exec_bench.mark_overlap flags them).
-OVERLAP_MIN = 0.9
+OVERLAP_MIN = schema.OVERLAP_MIN
 
 
 class ResultsError(ThreadburnError):

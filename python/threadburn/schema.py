@@ -12,10 +12,9 @@ meaning, and compare refuses to mix versions.
 import math
 import os
 
-from . import paths
 from .errors import ThreadburnError
 
-with open(os.path.join(paths.PACKAGE, "schema_version.txt")) as _f:
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema_version.txt")) as _f:
     SCHEMA_VERSION = _f.read().strip()
 
 # Versions whose files are still read: 3 lacks only the columns 4 added
@@ -45,6 +44,10 @@ RUN_COLUMNS = ("point_key", "run_rows", "seed", "order_index", "round", "phase",
                "time_unit", "started_at", "finished_at", "wall_s", "exit_code", "overlap",
                "timeline_file", "threads_file", "slurm_job", "world_samples_per_s", "rank_spread", "knob_layout")
 STATUSES = ("ok", "skipped", "failed")
+# Copies started together whose timed windows overlapped less than this
+# share are flagged (exec_bench.mark_overlap) and left out of the
+# oversubscription aggregate (results.oversubscription).
+OVERLAP_MIN = 0.9
 # Metrics compare and the summaries talk about, and which way is better.
 LOWER_IS_BETTER = {"step_ms": True, "residual_cpu_ms": True, "samples_per_s": False}
 
