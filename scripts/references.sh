@@ -29,7 +29,9 @@ step() { echo; echo "== [$(( ($(date +%s) - start) / 60 )) min] $*"; }
 for g in "${grids[@]}"; do
   step "sweep $g"
   rm -rf "results/$g.plots" "results/$g.timelines" "results/$g.threads"
-  bin/threadburn sweep "$g" --out "results/$g.csv" --force --strict
+  decide=()
+  [ "$g" = default ] && decide=(--decide --budget 7m)   # as scripts/run.sh runs it
+  bin/threadburn sweep "$g" --out "results/$g.csv" --force --strict "${decide[@]}"
 done
 
 if [ "$tunes" = 1 ]; then

@@ -266,7 +266,8 @@ def run_example(a, tmp, extra_args, script_args):
     check(header[:len(lead)] == lead, f"lead columns {header[:len(lead)]}, README: {lead}")
     knobs = header[len(lead):header.index("processes")]
     check(all(k.isupper() for k in knobs) and knobs, f"knob columns {knobs}")
-    check(header[header.index("processes") + 1:header.index("repetition")] == ["command"], "flags: command")
+    check(header[header.index("processes") + 1:header.index("repetition")] == ["command", "metric_better"],
+          "flags: command, metric_better")
     check(header[header.index("proc_index") + 1:header.index("extra_counters")] == counters,
           "counter columns differ from results/README.md's probe counters")
     # (The README's table of run columns is not in the header's order.)
