@@ -8,7 +8,7 @@ from . import fmt, schema
 from .errors import ThreadburnError
 
 # Runs whose copies overlapped less than this are left out of the
-# oversubscription aggregate (the sweep flags them; sweep.OVERLAP_MIN).
+# oversubscription aggregate (sweep.mark_overlap flags them against this OVERLAP_MIN).
 OVERLAP_MIN = 0.9
 
 
