@@ -219,6 +219,7 @@ int main(int argc, char** argv) {
                           "0,100");
   prog.launch_as_ranks();
   declare_flags(prog.flags());
+  prog.set_throughput("samples_per_s", "samples/s");
   tb::bench::register_counters(tb::train_counters());
   tb::bench::register_counters(tb::ddp_counters());
   std::vector<std::string> benchmark_args;  // before parse() consumes them

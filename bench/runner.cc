@@ -163,14 +163,16 @@ void StepLoop::report() {
   if (o_.barrier) c.set("barrier_ok", barrier_ok_ ? 1 : 0);
 }
 
-void StepLoop::write_files() const {
+void StepLoop::write_files() {
   if (records_.empty()) return;
   const StepRecord& last = records_.back();
   if (!o_.timeline_dir.empty() && sampler_) {
     // The last step's burn timeline: from a little before the step to the gap's end.
     const int64_t pre_ns = std::clamp<int64_t>(last.gap_end_ns - last.step_end_ns, 5 * kNsPerMsInt, 100 * kNsPerMsInt);
     const int64_t from = last.step_begin_ns - pre_ns, to = last.gap_end_ns + kNsPerMsInt;
-    std::ofstream out(o_.timeline_dir + "/" + file_stem(name_) + ".timeline.csv");
+    const std::string file = file_stem(name_) + ".timeline.csv";
+    std::ofstream out(o_.timeline_dir + "/" + file);
+    state_.SetLabel(kTimelineLabelPrefix + file);
     out << "t_ms,series,cores\n";
     out << ns_to_ms(last.step_begin_ns - last.step_end_ns) << ",step_start,0\n0,step_end,0\n";
     for (const BurnPoint& p : burn_rates(sampler_->window(from, to), last.step_end_ns)) {

@@ -52,7 +52,7 @@ class StepLoop {
   void warm_up(const StepFn& step);
   void time_steps(const StepFn& step);
   void report();
-  void write_files() const;
+  void write_files();
 
   benchmark::State& state_;
   std::string name_;
@@ -66,5 +66,9 @@ class StepLoop {
 
 // "a/b:1" -> "a_b_1": the file name of a benchmark's timeline.
 std::string file_stem(const std::string& benchmark_name);
+// The label of a benchmark's JSON entry that names its timeline file:
+// "timeline=<file name in --timeline-dir>". Readers take the name from
+// there, never from the benchmark's name.
+inline constexpr const char* kTimelineLabelPrefix = "timeline=";
 
 }  // namespace threadburn::bench

@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
   tb::bench::Program prog("train_step_bench", "train_step",
                           "Times training steps and the CPU that threads keep burning after each step.", "0,100");
   declare_flags(prog.flags());
+  prog.set_throughput("samples_per_s", "samples/s");
   tb::bench::register_counters(tb::train_counters());
   tb::bench::register_counters(tb::cuda::gpu_counters());
   int code = 0;

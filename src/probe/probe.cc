@@ -35,6 +35,7 @@
 #include "core/json.h"
 #include "core/procfs.h"
 #include "core/sampler.h"
+#include "core/rules.h"
 #include "core/schema.h"
 #include "core/stats.h"
 #include "omptap/omptap.h"
@@ -307,6 +308,8 @@ void write_describe(const std::string& dir) {
   JsonWriter j;
   j.begin_object().field("schema_version", kSchemaVersion);
   describe_counters(&j, {&counters()});
+  describe_rules(&j);
+  describe_runtimes(&j);
   j.key("context").begin_object();
   for (const auto& [k, v] : openmp_context()) j.field(k, v);
   j.end_object().end_object();
