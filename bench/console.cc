@@ -74,7 +74,7 @@ void ConsoleTable::ReportRuns(const std::vector<Run>& runs) {
     if (run.run_type != Run::RT_Iteration) continue;
     out << run.benchmark_name() << "\n";
     if (run.error_occurred) {
-      const bool skip = run.error_message.rfind("skipped:", 0) == 0;
+      const bool skip = run.error_message.rfind(kSkippedPrefix, 0) == 0;
       (skip ? skipped_ : failed_)++;
       out << "    " << (skip ? "" : "error: ") << run.error_message << "\n";
       continue;

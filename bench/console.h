@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "core/rules.h"
 #include "runtime/runtime.h"
 
 namespace threadburn::bench {
 
-// Step times whose coefficient of variation exceeds this are marked '~'.
-// nanobench marks relative errors of 5 % or more as unstable; the sweep's
-// compare (python/threadburn/stats.py) uses the same threshold.
-constexpr double kNoisyCv = 0.05;
+// Step times whose coefficient of variation exceeds kNoisyCv
+// (src/core/rules.h) are marked '~'.
+using threadburn::kNoisyCv;
 
 class ConsoleTable : public benchmark::BenchmarkReporter {
  public:

@@ -22,6 +22,7 @@
 #include "core/rendezvous.h"
 #include "metrics.h"
 #include "program.h"
+#include "train_flags.h"
 #include "workload/ddp.h"
 #include "workload/train.h"
 
@@ -69,15 +70,10 @@ class Watchdog {
 };
 
 void declare_flags(tb::FlagParser& f) {
-  f.add_choice_list("model", "mnist_adadelta,cifar_sgd", tb::train_models(),
-                    "models: mnist_adadelta (MNIST Net + Adadelta), cifar_sgd (CIFAR-10 CNN + SGD-momentum)");
-  f.add_int_list("batch", "64", 1, 65536, "batch sizes");
+  tb::bench::declare_training_flags(f);
   f.add_int_list("bucket_mb", std::to_string(tb::kDdpDefaultBucketMb), 0, 1024,
                  "gradient bucket caps in MB (DDP's bucket_cap_mb, default 25; the first bucket 1 MB); "
                  "0: one all-reduce per parameter tensor");
-  f.add_int("augment", 1, 0, 1, "1: CIFAR random crop (pad 4) + flip per example in the loader (cifar_sgd only)");
-  f.add_string("data-dir", "", "read real MNIST IDX / CIFAR-10 binary files here (default: synthetic data)");
-  f.add_int("synthetic_n", 4096, 1, 10000000, "examples in the synthetic dataset");
   f.add_int("timeout_s", 60, 1, 3600,
             "seconds a rank waits for its peers (rendezvous, each all-reduce) before it fails with exit 2");
 }
@@ -89,13 +85,6 @@ tb::bench::AxisSpace make_space(const tb::FlagParser& f, const std::vector<int64
   space.add_axis("bucket_mb", f.integers("bucket_mb"));
   space.add_axis("gap_ms", gaps);
   return space;
-}
-
-// Datasets load before anything runs: a bad --data-dir fails here, once.
-std::map<std::string, tb::ImageSet> load_datasets(const tb::FlagParser& f) {
-  std::map<std::string, tb::ImageSet> sets;
-  for (const auto& m : f.items("model")) sets[m] = tb::dataset_for(m, f.text("data-dir"), f.integer("synthetic_n"));
-  return sets;
 }
 
 // Every rank decides alike: against the smallest shard of any rank.
@@ -196,8 +185,6 @@ void run_point(benchmark::State& state, const tb::bench::Point& p, World& w, con
     tb::bench::LoopOptions lo = loop;
     lo.gap_ms = p.integer("gap_ms");
     lo.samples_per_step = static_cast<double>(o.batch);
-    lo.report_phases = true;
-    lo.report_allreduce = true;
     lo.meet = [&] { w.group->barrier(); };
     tb::bench::StepLoop(state, p.name(), lo).run([&] { return work.step(); });
     tb::bench::Counters c(state);
@@ -232,6 +219,9 @@ int main(int argc, char** argv) {
                           "0,100");
   prog.launch_as_ranks();
   declare_flags(prog.flags());
+  prog.set_throughput("samples_per_s", "samples/s");
+  tb::bench::register_counters(tb::train_counters());
+  tb::bench::register_counters(tb::ddp_counters());
   std::vector<std::string> benchmark_args;  // before parse() consumes them
   for (int i = 1; i < argc; ++i) {
     if (selects_runs(argv[i])) benchmark_args.emplace_back(argv[i]);
@@ -251,7 +241,7 @@ int main(int argc, char** argv) {
         throw tb::Error("--benchmark_enable_random_interleaving: the ranks must run the benchmarks in one order");
       }
     }
-    if (!f.describe_requested()) datasets = load_datasets(f);
+    if (!f.describe_requested()) datasets = tb::bench::load_training_datasets(f);
   } catch (const std::exception& e) {
     return prog.fail(e);
   }

@@ -4,20 +4,11 @@
 
 namespace threadburn::bench {
 
-const std::vector<Metric>& metrics() {
-  static const std::vector<Metric> table = {
+const CounterTable& step_counters() {
+  static const CounterTable table = {
       {"step_ms", "ms", "wall time of one step (mean over the timed steps); CUDA: synchronised at its end"},
       {"step_ms_median", "ms", "median step time: robust to one preempted step"},
       {"step_ms_cv", "1", "coefficient of variation of the step times: the noise gauge (> 0.05 is flagged)"},
-      {"data_ms", "ms", "train steps: waiting for the loader + copy to the device"},
-      {"forward_ms", "ms", "train steps: zero_grad + forward + loss"},
-      {"backward_ms", "ms", "train steps: loss.backward()"},
-      {"optim_ms", "ms", "train steps: optimizer.step()"},
-      {"sync_ms", "ms", "CUDA or --item_sync: waiting for the device at the step's end"},
-      {"sync_cpu_ms", "ms", "the main thread's CPU while it waited for the device (spin vs blocking wait)"},
-      {"gpu_ms", "ms", "CUDA: GPU time of the step, from CUDA events"},
-      {"allreduce_ms", "ms",
-       "data-parallel steps: gradients into the buckets, every bucket's all-reduce and its wait, the mean back"},
       {"step_cpu_ms", "ms", "CPU of every thread but the sampler during the step"},
       {"cores_busy", "cores", "step_cpu_ms / step_ms"},
       {"step_cpu_main_ms", "ms", "the measuring (main) thread's CPU during the step"},
@@ -48,37 +39,35 @@ const std::vector<Metric>& metrics() {
       {"timed_start_s", "s", "CLOCK_MONOTONIC at the first timed step's start (same clock in every process)"},
       {"timed_end_s", "s", "CLOCK_MONOTONIC at the last timed step's gap end"},
       {"barrier_ok", "1", "with --barrier: 1 if every copy arrived before the warmup, 0 after a timeout"},
-      {"serial_ms", "ms", "runtime_bench: the kernel run serially (median of back-to-back runs)"},
-      {"backtoback_ms", "ms", "runtime_bench: the region run back to back (median)"},
-      {"wakeup_ms", "ms", "runtime_bench: region time after the gap minus back to back: what sleeping workers cost"},
-      {"kernel_threads", "1", "runtime_bench: threads the kernel's runtime uses"},
-      {"overhead_ms", "ms", "runtime_bench: region time - serial time / threads (EPCC)"},
-      {"speedup", "1", "runtime_bench: serial time / region time"},
-      {"world_size", "1", "data-parallel steps: ranks in the process group"},
-      {"rank", "1", "data-parallel steps: this process's rank"},
-      {"buckets", "1", "data-parallel steps: gradient buckets, one all-reduce each per step"},
-      {"param_checksum", "1",
-       "data-parallel steps: 48-bit hash of the parameters after the last step, equal on every rank when in step"},
   };
   return table;
 }
 
-void describe_metrics(JsonWriter* json) {
-  json->key("counters").begin_array();
-  for (const Metric& m : metrics()) {
-    json->begin_object().field("name", m.name).field("unit", m.unit).field("help", m.help).end_object();
-  }
-  json->end_array();
+namespace {
+
+std::vector<const CounterTable*>& tables() {
+  static std::vector<const CounterTable*> t = {&step_counters()};
+  return t;
 }
 
-void Counters::set(const std::string& name, double value) {
-  for (const Metric& m : metrics()) {
-    if (name == m.name) {
-      state_.counters[name] = value;
-      return;
-    }
+}  // namespace
+
+void register_counters(const CounterTable& table) {
+  for (const CounterTable* t : tables()) {
+    if (t == &table) return;
   }
-  throw Error("counter '" + name + "' is not in bench/metrics.cc: describe it there first");
+  tables().push_back(&table);
+}
+
+const std::vector<const CounterTable*>& registered_counters() { return tables(); }
+
+void describe_metrics(JsonWriter* json) { describe_counters(json, registered_counters()); }
+
+void Counters::set(const std::string& name, double value) {
+  if (!find_counter(registered_counters(), name)) {
+    throw Error("counter '" + name + "' is in no counter table this program registered (register_counters)");
+  }
+  state_.counters[name] = value;
 }
 
 double Counters::get(const std::string& name) const {

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     lo.gap_ms = p.integer("gap_ms");
     tb::bench::StepLoop(state, p.name(), lo).run([&] {
       work.step();
-      return tb::StepPhases{};
+      return tb::StepFigures{};
     });
   }, tb::torch_context(device));
 }

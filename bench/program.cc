@@ -8,6 +8,7 @@
 
 #include "console.h"
 #include "core/json.h"
+#include "core/rules.h"
 #include "core/schema.h"
 #include "metrics.h"
 
@@ -107,6 +108,11 @@ void Program::describe(const AxisSpace& space, const Context& context) const {
   JsonWriter json;
   json.begin_object().field("program", name_).field("family", family_).field("schema_version", kSchemaVersion);
   json.field("launch", launch_);
+  json.key("throughput").begin_object().field("counter", throughput_counter_).field("unit", throughput_unit_).end_object();
+  describe_rules(&json);
+  describe_runtimes(&json);
+  // Where each benchmark's timeline file is named: its JSON entry's label.
+  json.field("timeline_label_prefix", kTimelineLabelPrefix);
   flags_.describe(&json);
   space.describe(&json);
   describe_metrics(&json);

@@ -41,6 +41,13 @@ class Program {
   // RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT (they meet
   // through their own process group). The grid calls P world_size then.
   void launch_as_ranks() { launch_ = "ranks"; }
+  // Its throughput (--describe's "throughput"): a counter and its unit, when
+  // its steps move samples (train_step: samples_per_s, "samples/s"); by
+  // default none: steps/s = 1000 / step_ms.
+  void set_throughput(std::string counter, std::string unit) {
+    throughput_counter_ = std::move(counter);
+    throughput_unit_ = std::move(unit);
+  }
 
   // Parses the flags. Returns false when main should return *exit_code
   // (--help printed: 0; a bad flag: one line on stderr, 2).
@@ -64,6 +71,7 @@ class Program {
 
   std::string name_, family_;
   std::string launch_ = "copies";
+  std::string throughput_counter_, throughput_unit_ = "steps/s";
   FlagParser flags_;
   bool console_ = true;
   std::unique_ptr<ProcessBarrier> barrier_;

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <map>
 
@@ -92,7 +93,7 @@ void StepLoop::time_steps(const StepFn& step) {
   records_.reserve(static_cast<size_t>(state_.max_iterations));
   for (auto _ : state_) {
     probe_->begin();
-    phases_.push_back(step());
+    figures_.push_back(step());
     probe_->end();
     records_.push_back(probe_->gap(gap_ns));
     state_.SetIterationTime(records_.back().step_ms / 1e3);
@@ -104,26 +105,24 @@ void StepLoop::report() {
   Counters c(state_);
   const double n = static_cast<double>(records_.size());
   auto mean_of = [&](double (*get)(const StepRecord&)) { return mean(column(records_, get)); };
-  auto phase_mean = [&](double StepPhases::*field) {
-    double s = 0;
-    for (const auto& p : phases_) s += p.*field;
-    return s / n;
-  };
   const std::vector<double> steps = column(records_, [](const StepRecord& r) { return r.step_ms; });
   const double step_ms = mean(steps);
   c.set("step_ms", step_ms);
   c.set("step_ms_median", median(steps));
   c.set("step_ms_cv", cv(steps));
-  if (o_.report_phases) {
-    c.set("data_ms", phase_mean(&StepPhases::data_ms));
-    c.set("forward_ms", phase_mean(&StepPhases::forward_ms));
-    c.set("backward_ms", phase_mean(&StepPhases::backward_ms));
-    c.set("optim_ms", phase_mean(&StepPhases::optim_ms));
-    c.set("sync_ms", phase_mean(&StepPhases::sync_ms));
-    c.set("sync_cpu_ms", phase_mean(&StepPhases::sync_cpu_ms));
-    if (o_.report_gpu) c.set("gpu_ms", phase_mean(&StepPhases::gpu_ms));
+  // The workload's own figures, by the names it gave them: their means.
+  std::vector<std::pair<const char*, double>> sums;
+  for (const StepFigures& f : figures_) {
+    for (const auto& [name, value] : f.items()) {
+      auto it = std::find_if(sums.begin(), sums.end(), [&](const auto& s) { return std::strcmp(s.first, name) == 0; });
+      if (it == sums.end()) {
+        sums.emplace_back(name, value);
+      } else {
+        it->second += value;
+      }
+    }
   }
-  if (o_.report_allreduce) c.set("allreduce_ms", phase_mean(&StepPhases::allreduce_ms));
+  for (const auto& [name, sum] : sums) c.set(name, sum / n);
   const double step_cpu = mean_of([](const StepRecord& r) { return r.step_cpu_ms(); });
   c.set("step_cpu_ms", step_cpu);
   c.set("cores_busy", step_ms > 0 ? step_cpu / step_ms : 0);
@@ -164,14 +163,16 @@ void StepLoop::report() {
   if (o_.barrier) c.set("barrier_ok", barrier_ok_ ? 1 : 0);
 }
 
-void StepLoop::write_files() const {
+void StepLoop::write_files() {
   if (records_.empty()) return;
   const StepRecord& last = records_.back();
   if (!o_.timeline_dir.empty() && sampler_) {
     // The last step's burn timeline: from a little before the step to the gap's end.
     const int64_t pre_ns = std::clamp<int64_t>(last.gap_end_ns - last.step_end_ns, 5 * kNsPerMsInt, 100 * kNsPerMsInt);
     const int64_t from = last.step_begin_ns - pre_ns, to = last.gap_end_ns + kNsPerMsInt;
-    std::ofstream out(o_.timeline_dir + "/" + file_stem(name_) + ".timeline.csv");
+    const std::string file = file_stem(name_) + ".timeline.csv";
+    std::ofstream out(o_.timeline_dir + "/" + file);
+    state_.SetLabel(kTimelineLabelPrefix + file);
     out << "t_ms,series,cores\n";
     out << ns_to_ms(last.step_begin_ns - last.step_end_ns) << ",step_start,0\n0,step_end,0\n";
     for (const BurnPoint& p : burn_rates(sampler_->window(from, to), last.step_end_ns)) {

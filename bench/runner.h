@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/barrier.h"
-#include "core/phases.h"
+#include "core/counters.h"
 #include "core/probe.h"
 #include "core/sampler.h"
 
@@ -24,9 +24,6 @@ struct LoopOptions {
   int64_t gap_ms = 0;
   int64_t warmup = 2;
   double samples_per_step = 0;   // batch size; 0: no samples_per_s counter
-  bool report_phases = false;    // train steps have phases; optimizer steps don't
-  bool report_gpu = false;       // CUDA steps: GPU time from events
-  bool report_allreduce = false; // data-parallel steps: the gradient all-reduce's time
   bool sampler = true;           // off: step times, CPU and residual only (no tail)
   int64_t sampler_period_us = kDefaultSamplerPeriodNs / 1000;
   std::string timeline_dir;      // write <name>.timeline.csv here when set
@@ -38,7 +35,10 @@ struct LoopOptions {
   std::function<void()> meet;
 };
 
-using StepFn = std::function<StepPhases()>;
+// One step; returns the figures the workload names for it (training phases,
+// GPU time, the all-reduce: each from a table the workload registered), which
+// the loop reports as their means over the timed steps.
+using StepFn = std::function<StepFigures()>;
 
 class StepLoop {
  public:
@@ -52,7 +52,7 @@ class StepLoop {
   void warm_up(const StepFn& step);
   void time_steps(const StepFn& step);
   void report();
-  void write_files() const;
+  void write_files();
 
   benchmark::State& state_;
   std::string name_;
@@ -60,11 +60,15 @@ class StepLoop {
   std::unique_ptr<BurnSampler> sampler_;
   std::unique_ptr<StepProbe> probe_;
   std::vector<StepRecord> records_;
-  std::vector<StepPhases> phases_;
+  std::vector<StepFigures> figures_;
   bool barrier_ok_ = true;
 };
 
 // "a/b:1" -> "a_b_1": the file name of a benchmark's timeline.
 std::string file_stem(const std::string& benchmark_name);
+// The label of a benchmark's JSON entry that names its timeline file:
+// "timeline=<file name in --timeline-dir>". Readers take the name from
+// there, never from the benchmark's name.
+inline constexpr const char* kTimelineLabelPrefix = "timeline=";
 
 }  // namespace threadburn::bench

@@ -123,6 +123,19 @@ std::unique_ptr<Kernel> make_kernel(const std::string& kind, Data& d) {
   throw tb::Error("--kernel: " + kind + ": not in this build");
 }
 
+// The kernel's counters (this program's own table).
+const tb::CounterTable& kernel_counters() {
+  static const tb::CounterTable table = {
+      {"serial_ms", "ms", "runtime_bench: the kernel run serially (median of back-to-back runs)"},
+      {"backtoback_ms", "ms", "runtime_bench: the region run back to back (median)"},
+      {"wakeup_ms", "ms", "runtime_bench: region time after the gap minus back to back: what sleeping workers cost"},
+      {"kernel_threads", "1", "runtime_bench: threads the kernel's runtime uses"},
+      {"overhead_ms", "ms", "runtime_bench: region time - serial time / threads (EPCC)"},
+      {"speedup", "1", "runtime_bench: serial time / region time"},
+  };
+  return table;
+}
+
 // Median wall time of `reps` back-to-back runs, in ms.
 double median_ms(Kernel& k, Data& d, int reps) {
   std::vector<double> t;
@@ -141,6 +154,7 @@ int main(int argc, char** argv) {
                           "One SGD-update kernel through raw OpenMP, ATen, TBB and oneDNN: region time, "
                           "wake-up cost after a gap, residual CPU and tail.",
                           "0,1,10,100");
+  tb::bench::register_counters(kernel_counters());
   std::string kernels = "serial,omp,aten";
   if (tb::have_tbb()) kernels += ",tbb";
   if (tb::have_dnnl()) kernels += ",onednn";
@@ -179,7 +193,7 @@ int main(int argc, char** argv) {
     lo.gap_ms = p.integer("gap_ms");
     tb::bench::StepLoop(state, p.name(), lo).run([&] {
       kernel->run(d);
-      return tb::StepPhases{};
+      return tb::StepFigures{};
     });
     benchmark::DoNotOptimize(d.p.data());
     tb::bench::Counters c(state);

@@ -6,7 +6,9 @@
 #include <memory>
 
 #include "cuda/cuda_host.h"
+#include "metrics.h"
 #include "program.h"
+#include "train_flags.h"
 #include "workload/train.h"
 
 namespace tb = threadburn;
@@ -16,9 +18,7 @@ namespace {
 constexpr const char* kCudaOnly[] = {"pin_memory", "non_blocking", "item_sync"};
 
 void declare_flags(tb::FlagParser& f) {
-  f.add_choice_list("model", "mnist_adadelta,cifar_sgd", tb::train_models(),
-                    "models: mnist_adadelta (MNIST Net + Adadelta), cifar_sgd (CIFAR-10 CNN + SGD-momentum)");
-  f.add_int_list("batch", "64", 1, 65536, "batch sizes");
+  tb::bench::declare_training_flags(f);
   f.add_int_list("workers", "0,2", 0, 256, "loader worker threads (0: load on the main thread)");
   f.add_int_list("preload", "0", 0, 1, "1: whole dataset in one tensor, batches by index (no loader)");
   f.add_choice_list("loader", "torch", {"torch", "tbb"},
@@ -29,9 +29,6 @@ void declare_flags(tb::FlagParser& f) {
   f.add_int_list("pin_memory", "0", 0, 1, "CUDA: 1 = page-locked host batches before the copy");
   f.add_int_list("non_blocking", "0", 0, 1, "CUDA: 1 = asynchronous host->device copies");
   f.add_int_list("item_sync", "0", 0, 1, "CUDA: 1 = loss.item() every step, a host-device sync");
-  f.add_int("augment", 1, 0, 1, "1: CIFAR random crop (pad 4) + flip per example in the loader (cifar_sgd only)");
-  f.add_string("data-dir", "", "read real MNIST IDX / CIFAR-10 binary files here (default: synthetic data)");
-  f.add_int("synthetic_n", 4096, 1, 10000000, "examples in the synthetic dataset");
 }
 
 tb::bench::AxisSpace make_space(const tb::FlagParser& f, const torch::Device& device,
@@ -72,11 +69,10 @@ void check_flags(const tb::FlagParser& f, const torch::Device& device) {
   }
 }
 
-// Datasets load before anything runs: a bad --data-dir fails here, once.
+// Datasets load before anything runs; no batch may be larger than one.
 std::map<std::string, tb::ImageSet> load_datasets(const tb::FlagParser& f) {
-  std::map<std::string, tb::ImageSet> sets;
+  std::map<std::string, tb::ImageSet> sets = tb::bench::load_training_datasets(f);
   for (const auto& m : f.items("model")) {
-    sets[m] = tb::dataset_for(m, f.text("data-dir"), f.integer("synthetic_n"));
     for (int64_t b : f.integers("batch")) {
       if (b > sets[m].size()) {
         throw tb::Error("--batch: " + std::to_string(b) + " is larger than the " + m + " dataset (" +
@@ -105,6 +101,9 @@ int main(int argc, char** argv) {
   tb::bench::Program prog("train_step_bench", "train_step",
                           "Times training steps and the CPU that threads keep burning after each step.", "0,100");
   declare_flags(prog.flags());
+  prog.set_throughput("samples_per_s", "samples/s");
+  tb::bench::register_counters(tb::train_counters());
+  tb::bench::register_counters(tb::cuda::gpu_counters());
   int code = 0;
   if (!prog.parse(&argc, argv, &code)) return code;
   const tb::FlagParser& f = prog.flags();
@@ -154,15 +153,14 @@ int main(int argc, char** argv) {
     tb::bench::LoopOptions lo = loop;
     lo.gap_ms = p.integer("gap_ms");
     lo.samples_per_step = static_cast<double>(po.batch);
-    lo.report_phases = true;
     tb::cuda::GpuTimer gpu;
-    lo.report_gpu = device.is_cuda() && gpu.ok();
+    const bool time_gpu = device.is_cuda() && gpu.ok();
     tb::bench::StepLoop(state, p.name(), lo).run([&] {
-      if (lo.report_gpu) gpu.start();
-      tb::StepPhases t = work->step();
-      if (lo.report_gpu) {
+      if (time_gpu) gpu.start();
+      tb::StepFigures t = work->step();
+      if (time_gpu) {
         gpu.stop();
-        t.gpu_ms = gpu.elapsed_ms();
+        t.set("gpu_ms", gpu.elapsed_ms());
       }
       return t;
     });

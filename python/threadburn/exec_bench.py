@@ -199,15 +199,15 @@ class Run:
             row = dict(base, **context)
             row.update(knob_values(desc, bench))
             row["benchmark"] = entry.get("name", "")
-            fill_entry(row, entry, self.ctx["columns"])
+            fill_entry(row, entry, self.ctx["columns"], desc)
             if bench is None or not row["benchmark"].startswith(bench.name):
                 row.update(status="failed", reason=f"the program reported {row['benchmark']!r}, "
                            f"not a benchmark of its own description")
             if row["status"] == "ok" and code != 0:
                 row.update(status="failed", reason=f"{describe_exit(code)} after reporting: " + last_line(c.err))
             if row["status"] == "ok":
-                check_effective(self.point, row)
-            add_files(row, entry, c, self.ctx)
+                check_effective(self.point, row, desc)
+            add_files(row, entry, c, self.ctx, desc)
             rows.append(row)
         return rows
 
@@ -241,7 +241,7 @@ def context_columns(context, columns):
     return out
 
 
-def fill_entry(row, entry, columns):
+def fill_entry(row, entry, columns, desc):
     for key in ("iterations", "real_time", "cpu_time", "time_unit"):
         row[key] = entry.get(key)
     extra = []
@@ -259,7 +259,7 @@ def fill_entry(row, entry, columns):
     row["extra_counters"] = ";".join(extra)
     if entry.get("error_occurred"):
         message = str(entry.get("error_message", "")).strip()
-        row["status"] = "skipped" if message.startswith("skipped:") else "failed"
+        row["status"] = "skipped" if desc.is_skip(message) else "failed"
         row["reason"] = message or "error_occurred without a message"
     else:
         row["status"], row["reason"] = "ok", ""
@@ -269,13 +269,13 @@ def add_note(row, note):
     row["reason"] = (row["reason"] + "; " if row.get("reason") else "note: ") + note
 
 
-def check_effective(point, row):
+def check_effective(point, row, desc):
     """Distrust a row whose process did not run the runtime it was asked to:
     its knob columns would describe a setting nobody measured. Note knobs the
     live runtime ignored or overrode."""
     live = row.get("omp_runtime", "")
-    wanted = schema.RUNTIME_LIBRARY[point.runtime]
-    if live in schema.RUNTIME_LIBRARY.values() and live != wanted:
+    wanted = desc.runtime_library(point.runtime)
+    if live in [r["library"] for r in desc.runtimes] and live != wanted:
         row.update(status="failed", reason=f"asked for runtime {point.runtime} but the process reports "
                    f"{live} ({row.get('omp_library', '?')})")
         return
@@ -350,18 +350,11 @@ def mark_world(rows, world_size):
                 r["rank_spread"] = round(max(compute) / min(compute) - 1, 4)
 
 
-# Name components Google Benchmark appends to the registered name; the
-# programs name their timeline files after the registered name.
-GB_NAME_SUFFIX = re.compile(r"/(manual_time|real_time|iterations:\d+|repeats:\d+|threads:\d+"
-                            r"|min_time:[0-9.]+s?|min_warmup_time:[0-9.]+s?)$")
-
-
-def add_files(row, entry, c, ctx):
-    if c.timeline_dir:
-        name = str(entry.get("name", ""))
-        while GB_NAME_SUFFIX.search(name):
-            name = GB_NAME_SUFFIX.sub("", name)
-        path = os.path.join(c.timeline_dir, re.sub(r"[/: ]", "_", name) + ".timeline.csv")
+def add_files(row, entry, c, ctx, desc):
+    """The files the run wrote for this entry: the timeline its JSON entry names."""
+    name = desc.timeline_file(entry) if c.timeline_dir else None
+    if name:
+        path = os.path.join(c.timeline_dir, name)
         if os.path.exists(path):
             row["timeline_file"] = os.path.relpath(path, ctx["csv_dir"])
     if c.threads_file and os.path.exists(c.threads_file):

@@ -255,6 +255,7 @@ class Study:
         self.program = programs[self.bench]
         base = self.program.describe()  # its defaults: flags and knobs
         self.env_knobs = schema.env_knob_names(base)
+        self.own_knobs = schema.runtime_only_knobs(base)
         flags = {name: f for name, f in base.flags.items() if name not in schema.SWEEP_FLAGS}
         self.name = _str(raw.get("name", f"{self.bench}{index}"), f"{self.where}.name")
         self.preset = _str(raw["preset"], f"{self.where}.preset") if "preset" in raw else ""
@@ -291,9 +292,9 @@ class Study:
                 self.launch[key] = values  # one process per value
         self.common_env = {}
         for key, value in _table(raw.get("env", {}), f"{self.where}.env").items():
-            if key not in self.env_knobs or key in schema.RUNTIME_ONLY_KNOBS:
-                common = [k for k in self.env_knobs if k not in schema.RUNTIME_ONLY_KNOBS]
-                raise GridError(f"{self.where}.env.{key}: not a knob every runtime reads" + _runtime_hint(key)
+            if key not in self.env_knobs or key in self.own_knobs:
+                common = [k for k in self.env_knobs if k not in self.own_knobs]
+                raise GridError(f"{self.where}.env.{key}: not a knob every runtime reads" + _runtime_hint(self.own_knobs, key)
                                 + f"; expected one of: {', '.join(common)}")
             self.common_env[key] = as_list(value, f"{self.where}.env.{key}",
                                            lambda v, w, k=key: check_env_value(k, v, w))
@@ -306,8 +307,8 @@ def _processes(value, where):
     return n
 
 
-def _runtime_hint(key, runtime=None):
-    owner = schema.RUNTIME_ONLY_KNOBS.get(key)
+def _runtime_hint(own_knobs, key, runtime=None):
+    owner = own_knobs.get(key)
     if owner is None:
         return ""
     if runtime is None:
@@ -327,16 +328,16 @@ def expand_study(raw, index, settings, programs):
         if entry.get("name") not in schema.RUNTIMES:
             raise GridError(f"{where}.name: expected one of {', '.join(schema.RUNTIMES)}, got {entry.get('name')!r}")
         runtime = entry["name"]
-        own = [k for k, rt in schema.RUNTIME_ONLY_KNOBS.items() if rt == runtime and k in s.env_knobs]
+        own = [k for k, rt in s.own_knobs.items() if rt == runtime and k in s.env_knobs]
         env_axes = dict(s.common_env)  # an entry's own list replaces the study's
         for key, value in entry.items():
             if key in RUNTIME_KEYS:
                 continue
-            if key in s.env_knobs and (key not in schema.RUNTIME_ONLY_KNOBS or key in own):
+            if key in s.env_knobs and (key not in s.own_knobs or key in own):
                 env_axes[key] = as_list(value, f"{where}.{key}", lambda v, w, k=key: check_env_value(k, v, w))
             else:
-                allowed = sorted(RUNTIME_KEYS | {k for k in s.env_knobs if k not in schema.RUNTIME_ONLY_KNOBS} | set(own))
-                raise GridError(f"{where}.{key}: not a key of a {runtime} entry{_runtime_hint(key, runtime)}; "
+                allowed = sorted(RUNTIME_KEYS | {k for k in s.env_knobs if k not in s.own_knobs} | set(own))
+                raise GridError(f"{where}.{key}: not a key of a {runtime} entry{_runtime_hint(s.own_knobs, key, runtime)}; "
                                 f"expected one of: {', '.join(allowed)}")
         preset = _str(entry["preset"], f"{where}.preset") if "preset" in entry else s.preset
         timeline = _bool(entry.get("timeline", s.timeline), f"{where}.timeline")

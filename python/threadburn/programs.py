@@ -59,6 +59,16 @@ class Description:
     # How a sweep starts P processes of it: "copies" (independent, meeting at
     # --barrier) or "ranks" (one data-parallel world; bench/program.h).
     launch: str = "copies"
+    # The rules the program's outputs are read by (src/core/rules.h): noise_cv,
+    # burn_threshold_cores, tail_smooth_ms, skipped_prefix.
+    rules: dict = field(default_factory=dict)
+    # [{"name", "library", "own_knobs"}]: the runtimes, what the programs call
+    # them (omp_runtime), the knobs only each reads (src/runtime/runtime.cc).
+    runtimes: list = field(default_factory=list)
+    # {"counter", "unit"}: the throughput counter ("" = 1000 / step_ms) and unit.
+    throughput: dict = field(default_factory=dict)
+    # A JSON entry's label "timeline=FILE" names its timeline file in --timeline-dir.
+    timeline_label_prefix: str = "timeline="
 
     @classmethod
     def from_json(cls, doc):
@@ -69,10 +79,28 @@ class Description:
         return cls(doc["program"], doc["family"], str(doc["schema_version"]), flags,
                    [Benchmark(b["name"], dict(b["args"])) for b in doc["benchmarks"]],
                    list(doc["counters"]), list(doc["env_knobs"]), list(doc.get("axes", [])),
-                   list(doc.get("skip_rules", [])), dict(doc.get("context", {})), doc.get("launch", "copies"))
+                   list(doc.get("skip_rules", [])), dict(doc.get("context", {})), doc.get("launch", "copies"),
+                   dict(doc["rules"]), list(doc["runtimes"]), dict(doc["throughput"]), doc["timeline_label_prefix"])
 
     def counter_names(self):
         return [c["name"] for c in self.counters]
+
+    def runtime_library(self, runtime):
+        """What the program reports as omp_runtime under this runtime name."""
+        return next(r["library"] for r in self.runtimes if r["name"] == runtime)
+
+    def runtime_only_knobs(self):
+        """{knob: the one runtime that reads it}."""
+        return {k: r["name"] for r in self.runtimes for k in r["own_knobs"]}
+
+    def is_skip(self, message):
+        """Whether a benchmark's error message says it was skipped, not failed."""
+        return message.startswith(self.rules["skipped_prefix"])
+
+    def timeline_file(self, entry):
+        """The timeline file an entry of its JSON names (its label), or None."""
+        label = str(entry.get("label", ""))
+        return label[len(self.timeline_label_prefix):] if label.startswith(self.timeline_label_prefix) else None
 
 
 def last_line(text):

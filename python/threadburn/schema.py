@@ -22,14 +22,16 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema_versi
 READABLE_VERSIONS = ("3", SCHEMA_VERSION)
 
 RUNTIMES = ("gomp", "llvm")
-# The runtime each name stands for, as the programs report it (omp_runtime).
-RUNTIME_LIBRARY = {"gomp": "libgomp", "llvm": "llvm-libomp"}
 UNSET = "unset"
-# Which runtime reads which runtime-specific knob. Such a knob is only varied
-# under its runtime: crossed with the other one it would only add duplicate
-# measurements labelled with a setting nobody read. (The programs report what
-# the live runtime really read: ignored_knobs, overridden_knobs.)
-RUNTIME_ONLY_KNOBS = {"KMP_BLOCKTIME": "llvm", "KMP_AFFINITY": "llvm", "GOMP_SPINCOUNT": "gomp"}
+
+
+def runtime_only_knobs(description):
+    """{knob: the runtime that alone reads it}, as the program describes it.
+    Such a knob is only varied under its runtime: crossed with the other one
+    it would only add duplicate measurements labelled with a setting nobody
+    read. (The programs report what the live runtime really read:
+    ignored_knobs, overridden_knobs.)"""
+    return description.runtime_only_knobs()
 # Not a knob column: the runtime column says what was preloaded.
 NOT_A_KNOB = ("LD_PRELOAD",)
 # Program flags the sweep sets itself (files, the barrier): no knob columns.

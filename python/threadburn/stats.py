@@ -4,8 +4,11 @@ import statistics
 from functools import lru_cache
 
 # Below this many samples per side a Mann-Whitney p-value cannot get small
-# enough to mean much; google/benchmark's tools/gbench/report.py warns at the
-# same count (UTEST_MIN_REPETITIONS = 9 ... "less than 9 repetitions").
+# enough to mean much. google/benchmark's tools/gbench/report.py draws the same
+# line: it computes its U test from UTEST_MIN_REPETITIONS = 2 repetitions per
+# side but, below UTEST_OPTIMAL_REPETITIONS = 9, adds "WARNING: Results
+# unreliable! 9+ repetitions recommended." to the row (the p-value row is the
+# benchmark's name plus UTEST_COL_NAME = "_pvalue").
 MIN_REPETITIONS_FOR_UTEST = 9
 
 # A sample whose coefficient of variation exceeds this is flagged as noisy.

@@ -3,6 +3,11 @@
 
 namespace threadburn::cuda {
 
+const CounterTable& gpu_counters() {
+  static const CounterTable table = {{"gpu_ms", "ms", "CUDA: GPU time of the step, from CUDA events"}};
+  return table;
+}
+
 int sync_policy_flags(const std::string& policy) {
   if (policy == "auto") return 0;           // cudaDeviceScheduleAuto
   if (policy == "spin") return 1;           // cudaDeviceScheduleSpin

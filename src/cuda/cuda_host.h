@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "core/counters.h"
 #include "core/error.h"
 
 namespace threadburn::cuda {
@@ -30,6 +31,10 @@ Availability device_availability(int device);
 void set_sync_policy(int device, const std::string& policy);
 // The policy the device's context reports (cudaGetDeviceFlags), or "n/a".
 std::string sync_policy_in_force(int device);
+
+// The counter a CUDA step reports (owned here: programs that time CUDA steps
+// register this table): gpu_ms.
+const CounterTable& gpu_counters();
 
 // GPU time between start() and stop() on the legacy default stream, which is
 // where libtorch 1.13 queues its work unless told otherwise.

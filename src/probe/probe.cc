@@ -45,6 +45,7 @@
 #include "core/json.h"
 #include "core/procfs.h"
 #include "core/sampler.h"
+#include "core/rules.h"
 #include "core/schema.h"
 #include "core/stats.h"
 #include "omptap/omptap.h"
@@ -240,12 +241,6 @@ std::string command_line() {
   return out;
 }
 
-void describe_counters(JsonWriter* j) {
-  j->key("counters").begin_array();
-  for (const Counter& c : counters()) j->begin_object().field("name", c.name).field("unit", c.unit).field("help", c.help).end_object();
-  j->end_array();
-}
-
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
@@ -322,7 +317,7 @@ void write_summary(const std::vector<BurnSample>& samples, const std::vector<Thr
       .field("command", command_line()).field("gap_min_ms", ns_to_ms(s.gap_min_ns))
       .field("omptap_installed", omptap::installed());
   j.key("counters").begin_object();
-  for (const Counter& c : counters()) j.field(c.name, values.at(c.name));
+  for (const CounterSpec& c : counters()) j.field(c.name, values.at(c.name));
   j.end_object();
   j.key("region_duration_buckets_ns").begin_array();
   for (int k = 0; k < kDurationBuckets; ++k) {
@@ -455,7 +450,9 @@ void on_signal(int sig) {
 void write_describe(const std::string& dir) {
   JsonWriter j;
   j.begin_object().field("schema_version", kSchemaVersion);
-  describe_counters(&j);
+  describe_counters(&j, {&counters()});
+  describe_rules(&j);
+  describe_runtimes(&j);
   j.key("context").begin_object();
   for (const auto& [k, v] : openmp_context()) j.field(k, v);
   j.end_object().end_object();

@@ -121,8 +121,8 @@ GapBurn gap_burn(const std::vector<BurnSample>& samples, const Gap& gap) {
   return g;
 }
 
-const std::vector<Counter>& counters() {
-  static const std::vector<Counter> table = {
+const CounterTable& counters() {
+  static const CounterTable table = {
       {"wall_ms", "ms", "the program's run time under the probe (load to exit)"},
       {"cpu_ms", "ms", "CPU of every thread of the program (the sampler excluded) and of its child processes (cpu_children_ms)"},
       {"cpu_main_ms", "ms", "the main thread's CPU"},

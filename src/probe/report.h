@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/burn.h"
+#include "core/counters.h"
 #include "core/json.h"
 
 namespace threadburn::probe {
@@ -95,13 +96,9 @@ RegionSplit split_by_regions(const std::vector<BurnSample>& samples);
 // The burn in one gap, from the samples that cover it.
 GapBurn gap_burn(const std::vector<BurnSample>& samples, const Gap& gap);
 
-// A counter of the probe's summary: name, unit, meaning (the one table; the
-// summary and --describe-like output print it, the tune CSV reads it).
-struct Counter {
-  const char* name;
-  const char* unit;
-  const char* help;
-};
-const std::vector<Counter>& counters();
+// The probe's summary counters (the one counter-table type of
+// src/core/counters.h; the summary and describe.json print it, the tune CSV
+// reads it).
+const CounterTable& counters();
 
 }  // namespace threadburn::probe

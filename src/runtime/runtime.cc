@@ -23,6 +23,24 @@ const std::vector<std::string>& knob_variables() {
   return vars;
 }
 
+const std::vector<RuntimeSpec>& runtime_specs() {
+  static const std::vector<RuntimeSpec> specs = {
+      {"gomp", "libgomp", {"GOMP_SPINCOUNT"}},
+      {"llvm", "llvm-libomp", {"KMP_BLOCKTIME", "KMP_AFFINITY"}},
+  };
+  return specs;
+}
+
+void describe_runtimes(JsonWriter* json) {
+  json->key("runtimes").begin_array();
+  for (const RuntimeSpec& r : runtime_specs()) {
+    json->begin_object().field("name", r.name).field("library", r.library);
+    json->key("own_knobs").strings(r.own_knobs);
+    json->end_object();
+  }
+  json->end_array();
+}
+
 namespace {
 
 std::string trim_value(std::string v) {
@@ -104,8 +122,8 @@ std::map<std::string, std::string> parse_display_env(const std::string& text) {
 
 std::string runtime_from_library(const std::string& path) {
   const std::string base = path.substr(path.find_last_of('/') + 1);
-  if (base.rfind("libgomp", 0) == 0) return "libgomp";
-  if (base.rfind("libomp", 0) == 0 || base.rfind("libiomp", 0) == 0) return "llvm-libomp";
+  if (base.rfind("libgomp", 0) == 0) return runtime_specs()[0].library;
+  if (base.rfind("libomp", 0) == 0 || base.rfind("libiomp", 0) == 0) return runtime_specs()[1].library;
   return path.empty() ? "none" : "unknown";
 }
 

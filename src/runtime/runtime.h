@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/json.h"
+
 namespace threadburn {
 
 using Context = std::vector<std::pair<std::string, std::string>>;
@@ -19,6 +21,18 @@ using EnvGetter = std::function<const char*(const char*)>;
 // The environment variables the suite sweeps and reports: the one list
 // (programs print it in --describe; the Python side reads it from there).
 const std::vector<std::string>& knob_variables();
+
+// The OpenMP runtimes the suite runs under: the name a grid or `run
+// --runtime` uses, the library name the programs report (omp_runtime), and
+// the knobs only that runtime reads (varied only under it; the other one
+// ignores them). The one list; --describe prints it ("runtimes").
+struct RuntimeSpec {
+  const char* name;
+  const char* library;
+  std::vector<std::string> own_knobs;
+};
+const std::vector<RuntimeSpec>& runtime_specs();
+void describe_runtimes(JsonWriter* json);
 
 struct OmpInfo {
   std::string runtime = "none";  // "libgomp", "llvm-libomp", "none", or "unknown"

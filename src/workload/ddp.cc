@@ -308,6 +308,19 @@ PipelineOptions pipeline_of(const DdpOptions& o, int rank) {
 
 }  // namespace
 
+const CounterTable& ddp_counters() {
+  static const CounterTable table = {
+      {"allreduce_ms", "ms",
+       "data-parallel steps: gradients into the buckets, every bucket's all-reduce and its wait, the mean back"},
+      {"world_size", "1", "data-parallel steps: ranks in the process group"},
+      {"rank", "1", "data-parallel steps: this process's rank"},
+      {"buckets", "1", "data-parallel steps: gradient buckets, one all-reduce each per step"},
+      {"param_checksum", "1",
+       "data-parallel steps: 48-bit hash of the parameters after the last step, equal on every rank when in step"},
+  };
+  return table;
+}
+
 DdpWorkload::DdpWorkload(const std::string& model, const ImageSet& shard, DdpGroup& group,
                          const DdpOptions& options)
     : group_(group), train_(model, shard, pipeline_of(options, group.rank())), params_(train_.parameters()) {
@@ -326,7 +339,7 @@ DdpWorkload::DdpWorkload(const std::string& model, const ImageSet& shard, DdpGro
     b.flat = torch::zeros({n}, params_.front().options().requires_grad(false));
     buckets_.push_back(std::move(b));
   }
-  train_.set_gradient_hook([this] { reduce_gradients(); });
+  train_.set_gradient_hook("allreduce_ms", [this] { reduce_gradients(); });
 }
 
 // What DDP's reducer does, after backward rather than overlapped with it:

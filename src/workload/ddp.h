@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/phases.h"
+#include "core/counters.h"
 #include "core/rendezvous.h"
 #include "workload/data.h"
 #include "workload/train.h"
@@ -99,6 +99,11 @@ int64_t smallest_shard(int64_t examples, int world_size);
 // parameter. Returns, per bucket, the indices into `numel_bytes`.
 std::vector<std::vector<size_t>> assign_buckets(const std::vector<int64_t>& numel_bytes, int64_t bucket_bytes);
 
+// The counters a data-parallel step reports besides training's (owned here:
+// ddp_step_bench registers this table): allreduce_ms, world_size, rank,
+// buckets, param_checksum.
+const CounterTable& ddp_counters();
+
 struct DdpOptions {
   int64_t batch = 64;  // per rank
   int64_t bucket_mb = kDdpDefaultBucketMb;
@@ -113,7 +118,7 @@ class DdpWorkload {
   DdpWorkload(const std::string& model, const ImageSet& shard, DdpGroup& group, const DdpOptions& options);
   // data, forward, backward, allreduce (gradients into the buckets, every
   // bucket's all-reduce and its wait, the mean back into the gradients), optim.
-  StepPhases step() { return train_.step(); }
+  StepFigures step() { return train_.step(); }
   int buckets() const { return static_cast<int>(buckets_.size()); }
   // A 48-bit hash of the parameters' bytes (exact in a double): equal on every
   // rank while the all-reduce keeps the replicas in step.

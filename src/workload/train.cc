@@ -23,9 +23,69 @@ std::vector<torch::Tensor> params_of(const std::shared_ptr<torch::nn::Module>& m
 
 }  // namespace
 
+const std::vector<ModelSpec>& model_registry() {
+  static const std::vector<ModelSpec> models = {
+      {"mnist_adadelta", "MNIST Net + Adadelta", 1, 28, 28, 2002, mnist_normalization, read_mnist,
+       [](const torch::Device& device, std::shared_ptr<torch::nn::Module>* module, torch::nn::AnyModule* any,
+          std::unique_ptr<StepOptimizer>* optimizer) {
+         MnistNet net;
+         net->to(device);
+         *module = net.ptr();
+         *any = torch::nn::AnyModule(net);
+         *optimizer = std::make_unique<Adadelta>(params_of(*module), 1.0);  // the MNIST example: lr=1.0
+       },
+       [](const torch::Tensor& out, const torch::Tensor& target) { return torch::nll_loss(out, target); }},
+      {"cifar_sgd", "CIFAR-10 CNN + SGD-momentum", 3, 32, 32, 2000, cifar_normalization, read_cifar10,
+       [](const torch::Device& device, std::shared_ptr<torch::nn::Module>* module, torch::nn::AnyModule* any,
+          std::unique_ptr<StepOptimizer>* optimizer) {
+         CifarNet net;
+         net->to(device);
+         *module = net.ptr();
+         *any = torch::nn::AnyModule(net);
+         // The PyTorch CIFAR-10 tutorial's optimizer: SGD(lr=0.001, momentum=0.9).
+         *optimizer = std::make_unique<SgdMomentum>(params_of(*module), 0.001, 0.9);
+       },
+       [](const torch::Tensor& out, const torch::Tensor& target) {
+         return torch::nn::functional::cross_entropy(out, target);
+       }},
+  };
+  return models;
+}
+
+const ModelSpec& model_spec(const std::string& name) {
+  for (const ModelSpec& m : model_registry()) {
+    if (name == m.name) return m;
+  }
+  throw Error("--model: unknown model '" + name + "'");
+}
+
 const std::vector<std::string>& train_models() {
-  static const std::vector<std::string> m = {"mnist_adadelta", "cifar_sgd"};
-  return m;
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const ModelSpec& m : model_registry()) out.emplace_back(m.name);
+    return out;
+  }();
+  return names;
+}
+
+std::string train_models_help() {
+  std::string out = "models: ";
+  for (const ModelSpec& m : model_registry()) {
+    out += std::string(&m == &model_registry().front() ? "" : ", ") + m.name + " (" + m.help + ")";
+  }
+  return out;
+}
+
+const CounterTable& train_counters() {
+  static const CounterTable table = {
+      {"data_ms", "ms", "train steps: waiting for the loader + copy to the device"},
+      {"forward_ms", "ms", "train steps: zero_grad + forward + loss"},
+      {"backward_ms", "ms", "train steps: loss.backward()"},
+      {"optim_ms", "ms", "train steps: optimizer.step()"},
+      {"sync_ms", "ms", "CUDA or --item_sync: waiting for the device at the step's end"},
+      {"sync_cpu_ms", "ms", "the main thread's CPU while it waited for the device (spin vs blocking wait)"},
+  };
+  return table;
 }
 
 const std::vector<std::string>& optimizer_kinds() {
@@ -64,80 +124,60 @@ Availability device_availability(const torch::Device& device) {
 }
 
 ImageSet dataset_for(const std::string& model, const std::string& data_dir, int64_t synthetic_n) {
-  if (model == "mnist_adadelta") {
-    return data_dir.empty() ? synthetic_images(synthetic_n, 1, 28, 28, 10, 2002) : read_mnist(data_dir);
-  }
-  if (model == "cifar_sgd") {
-    return data_dir.empty() ? synthetic_images(synthetic_n, 3, 32, 32, 10, 2000) : read_cifar10(data_dir);
-  }
-  throw Error("--model: unknown model '" + model + "'");
+  const ModelSpec& m = model_spec(model);
+  return data_dir.empty() ? synthetic_images(synthetic_n, m.channels, m.height, m.width, 10, m.synthetic_seed)
+                          : m.read(data_dir);
 }
 
-TrainWorkload::TrainWorkload(const std::string& model, const ImageSet& data,
-                             const PipelineOptions& options)
-    : model_(model), options_(options) {
-  if (model == "mnist_adadelta") {
-    if (data.images.size(1) != 1 || data.images.size(2) != 28 || data.images.size(3) != 28) {
-      throw Error("--data-dir: mnist_adadelta needs 1x28x28 images");
-    }
-    MnistNet net;
-    net->to(options.device);
-    module_ = net.ptr();
-    model_any_ = torch::nn::AnyModule(net);
-    optimizer_ = std::make_unique<Adadelta>(params_of(module_), 1.0);  // the MNIST example: lr=1.0
-    source_ = make_batch_source(data, mnist_normalization(), options);
-  } else if (model == "cifar_sgd") {
-    if (data.images.size(1) != 3 || data.images.size(2) != 32 || data.images.size(3) != 32) {
-      throw Error("--data-dir: cifar_sgd needs 3x32x32 images");
-    }
-    CifarNet net;
-    net->to(options.device);
-    module_ = net.ptr();
-    model_any_ = torch::nn::AnyModule(net);
-    // The PyTorch CIFAR-10 tutorial's optimizer: SGD(lr=0.001, momentum=0.9).
-    optimizer_ = std::make_unique<SgdMomentum>(params_of(module_), 0.001, 0.9);
-    source_ = make_batch_source(data, cifar_normalization(), options);
-  } else {
-    throw Error("--model: unknown model '" + model + "'");
+TrainWorkload::TrainWorkload(const std::string& model, const ImageSet& data, const PipelineOptions& options)
+    : model_(model_spec(model)), options_(options) {
+  if (data.images.size(1) != model_.channels || data.images.size(2) != model_.height ||
+      data.images.size(3) != model_.width) {
+    throw Error("--data-dir: " + model + " needs " + std::to_string(model_.channels) + "x" +
+                std::to_string(model_.height) + "x" + std::to_string(model_.width) + " images");
   }
+  model_.build(options.device, &module_, &model_any_, &optimizer_);
+  source_ = make_batch_source(data, model_.normalization(), options);
   module_->train();
 }
 
-StepPhases TrainWorkload::step() {
-  StepPhases t;
+StepFigures TrainWorkload::step() {
+  StepFigures t;
   int64_t t0 = wall_ns();
   Batch b = source_->next();
-  t.data_ms = ms_since(t0);
+  t.set("data_ms", ms_since(t0));
 
   t0 = wall_ns();
   optimizer_->zero_grad();
   torch::Tensor out = model_any_.forward(b.data);
-  loss_ = model_ == "mnist_adadelta" ? torch::nll_loss(out, b.target)
-                                     : torch::nn::functional::cross_entropy(out, b.target);
-  t.forward_ms = ms_since(t0);
+  loss_ = model_.loss(out, b.target);
+  t.set("forward_ms", ms_since(t0));
 
   t0 = wall_ns();
   loss_.backward();
-  t.backward_ms = ms_since(t0);
+  t.set("backward_ms", ms_since(t0));
 
   if (gradient_hook_) {
     t0 = wall_ns();
     gradient_hook_();
-    t.allreduce_ms = ms_since(t0);
+    t.set(hook_figure_, ms_since(t0));
   }
 
   t0 = wall_ns();
   optimizer_->step();
-  t.optim_ms = ms_since(t0);
+  t.set("optim_ms", ms_since(t0));
 
+  double sync_ms = 0, sync_cpu_ms = 0;
   if (item_sync_ || options_.device.is_cuda()) {
     const int64_t cpu0 = thread_cpu_ns();
     t0 = wall_ns();
     if (item_sync_) last_item_ = loss_.item<double>();  // the host reads the loss: a sync point
     sync_if_cuda(options_.device);  // a CUDA step ends when the device is done
-    t.sync_ms = ms_since(t0);
-    t.sync_cpu_ms = ns_to_ms(thread_cpu_ns() - cpu0);
+    sync_ms = ms_since(t0);
+    sync_cpu_ms = ns_to_ms(thread_cpu_ns() - cpu0);
   }
+  t.set("sync_ms", sync_ms);
+  t.set("sync_cpu_ms", sync_cpu_ms);
   return t;
 }
 

@@ -68,7 +68,7 @@ TEST(AxisSpace, DescribeHasAxesRulesAndBenchmarks) {
 
 TEST(Metrics, EveryCounterIsDescribedOnce) {
   std::set<std::string> seen;
-  for (const Metric& m : metrics()) {
+  for (const CounterSpec& m : step_counters()) {
     EXPECT_TRUE(seen.insert(m.name).second) << m.name << " twice";
     EXPECT_GT(std::string(m.help).size(), 10u) << m.name;
   }
@@ -76,6 +76,29 @@ TEST(Metrics, EveryCounterIsDescribedOnce) {
     EXPECT_TRUE(seen.count(std::string("residual_") + cls + "_ms")) << cls;
     EXPECT_TRUE(seen.count(std::string("step_cpu_") + cls + "_ms")) << cls;
   }
+}
+
+// The step loop's table is generic: no workload's vocabulary.
+TEST(Metrics, TheStepLoopNamesNoWorkloadsCounters) {
+  for (const char* owned : {"data_ms", "forward_ms", "backward_ms", "optim_ms", "gpu_ms", "allreduce_ms", "rank"}) {
+    EXPECT_EQ(find_counter({&step_counters()}, owned), nullptr) << owned;
+  }
+}
+
+TEST(Metrics, RegisteredTablesAreDescribedInOrderOnce) {
+  static const CounterTable mine = {{"mine_ms", "ms", "a counter of a test's own table"}};
+  register_counters(mine);
+  register_counters(mine);
+  ASSERT_EQ(registered_counters().size(), 2u);
+  EXPECT_EQ(registered_counters()[0], &step_counters());
+  JsonWriter j;
+  j.begin_object();
+  describe_metrics(&j);
+  j.end_object();
+  const std::string text = j.str();
+  EXPECT_NE(text.find("{\"name\":\"mine_ms\",\"unit\":\"ms\",\"help\":\"a counter of a test's own table\"}"),
+            std::string::npos);
+  EXPECT_LT(text.find("\"step_ms\""), text.find("\"mine_ms\""));
 }
 
 }  // namespace

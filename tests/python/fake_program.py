@@ -19,7 +19,7 @@ repeated here.
 --describe prints the recording with those flag values, axes and benchmarks.
 A run writes Google Benchmark 1.7.1 JSON (--benchmark_out=FILE, and stdout with
 --benchmark_format=json): the recorded context with the settings of this
-process (omp_runtime llvm-libomp when LD_PRELOAD names libomp, env_*,
+process (omp_runtime the llvm runtime's library when LD_PRELOAD names libomp, env_*,
 ignored_knobs, overridden_knobs, ...), one entry per benchmark named
 "<benchmark>/iterations:<steps>/manual_time", with toy counters from a small
 model so that tests can check exact values (T = OMP_NUM_THREADS, else
@@ -39,7 +39,9 @@ FAKE_CPUS, else the CPU count; gap = the benchmark's gap_ms):
                       vol_ctxsw 12, invol_ctxsw 3, sampler_cpu_ms 0.5, gap_slept_ms = gap,
                       timed_start_s/timed_end_s: CLOCK_MONOTONIC at the start, + steps *
                       (step_ms + gap) / 1000 (not slept)
-CUDA benchmarks report "skipped: no CUDA device" unless FAKE_CUDA=1.
+CUDA benchmarks report "<the recorded skipped_prefix> no CUDA device" unless
+FAKE_CUDA=1. Which knobs a runtime ignores and what it is called come from
+the recording's "runtimes".
 
 Faults, only on request (a FAKE_*_IF holds "1", or "VAR=VALUE[;VAR=VALUE...]"
 tested against this process's environment):
@@ -57,8 +59,8 @@ tested against this process's environment):
                        declare (fake_counter = 1.5, fake_extra_key = x)
   FAKE_LOG             append one JSON line per invocation: argv and the knobs' values
   FAKE_PROGRAMS_DIR    read the recordings from here instead
---timeline-dir gets one toy <benchmark>.timeline.csv per benchmark (named as the
-programs name them), --threads-csv gets rows appended, --barrier=PATH:P is
+--timeline-dir gets one toy timeline file per benchmark, named in the entry's
+label as the recording's timeline_label_prefix says, --threads-csv gets rows appended, --barrier=PATH:P is
 honoured: the copies count their arrivals in the 4-byte file (under flock) and
 poll it until all P arrived.
 """
@@ -325,11 +327,16 @@ def spin_ms(gap):
     return min(spin, float(gap))
 
 
-def knob_report():
-    """(ignored, overridden) knobs, as the real programs would report them."""
+def runtime_entry(recording, name):
+    return next(r for r in recording["runtimes"] if r["name"] == name)
+
+
+def knob_report(recording):
+    """(ignored, overridden) knobs: the knobs the recording says only the
+    other runtime reads are ignored."""
     ignored, overridden = [], []
     llvm = is_llvm()
-    for knob in ("GOMP_SPINCOUNT",) if llvm else ("KMP_BLOCKTIME", "KMP_AFFINITY"):
+    for knob in runtime_entry(recording, "gomp" if llvm else "llvm")["own_knobs"]:
         if os.environ.get(knob):
             ignored.append(knob)
     if os.environ.get("OMP_WAIT_POLICY") and os.environ.get("KMP_BLOCKTIME" if llvm else "GOMP_SPINCOUNT"):
@@ -340,11 +347,11 @@ def knob_report():
 def context(recording, flags, device):
     ctx = dict(recording["context"])
     llvm = is_llvm()
-    runtime = os.environ.get("FAKE_REPORT_RUNTIME") or ("llvm-libomp" if llvm else "libgomp")
+    runtime = os.environ.get("FAKE_REPORT_RUNTIME") or runtime_entry(recording, "llvm" if llvm else "gomp")["library"]
     policy = os.environ.get("OMP_WAIT_POLICY", "")
     blocktime = os.environ.get("KMP_BLOCKTIME") or ("0" if policy.lower() == "passive" else "200")
     spincount = os.environ.get("GOMP_SPINCOUNT") or {"passive": "0", "active": "infinite"}.get(policy.lower(), "300000")
-    ignored, overridden = knob_report()
+    ignored, overridden = knob_report(recording)
     settings = {
         "omp_runtime": runtime,
         "omp_library": os.environ["LD_PRELOAD"] if llvm else "/lib/x86_64-linux-gnu/libgomp.so.1",
@@ -473,18 +480,14 @@ class Barrier:
         return True
 
 
-def file_stem(name):
-    return re.sub(r"[/: ]", "_", name)
-
-
-def write_timeline(directory, name, values, gap):
+def write_timeline(directory, file, values, gap):
     step, spin, others = values["step_ms"], values["tail_ms"], values["cores_busy"] - 1
     lines = ["t_ms,series,cores", f"{-step:g},step_start,0", "0,step_end,0"]
     for t in range(-int(step) - 5, gap + 1):
         during = -step <= t < 0
         lines.append(f"{t},others,{others if during or 0 <= t < spin else 0}")
         lines.append(f"{t},main,{1 if during else 0}")
-    with open(os.path.join(directory, file_stem(name) + ".timeline.csv"), "w") as f:
+    with open(os.path.join(directory, file), "w") as f:
         f.write("\n".join(lines) + "\n")
 
 
@@ -492,13 +495,15 @@ def kv(key, value):
     return f"{json.dumps(key)}: {json.dumps(value)}"
 
 
-def entry_json(name, index, steps, unit, values, error):
+def entry_json(name, index, steps, unit, values, error, label=None):
     """One entry as GB 1.7.1 writes it: its own "threads" first, counters
     (sorted) after, so a "threads" counter repeats the key."""
     full = f"{name}/iterations:{steps}/manual_time"
     scale = 1000.0 if unit == "us" else 1.0
     fields = [("name", full), ("family_index", index), ("per_family_instance_index", 0), ("run_name", full),
               ("run_type", "iteration"), ("repetitions", 1), ("repetition_index", 0), ("threads", 1)]
+    if label:
+        fields.append(("label", label))
     if error:
         fields += [("error_occurred", True), ("error_message", error), ("iterations", 0),
                    ("real_time", 0.0), ("cpu_time", 0.0), ("time_unit", unit)]
@@ -536,9 +541,9 @@ def run(bench, program, recording, flags, device):
     for name, args in benchmarks(recording, flags):
         if not keep(f"{name}/iterations:{steps}/manual_time"):
             continue
-        error, values = None, {}
+        error, values, label = None, {}, None
         if cuda_missing:
-            error = "skipped: no CUDA device"
+            error = recording["rules"]["skipped_prefix"] + " no CUDA device"
         elif condition("FAKE_ERROR_IF"):
             error = "fake error: out of memory"
         else:
@@ -557,7 +562,10 @@ def run(bench, program, recording, flags, device):
             if os.environ.get("FAKE_EXTRA") == "1":
                 values["fake_counter"] = 1.5
             if flags.values.get("timeline-dir") and flags.values.get("sampler", "on") == "on":
-                write_timeline(flags.values["timeline-dir"], name, values, int(args.get("gap_ms", 0)))
+                # Any file name: the sweep reads it from the entry's label.
+                file = f"fake-{len(entries)}.timeline.csv"
+                write_timeline(flags.values["timeline-dir"], file, values, int(args.get("gap_ms", 0)))
+                label = recording["timeline_label_prefix"] + file
             if flags.values.get("threads-csv"):
                 path = flags.values["threads-csv"]
                 fresh = not os.path.exists(path) or os.path.getsize(path) == 0
@@ -565,7 +573,7 @@ def run(bench, program, recording, flags, device):
                     if fresh:
                         f.write("benchmark,tid,name,class,step_cpu_ms,gap_cpu_ms\n")
                     f.write(f"{name},{os.getpid()},{bench}_bench,main,{values.get('step_ms', 0):g},0\n")
-        entries.append(entry_json(name, len(entries), steps, unit, values, error))
+        entries.append(entry_json(name, len(entries), steps, unit, values, error, label))
     ctx = context(recording, flags, device)
     if os.environ.get("FAKE_EXTRA") == "1":
         ctx["fake_extra_key"] = "x"

@@ -28,6 +28,9 @@ sys.path.insert(0, HERE)
 import helpers  # noqa: E402  (puts the package on sys.path)
 from threadburn import schema  # noqa: E402
 
+# What the programs report as omp_runtime under each runtime name (their --describe).
+RUNTIME_LIBRARY = {r["name"]: r["library"] for r in helpers.recording("train_step")["runtimes"]}
+
 OUT = helpers.FIXTURES
 
 
@@ -62,7 +65,7 @@ def row(bench, args, runtime="gomp", env=None, processes=1, rep=0, proc=0, statu
                reason=reason, grid=grid, study="s", preset=preset,
                benchmark=registered_name(recording, flags) + f"/iterations:{steps}/manual_time", bench=bench,
                runtime=runtime, processes=processes, repetition=rep, proc_index=proc, point_key=point,
-               run_rows=processes, seed=1, omp_runtime=schema.RUNTIME_LIBRARY[runtime], iterations=steps,
+               run_rows=processes, seed=1, omp_runtime=RUNTIME_LIBRARY[runtime], iterations=steps,
                time_unit="ms", exit_code=0)
     out.update({k: v for k, v in values.items()})
     return out

@@ -331,7 +331,7 @@ class ShippedGrids(unittest.TestCase):
                 g = grid.load(path, PROGS)
                 self.assertTrue(g.points)
                 for p in g.points:  # the runtime-only knobs never cross runtimes
-                    for knob, owner in schema.RUNTIME_ONLY_KNOBS.items():
+                    for knob, owner in schema.runtime_only_knobs(p.description()).items():
                         if p.runtime != owner:
                             self.assertEqual(p.env.get(knob, "unset"), "unset", (p.where, knob))
 

@@ -226,9 +226,9 @@ class Running(SweepTest):
         """))
         (row,) = self.rows()
         key = row["run_key"]
-        # named as the programs name them: without GB's /iterations:N/manual_time
-        self.assertEqual(row["timeline_file"],
-                         f"res.timelines/{key}-p0/optimizer_step_sgd_params_4000000_gap_ms_20.timeline.csv")
+        # the file the program's JSON entry names in its label (the fake names
+        # it unlike the programs: the sweep must not derive the name itself)
+        self.assertEqual(row["timeline_file"], f"res.timelines/{key}-p0/fake-0.timeline.csv")
         self.assertEqual(row["threads_file"], f"res.threads/{key}-p0.csv")
         for column in ("timeline_file", "threads_file"):
             self.assertTrue(os.path.exists(self.path(row[column])), row[column])
