@@ -43,7 +43,6 @@ class RunSpec:
 
 class Executor:
     """Runs a round's specs; yields (spec, rows) as each run ends."""
-    label = "run"
 
     def execute(self, specs):
         raise NotImplementedError
@@ -78,8 +77,23 @@ def parse_budget(text):
     raise ValueError(f"expected a number of runs (e.g. 120) or a duration (e.g. 15m, 90s, 1h), got {text!r}")
 
 
-class Interrupted(Exception):
-    pass
+class Race:
+    """What a race asks at each look: needed() -> the items the next round
+    needs, [] when decided. Its looks are fixed at the first look, from what
+    the budget allows then (decide.looks_for_budget): the alpha of every
+    comparison is split over them, and Campaign.run takes no more."""
+
+    def __init__(self, c, keys):
+        self.c, self.keys, self.looks = c, list(keys), None
+
+    def __call__(self):
+        if self.looks is None:
+            start = min(self.c.runs.get(k, 0) for k in self.keys) or decide.START_RUNS
+            self.looks = decide.looks_for_budget(len(self.keys), self.c.runs_possible(), start)
+        return self.needed()
+
+    def needed(self):
+        raise NotImplementedError
 
 
 class Campaign:

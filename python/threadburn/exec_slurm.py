@@ -131,7 +131,6 @@ def merge(jdir, results_file, done):
 class SlurmExecutor(campaign.Executor):
     """A round as one job array: submitted, waited for, its rows read back
     as they were written by the tasks (rows/<run_key>.csv)."""
-    label = "Slurm job array"
 
     def __init__(self, args, g, seed, out):
         self.args, self.g, self.seed, self.out = args, g, seed, out

@@ -178,17 +178,6 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def make_plots(out):
-    from . import plot
-    plot_dir = os.path.splitext(out)[0] + ".plots"
-    try:
-        plot.make_all(results.read_rows(out), os.path.dirname(os.path.abspath(out)), plot_dir)
-    except ThreadburnError as e:
-        print(f"sweep: plots not made: {e}")
-        return None
-    return plot_dir
-
-
 def check_design(g, args):
     """Grids too small for the decision rule are said before anything runs."""
     few = sorted({(p.study, p.repetitions) for p in g.points if p.repetitions < decide.START_RUNS})
@@ -204,19 +193,15 @@ def check_design(g, args):
           "raise repetitions or add --decide.", flush=True)
 
 
-class GridRace:
+class GridRace(campaign.Race):
     """The race of a sweep: per workload the decision of verdicts.py; the
-    next round runs the points behind the settings still needed. Its looks
-    are fixed at the first, from what the budget allows then."""
+    next round runs the points behind the settings still needed."""
 
     def __init__(self, out, points, args, c):
-        self.out, self.by_key, self.args, self.c = out, {p.key: p for p in points}, args, c
-        self.looks = None
+        super().__init__(c, [p.key for p in points])
+        self.out, self.by_key, self.args = out, {p.key: p for p in points}, args
 
-    def __call__(self):
-        if self.looks is None:
-            start = min(self.c.runs.get(k, 0) for k in self.by_key) or decide.START_RUNS
-            self.looks = decide.looks_for_budget(len(self.by_key), self.c.runs_possible(), start)
+    def needed(self):
         entries = verdicts.decide_all(results.read_rows(self.out), self.args.objective, self.args.margin,
                                       looks=self.looks)
         needed = set()

@@ -134,28 +134,19 @@ def load_points(path, user_env):
     return points
 
 
-class TuneRace:
-    """Asked at each look: the settings the next round needs (verdicts of
-    the rows so far), none when decided."""
+class TuneRace(campaign.Race):
+    """The settings the next round needs (the verdict of the rows so far);
+    none when decided."""
 
-    def __init__(self, out, points, args, campaign_):
-        self.out, self.by_name, self.args, self.c = out, {p.name: p for p in points}, args, campaign_
-        self.looks = None
+    def __init__(self, out, points, args, c):
+        super().__init__(c, [p.key for p in points])
+        self.out, self.by_name, self.args = out, {p.name: p for p in points}, args
 
-    def set_looks(self):
-        """Fixed at the first look, from what the budget allows then."""
-        start = min(self.c.runs.get(k, 0) for k in self.by_name) or decide.START_RUNS
-        self.looks = decide.looks_for_budget(len(self.by_name), self.c.runs_possible(), start)
-
-    def __call__(self):
-        if self.looks is None:
-            self.set_looks()
+    def needed(self):
         entries = verdicts.decide_all(results.read_rows(self.out), self.args.objective, self.args.margin,
                                       looks=self.looks)
         d = entries[0].decision if entries else None
-        if d is None:
-            return []
-        return [self.by_name[n] for n in d.needs if n in self.by_name]
+        return [self.by_name[n] for n in d.needs if n in self.by_name] if d else []
 
 
 def plan_text(points, args, budget):
@@ -219,7 +210,6 @@ def main(args):
     print("\n".join(plan_text(points, args, budget)))
     print(f"tune: {' '.join(cmd)}; {len(done)} runs already in {out}; seed {seed}", flush=True)
     reps = {p.key: args.repetitions or decide.START_RUNS for p in points}
-    race = None if args.repetitions else TuneRace(out, points, args, c)
 
     def body():
         c.run(points, {p.key: 1 for p in points})  # one round, then drop the duplicates
@@ -228,14 +218,15 @@ def main(args):
             print("tune: same effective settings, dropped: " + ", ".join(f"{a} (= {b})" for a, b in dropped.items()),
                   flush=True)
         kept = [p for p in points if p.name not in dropped]
+        race = None if args.repetitions else TuneRace(out, kept, args, c)
         ended = c.run(kept, reps, race)
-        return ended, confirm(args, cmd, columns, work, seed, out, results_file, c.done, points)
+        return race, ended, confirm(args, cmd, columns, work, seed, out, results_file, c.done, points)
     result = campaign.guarded(c, body, lambda: print(
         f"tune: interrupted; {out} holds every finished run; continue with --resume --out {out}"))
     shutil.rmtree(work, ignore_errors=True)
     if result == 130:
         return 130
-    ended, confirmation = result
+    race, ended, confirmation = result
     return report(args, out, race, ended, budget, confirmation)
 
 
