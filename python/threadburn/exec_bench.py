@@ -23,8 +23,25 @@ GB_FIELDS = {"family_index", "per_family_instance_index", "repetitions", "repeti
              "iterations", "real_time", "cpu_time", "threads"}
 
 
+class Only:
+    """A grid point run for some of its benchmarks: what a race's round needs
+    (the workloads still undecided). Same key as the point: its runs count
+    as the point's."""
+
+    def __init__(self, point, benchmarks):
+        self.point, self.benchmarks = point, tuple(sorted(benchmarks))
+        self.key = point.key
+        n = len(point.description().benchmarks)
+        self.label = point.label + (f" [{len(self.benchmarks)} of {n} benchmarks]" if len(self.benchmarks) < n else "")
+
+
+def point_and_filter(item):
+    """(grid point, the benchmark names to run or None for all) of a campaign item."""
+    return (item.point, item.benchmarks) if isinstance(item, Only) else (item, None)
+
+
 class BenchExecutor(campaign.Executor):
-    """Runs grid points (grid.Point) one run at a time on this host."""
+    """Runs grid points (grid.Point, or Only some of their benchmarks) one run at a time on this host."""
 
     def __init__(self, ctx):
         self.ctx = ctx
@@ -32,7 +49,8 @@ class BenchExecutor(campaign.Executor):
     def execute(self, specs):
         for spec in specs:
             ctx = dict(self.ctx, order_index=spec.order_index, round=spec.round)
-            yield spec, Run(spec.item, spec.rep, ctx).execute()
+            point, only = point_and_filter(spec.item)
+            yield spec, Run(point, spec.rep, ctx, only).execute()
 
     def stop(self):
         Children.kill_all()
@@ -81,8 +99,8 @@ class Run:
     """One repetition of one point: its P copies started at once, waited for
     (with the point's timeout), and turned into rows."""
 
-    def __init__(self, point, rep, ctx):
-        self.point, self.rep, self.ctx = point, rep, ctx
+    def __init__(self, point, rep, ctx, only=None):
+        self.point, self.rep, self.ctx, self.only = point, rep, ctx, only
         self.key = f"{point.key}-r{rep}"
         self.work = os.path.join(ctx["work_dir"], self.key)
 
@@ -132,7 +150,7 @@ class Run:
                 os.makedirs(ctx["threads_dir"], exist_ok=True)
                 threads_file = os.path.join(ctx["threads_dir"], f"{self.key}-p{i}.csv")
             c = Copy(i, self.work, tl_dir, threads_file)
-            argv = [point.program.path] + point.program_args() + barrier
+            argv = [point.program.path] + point.program_args() + barrier + benchmark_filter(self.only)
             argv += [f"--timeline-dir={tl_dir}"] if tl_dir else []
             argv += [f"--threads-csv={threads_file}"] if threads_file else []
             argv += ["--benchmark_format=json", f"--benchmark_out={c.json}", "--benchmark_out_format=json"]
@@ -180,7 +198,7 @@ class Run:
         base = self.base_row(c)
         code = c.proc.returncode
         if c.timed_out:
-            return failed_rows(desc, base, f"timeout after {self.point.timeout_s} s")
+            return failed_rows(desc, base, f"timeout after {self.point.timeout_s} s", self.only)
         try:
             with open(c.json) as f:
                 report = json.load(f)
@@ -188,9 +206,9 @@ class Run:
         except (OSError, ValueError, AttributeError) as e:
             why = describe_exit(code) if code != 0 else f"no readable JSON ({type(e).__name__})"
             tail = last_line(c.err)
-            return failed_rows(desc, base, why + (f": {tail}" if tail else ""))
+            return failed_rows(desc, base, why + (f": {tail}" if tail else ""), self.only)
         if not entries:
-            return failed_rows(desc, base, f"{describe_exit(code)}; the JSON lists no benchmarks")
+            return failed_rows(desc, base, f"{describe_exit(code)}; the JSON lists no benchmarks", self.only)
         context = context_columns(report.get("context", {}), self.ctx["columns"])
         rows = []
         for entry in entries:
@@ -221,9 +239,19 @@ def knob_values(desc, bench):
     return out
 
 
-def failed_rows(desc, base, reason):
+def benchmark_filter(only):
+    """Google Benchmark's filter for exactly these registered names (they
+    hold only [A-Za-z0-9_/:.-]: literal in its regex but '.')."""
+    if not only:
+        return []
+    return ["--benchmark_filter=^(" + "|".join(re.escape(b) for b in only) + ")(/|$)"]
+
+
+def failed_rows(desc, base, reason, only=None):
     rows = []
     for b in desc.benchmarks:
+        if only and b.name not in only:
+            continue
         row = dict(base, benchmark=b.name, status="failed", reason=reason)
         row.update(knob_values(desc, b))
         rows.append(row)

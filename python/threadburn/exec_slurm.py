@@ -23,7 +23,7 @@ import socket
 import sys
 import time
 
-from . import campaign, fmt, paths, schema, slurm
+from . import campaign, exec_bench, fmt, paths, schema, slurm
 from .errors import ThreadburnError
 
 PLAN = "plan.json"
@@ -67,7 +67,8 @@ def write_plan(jdir, args, g, seed, tasks, attempt):
             "build_dir": os.path.abspath(args.build_dir) if args.build_dir else None, "libomp": args.libomp,
             "repetitions": args.repetitions, "timeout": args.timeout, "timeline": args.timeline,
             "match": args.match, "seed": seed, "attempt": attempt,
-            "tasks": [[{"order_index": sp.order_index, "round": sp.round, "point_key": sp.item.key, "rep": sp.rep}
+            "tasks": [[{"order_index": sp.order_index, "round": sp.round, "point_key": sp.item.key, "rep": sp.rep,
+                        "only": list(exec_bench.point_and_filter(sp.item)[1] or [])}
                        for sp in task] for task in tasks]}
     with open(os.path.join(jdir, PLAN + ".tmp"), "w") as f:
         json.dump(plan, f)
@@ -180,7 +181,6 @@ def task_main(args):
     """Runs this task's runs; each run's rows go to rows/<run_key>.csv, put in
     place whole (written aside, then renamed)."""
     from . import grid as gridmod
-    from .exec_bench import Run
     from .programs import programs as build_programs
     from .resultsfile import ResultsFile
     with open(os.path.join(args.job_dir, PLAN)) as f:
@@ -209,7 +209,7 @@ def task_main(args):
                "columns": columns, "work_dir": work, "order_index": run["order_index"], "round": run.get("round", ""),
                "timeline_dir": os.path.splitext(args.job_dir)[0] + ".timelines",
                "threads_dir": os.path.splitext(args.job_dir)[0] + ".threads"}
-        rows = Run(point, run["rep"], ctx).execute()
+        rows = exec_bench.Run(point, run["rep"], ctx, run.get("only") or None).execute()
         for row in rows:
             # The programs report host_name, num_cpus and cpu_model; a failed
             # run's rows get them here.

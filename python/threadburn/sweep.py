@@ -202,13 +202,26 @@ class GridRace(campaign.Race):
         self.out, self.by_key, self.args = out, {p.key: p for p in points}, args
 
     def needed(self):
+        """The points behind the settings still needed, each for only the
+        benchmarks of the workloads that need it."""
         entries = verdicts.decide_all(results.read_rows(self.out), self.args.objective, self.args.margin,
                                       looks=self.looks)
-        needed = set()
+        wanted = {}
         for e in entries:
             for name in e.decision.needs:
-                needed |= e.points.get(name, set())
-        return [self.by_key[k] for k in sorted(needed) if k in self.by_key]
+                for key in e.points.get(name, set()):
+                    if key in self.by_key:
+                        wanted.setdefault(key, set()).add(registered_name(self.by_key[key], e.benchmark))
+        return [exec_bench.Only(self.by_key[k], wanted[k]) for k in sorted(wanted)]
+
+
+def registered_name(point, reported):
+    """The point's benchmark whose name Google Benchmark reported as `reported`
+    (it appends /iterations:N/manual_time and the like)."""
+    for b in point.description().benchmarks:
+        if reported == b.name or reported.startswith(b.name + "/"):
+            return b.name
+    raise ThreadburnError(f"{reported!r}: not a benchmark of {point.label}")
 
 
 def make_plots(out):

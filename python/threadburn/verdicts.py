@@ -31,6 +31,7 @@ class Entry:
     higher_is_better: bool = False
     points: dict = field(default_factory=dict)      # name -> the point keys (campaign items) behind it
     duplicates: dict = field(default_factory=dict)  # dropped setting -> the one kept (same effective settings)
+    benchmark: str = ""                             # the rows' benchmark name
 
 
 def is_tune(row):
@@ -165,7 +166,7 @@ def decide_all(rows, objective="balanced", margin=decide.MARGIN, alpha=decide.AL
         if g["failed"]:
             d.why += f" (left out, a run failed: {', '.join(g['failed'])})"
         out.append(Entry(g["command"] if g["tune"] else labels[w], d, sum(len(s.time) for s in settings),
-                         g["env"], time_name, g["higher"], g["points"], g["duplicates"]))
+                         g["env"], time_name, g["higher"], g["points"], g["duplicates"], w.benchmark))
     return sorted(out, key=lambda e: e.label)
 
 

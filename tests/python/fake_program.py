@@ -58,6 +58,8 @@ tested against this process's environment):
   FAKE_EXTRA=1         also report a counter and a context key the programs do not
                        declare (fake_counter = 1.5, fake_extra_key = x)
   FAKE_LOG             append one JSON line per invocation: argv and the knobs' values
+  FAKE_JITTER          a run's step_ms times 1 + this x U(-1, 1), drawn once per process
+                       (only for benchmarks with gap_ms = FAKE_JITTER_GAP_MS, if given)
   FAKE_PROGRAMS_DIR    read the recordings from here instead
 --timeline-dir gets one toy timeline file per benchmark, named in the entry's
 label as the recording's timeline_label_prefix says, --threads-csv gets rows appended, --barrier=PATH:P is
@@ -67,6 +69,7 @@ poll it until all P arrived.
 import fcntl
 import json
 import os
+import random
 import re
 import signal
 import struct
@@ -429,6 +432,9 @@ def counters(bench, args, flags):
     else:
         step = 10.0
     residual = (t - 1) * spin
+    jitter = float(os.environ.get("FAKE_JITTER", "0"))
+    if jitter and os.environ.get("FAKE_JITTER_GAP_MS", str(gap)) == str(gap):  # this process's luck: one factor for all its steps, as a run's placement would be
+        step *= 1 + jitter * random.Random(os.getpid()).uniform(-1, 1)
     out.update(step_ms=step, step_ms_median=step, step_ms_cv=0.0, step_cpu_ms=t * step, cores_busy=float(t),
                residual_cpu_ms=residual, residual_cpu_ms_median=residual, residual_omp_ms=residual,
                residual_cores=residual / gap if gap else 0.0, tail_ms=spin if t > 1 else 0.0,
