@@ -235,7 +235,20 @@ OVERHEAD_MEANING = {
     "probe_sampler_share_regions_child": "the probe's sampler, on a C++ program of regions and 150 ms sleeps",
     "probe_sampler_share_training": "the probe's sampler, on examples/sleep_step_sleep.py",
     "monitor_share_training": "threadburn_monitor at its default period, recording that training",
+    "probe_sampler_share_gaps_20ms_llvm": "the probe's sampler, on regions 20 ms apart under LLVM's default blocktime",
+    "probe_sampler_share_gaps_3ms_llvm": "the probe's sampler, on regions 3 ms apart under LLVM's default blocktime",
+    "probe_sampler_share_dataloader_workers": "the probe's sampler, on a training with DataLoader(num_workers=2)",
 }
+# Per entry point: the same cost as probe_region_ns, through that entry point.
+ENTRY_PREFIX = "probe_region_ns_"
+
+
+def overhead_meaning(figure):
+    if figure in OVERHEAD_MEANING:
+        return OVERHEAD_MEANING[figure]
+    if figure.startswith(ENTRY_PREFIX):
+        return f"the probe's cost per region started through {figure[len(ENTRY_PREFIX):]}"
+    return ""
 
 
 def overheads_table(rows):
@@ -245,7 +258,7 @@ def overheads_table(rows):
     for r in rows:
         unit = r.get("unit", "")
         show = (lambda v: f"{schema.to_float(v):.0f}") if unit == "ns" else (lambda v: f"{schema.to_float(v):.2%}")
-        t.add([r["figure"], OVERHEAD_MEANING.get(r["figure"], ""), show(r["median"]), show(r["min"]), show(r["max"]),
+        t.add([r["figure"], overhead_meaning(r["figure"]), show(r["median"]), show(r["min"]), show(r["max"]),
                "ns" if unit == "ns" else "of a core", r.get("runs", "")])
     return t
 
