@@ -3,6 +3,8 @@ confirmation: the chosen setting and the baseline run again, interleaved,
 without the probe. Does the gain hold where nobody watches, and what did the
 probe cost the user's program (its wall time probed / unprobed, same
 setting)?"""
+import statistics
+
 from . import decide, fmt, schema
 from .stats import median_ci
 
@@ -63,6 +65,8 @@ def settings_table(rows, args):
         if r["study"] not in names:
             names.append(r["study"])
     body = []
+    medians = {n: statistics.median(v) for n in names for v in [_values(race, n, "race", key)] if v}
+    names = sorted(medians, key=medians.get, reverse=bool(args.metric and args.metric_better == "higher"))
     for name in names:
         t = _values(race, name, "race", key)
         c = _values(race, name, "race", "cpu_ms")

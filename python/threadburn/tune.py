@@ -220,7 +220,8 @@ def main(args):
         kept = [p for p in points if p.name not in dropped]
         race = None if args.repetitions else TuneRace(out, kept, args, c)
         ended = c.run(kept, reps, race)
-        return race, ended, confirm(args, cmd, columns, work, seed, out, results_file, c.done, points)
+        looks = race.looks if race and race.looks else 1
+        return race, ended, confirm(args, cmd, columns, work, seed, out, results_file, c.done, points, looks)
     result = campaign.guarded(c, body, lambda: print(
         f"tune: interrupted; {out} holds every finished run; continue with --resume --out {out}"))
     shutil.rmtree(work, ignore_errors=True)
@@ -230,12 +231,13 @@ def main(args):
     return report(args, out, race, ended, budget, confirmation)
 
 
-def confirm(args, cmd, columns, work, seed, out, results_file, done, points):
-    """The chosen setting and plain, interleaved, without the probe."""
+def confirm(args, cmd, columns, work, seed, out, results_file, done, points, looks):
+    """The chosen setting and plain, interleaved, without the probe (the
+    verdict as the race's looks give it: the one the report prints)."""
     from . import confirmation
     if args.confirm == 0:
         return None
-    entries = verdicts.decide_all(results.read_rows(out), args.objective, args.margin)
+    entries = verdicts.decide_all(results.read_rows(out), args.objective, args.margin, looks=looks)
     d = entries[0].decision if entries else None
     if d is None or d.verdict != "change":
         return None
@@ -254,8 +256,11 @@ def report(args, out, race, ended, budget, confirmation):
     rows = results.read_rows(out)
     looks = race.looks if race and race.looks else 1
     entries = verdicts.decide_all(rows, args.objective, args.margin, looks=looks)
-    print(f"tune: results in {out}" + (f"; race {ended}" if race else ""))
-    for line in conf.settings_table(rows, args):
+    ended_text = {"decided": "the race ended decided", "budget": "the race ended with its budget spent",
+                  "planned": "a fixed design"}.get(ended, ended)
+    print(f"tune: results in {out}; {ended_text}")
+    dropped = verdicts.duplicates(rows)
+    for line in conf.settings_table([r for r in rows if r.get("study") not in dropped], args):
         print(line)
     for e in entries:
         print(verdicts.headline(e))
