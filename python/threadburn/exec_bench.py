@@ -212,8 +212,7 @@ class Run:
         context = context_columns(report.get("context", {}), self.ctx["columns"])
         rows = []
         for entry in entries:
-            index = entry.get("family_index")
-            bench = desc.benchmarks[index] if isinstance(index, int) and index < len(desc.benchmarks) else None
+            bench = described(desc, entry, self.only)
             row = dict(base, **context)
             row.update(knob_values(desc, bench))
             row["benchmark"] = entry.get("name", "")
@@ -237,6 +236,19 @@ def knob_values(desc, bench):
     if bench is not None:
         out.update(bench.args)
     return out
+
+
+def described(desc, entry, only=None):
+    """The benchmark of the description a JSON entry reports: by its
+    family_index (the registration order). Google Benchmark numbers the
+    families of a filtered run from 0, so there the entry's name must be one
+    of the filter's registered names (itself, or followed by '/')."""
+    if only:
+        name = str(entry.get("name", ""))
+        return next((b for b in desc.benchmarks if b.name in only and (name == b.name or name.startswith(b.name + "/"))),
+                    None)
+    index = entry.get("family_index")
+    return desc.benchmarks[index] if isinstance(index, int) and 0 <= index < len(desc.benchmarks) else None
 
 
 def benchmark_filter(only):

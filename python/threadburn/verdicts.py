@@ -180,13 +180,22 @@ def _time_word(e):
     return "time" if e.time_name in ("wall_ms", "your figure") else "step"
 
 
+def _time_text(e, r):
+    """The time ratio as people read it: a higher-is-better figure (samples/s)
+    as its own change (the inverse of the cost ratio), else the time's."""
+    if e.higher_is_better:
+        return (f"your figure {fmt.pct(1 / r.est - 1)} [{fmt.pct(1 / r.hi - 1)}, {fmt.pct(1 / r.lo - 1)}] "
+                f"(time per unit {fmt.pct(r.est - 1)})")
+    return f"{_time_word(e)} {_ci(r)}"
+
+
 def headline(e):
     d = e.decision
     pct = f"{d.margin:.0%}"
     if d.verdict == "change":
         r = d.vs_baseline[d.chosen]
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in e.env.get(d.chosen, {}).items()) or "(no variables)"
-        return (f"CHANGE to {d.chosen}: {_time_word(e)} {_ci(r['time'])}, CPU {_ci(r['cpu'])} against "
+        return (f"CHANGE to {d.chosen}: {_time_text(e, r['time'])}, CPU {_ci(r['cpu'])} against "
                 f"{d.baseline}. Set: {env}")
     if d.verdict == "keep":
         return f"KEEP {d.baseline}: every setting tried is shown within {pct} of it or worse (none beats it by {pct})"
@@ -204,7 +213,7 @@ def evidence(e):
                      f"{d.objective}")
     if d.verdict == "keep" and d.best and d.best != d.baseline:
         r = d.vs_baseline[d.best]
-        lines.append(f"    the best by its geometric mean, {d.best}: {_time_word(e)} {_ci(r['time'])}, CPU {_ci(r['cpu'])}")
+        lines.append(f"    the best by its geometric mean, {d.best}: {_time_text(e, r['time'])}, CPU {_ci(r['cpu'])}")
     if d.equivalent:
         lines.append(f"    equivalent to {d.chosen} on time and CPU (within {d.margin:.0%}): {', '.join(d.equivalent)}")
     if d.eliminated:
