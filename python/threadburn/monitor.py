@@ -18,7 +18,7 @@ import subprocess
 
 from . import paths
 from .errors import ThreadburnError
-from .plot import pyplot
+from .figures import pyplot
 
 PROCESS_TID = "0"
 MIN_AUTO_BIN_MS = 10

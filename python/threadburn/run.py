@@ -95,7 +95,7 @@ def describe_report(report, cmd):
 
 
 def plot_timeline(report, path):
-    from .plot import pyplot
+    from .figures import pyplot
     import csv
     plt = pyplot()
     with open(report.file(".timeline.csv")) as f:

@@ -8,7 +8,7 @@ import shutil
 import unittest
 
 import helpers
-from threadburn import plot
+from threadburn import figures as plot  # the figures behind `threadburn plot`
 
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 RESULTS = os.path.join(helpers.FIXTURES, "plot_results.csv")

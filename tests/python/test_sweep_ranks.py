@@ -92,7 +92,7 @@ class Ranks(SweepTest):
                                                     for r in rows if r["run_key"] == three["row"]["run_key"]
                                                     and r["benchmark"] == three["row"]["benchmark"]))
         self.assertIn("W=3 T=1", results.summary_text(rows))
-        from threadburn import plot
+        from threadburn import figures as plot
         try:
             plt = plot.pyplot()
         except Exception as e:  # no matplotlib: the plot half is skipped
