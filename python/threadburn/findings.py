@@ -188,9 +188,11 @@ def tune_table(rows, title):
     setting the runs, the median and 95 % CI of the time figure (the
     --metric column when the tune had one, else the wall time) and of the
     CPU, the workers' CPU between regions; ordered by the time figure."""
-    from . import stats
-    rows = [r for r in rows if r.get("phase", "race") in ("race", "")]
+    from . import stats, verdicts
+    dropped = verdicts.duplicates(rows)
+    rows = [r for r in rows if r.get("phase", "race") in ("race", "") and r.get("study") not in dropped]
     has_metric = any(schema.to_float(r.get("metric")) is not None for r in rows)
+    higher = has_metric and any(r.get("metric_better") == "higher" for r in rows)
     key = "metric" if has_metric else "wall_ms"
     what = "figure" if has_metric else "wall ms"
     t = Table(title, ["setting", "runs", f"{what} median", f"{what} 95% CI", "CPU ms median", "CPU ms 95% CI",
@@ -202,10 +204,9 @@ def tune_table(rows, title):
         lo, hi, cov = stats.median_ci(values)
         return f"{num(lo)}..{num(hi)}" + ("" if cov >= 0.95 else f" ({cov:.0%})")
 
-    for name in sorted(series, key=lambda n: statistics.median(series[n][0]) if series[n][0] else float("inf")):
+    ranked = sorted((n for n in series if series[n][0]), key=lambda n: statistics.median(series[n][0]), reverse=higher)
+    for name in ranked:  # best first
         times, cpus = series[name]
-        if not times:
-            continue
         t.add([name, len(times), num(statistics.median(times)), ci(times), num(statistics.median(cpus)), ci(cpus),
                num(med(by[name], "omp_between_regions_ms"))])
     return t
@@ -218,15 +219,20 @@ def verdict_table(rows, path, title):
     recorded = verdicts.recorded(path)
     entries = verdicts.decide_all(rows, recorded.get("objective") or "balanced",
                                   recorded.get("margin") or 0.05, looks=recorded.get("looks") or 1)
-    t = Table(title, ["workload", "verdict", "setting", "baseline", "time vs baseline", "CPU vs baseline", "runs"])
+    t = Table(title, ["workload", "verdict", "setting", "baseline", "time (figure) vs baseline", "CPU vs baseline",
+                      "runs"])
 
-    def ratio(r):
-        return "–" if r is None else f"{r.est - 1:+.1%} [{r.lo - 1:+.1%}, {r.hi - 1:+.1%}]"
+    def ratio(r, invert=False):
+        if r is None:
+            return "–"
+        if invert:  # a higher-is-better figure: its own change
+            return f"{1 / r.est - 1:+.1%} [{1 / r.hi - 1:+.1%}, {1 / r.lo - 1:+.1%}]"
+        return f"{r.est - 1:+.1%} [{r.lo - 1:+.1%}, {r.hi - 1:+.1%}]"
     for e in entries:
         d = e.decision
         vs = d.vs_baseline.get(d.chosen, {}) if d.chosen and d.chosen != d.baseline else {}
-        t.add([e.label, d.verdict, d.chosen or "–", d.baseline or "–", ratio(vs.get("time")), ratio(vs.get("cpu")),
-               e.runs])
+        t.add([e.label, d.verdict, d.chosen or "–", d.baseline or "–", ratio(vs.get("time"), e.higher_is_better),
+               ratio(vs.get("cpu")), e.runs])
     return t
 
 

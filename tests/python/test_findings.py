@@ -157,7 +157,7 @@ class TuneTable(unittest.TestCase):
         t = findings.verdict_table(rows, "/nonexistent/t.csv", "t")
         self.assertEqual(t.cell("python3 x.py", "verdict"), "change")
         self.assertEqual(t.cell("python3 x.py", "setting"), "fast")
-        self.assertTrue(t.cell("python3 x.py", "time vs baseline").startswith("-20.0% ["))  # exact ratio, spread of plain
+        self.assertTrue(t.cell("python3 x.py", "time (figure) vs baseline").startswith("-20.0% ["))  # exact ratio, spread of plain
 
 
 class OverheadsTable(unittest.TestCase):
