@@ -42,7 +42,11 @@ class RunSpec:
 
 
 class Executor:
-    """Runs a round's specs; yields (spec, rows) as each run ends."""
+    """Runs a round's specs; yields (spec, rows) as each run ends. An
+    executor that starts its runs in batches (a Slurm job array) takes the
+    planned rounds in one call (whole_plan): each round is still its own
+    shuffled block, in order."""
+    whole_plan = False
 
     def execute(self, specs):
         raise NotImplementedError
@@ -173,11 +177,17 @@ class Campaign:
         (no race)."""
         items = list(items)
         total = self.spent + sum(max(0, reps[i.key] - self.runs.get(i.key, 0)) for i in items)
+        planned = []
         while True:
             behind = [i for i in items if self.runs.get(i.key, 0) < reps[i.key]]
             if not behind:
                 break
-            self.run_round(self.plan(behind), total)
+            if self.executor.whole_plan:
+                planned += self.plan(behind)
+            else:
+                self.run_round(self.plan(behind), total)
+        if planned:
+            self.run_round(planned, total)
         if race is None:
             return "planned"
         looks = iter(n for n in decide.LOOK_SCHEDULE if n > min(reps.values(), default=0))

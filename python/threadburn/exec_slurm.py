@@ -131,7 +131,10 @@ def merge(jdir, results_file, done):
 
 class SlurmExecutor(campaign.Executor):
     """A round as one job array: submitted, waited for, its rows read back
-    as they were written by the tasks (rows/<run_key>.csv)."""
+    as they were written by the tasks (rows/<run_key>.csv). The grid's
+    planned rounds go as one array (whole_plan), a race's later rounds one
+    array each."""
+    whole_plan = True
 
     def __init__(self, args, g, seed, out):
         self.args, self.g, self.seed, self.out = args, g, seed, out

@@ -283,9 +283,13 @@ def sweep(args):
     reps = {p.key: max(p.repetitions, decide.START_RUNS) if args.decide else p.repetitions for p in g.points}
     grid_runs = sum(reps.values())
     if args.merge:
-        missing = grid_runs - len(done)
-        print(f"sweep: {len(done)} runs in {out}" + (f"; {missing} of the grid's missing: `threadburn sweep "
-              f"{args.grid} --slurm --resume --out {out}` submits them" if missing > 0 else ""))
+        missing = len({f"{k}-r{r}" for k, n in reps.items() for r in range(n)} - done)
+        print(f"sweep: {grid_runs - missing} of {grid_runs} runs in {out}" + (
+            f"; {missing} missing: `threadburn sweep {args.grid} --slurm --resume --out {out}` submits them"
+            if missing > 0 else ""))
+        return finish(args, out, None)
+    if args.slurm and not args.decide and not {f"{k}-r{r}" for k, n in reps.items() for r in range(n)} - done:
+        print(f"sweep: every run is in {out}")
         return finish(args, out, None)
     executor = executor_for(args, g, seed, out, columns)
     budget = args.budget or campaign.Budget(runs=2 * grid_runs) if args.decide else None

@@ -80,6 +80,20 @@ class Rounds(unittest.TestCase):
         self.assertEqual(orders[0], orders[1])
         self.assertNotEqual([k for k, _ in orders[0][:5]], [k for k, _ in orders[0][5:10]])  # reshuffled per round
 
+    def test_a_batch_executor_gets_the_planned_rounds_in_one_call(self):
+        class Batch(MockExecutor):
+            whole_plan = True
+            calls = 0
+
+            def execute(self, specs):
+                Batch.calls += 1
+                yield from MockExecutor.execute(self, specs)
+        items = [Item(Truth(f"s{i}", 1.0, 1.0)) for i in range(3)]
+        ex = Batch(random.Random(1))
+        campaign.Campaign(ex, Memory(), 5, say=lambda *a, **k: None).run(items, {i.key: 3 for i in items})
+        self.assertEqual(Batch.calls, 1)
+        self.assertEqual([s.round for s in ex.started], [0, 0, 0, 1, 1, 1, 2, 2, 2])  # still blocks, in order
+
     def test_resume_runs_only_what_the_file_lacks(self):
         items = [Item(Truth(f"s{i}", 1.0, 1.0)) for i in range(3)]
         ex = MockExecutor(random.Random(1))
