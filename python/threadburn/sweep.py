@@ -179,10 +179,10 @@ def _interrupt(signum, frame):
 
 
 def make_plots(out):
-    from . import plot
+    from . import figures
     plot_dir = os.path.splitext(out)[0] + ".plots"
     try:
-        plot.make_all(results.read_rows(out), os.path.dirname(os.path.abspath(out)), plot_dir)
+        figures.make_all(results.read_rows(out), os.path.dirname(os.path.abspath(out)), plot_dir)
     except ThreadburnError as e:
         print(f"sweep: plots not made: {e}")
         return None
@@ -227,10 +227,10 @@ class GridRace:
 
 
 def make_plots(out):
-    from . import plot
+    from . import figures
     plot_dir = os.path.splitext(out)[0] + ".plots"
     try:
-        plot.make_all(results.read_rows(out), os.path.dirname(os.path.abspath(out)), plot_dir)
+        figures.make_all(results.read_rows(out), os.path.dirname(os.path.abspath(out)), plot_dir)
     except ThreadburnError as e:
         print(f"sweep: plots not made: {e}")
         return None

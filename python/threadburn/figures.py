@@ -1,0 +1,626 @@
+"""The figures of threadburn (library): every plot of a results file
+(make_all: heatmaps, Pareto, oversubscription, world sizes, timelines), the
+runs of a command per setting (tune_settings), and the one timeline figure
+(timeline_figure) that `threadburn plot`, `run` and `monitor-plot` draw.
+Needs matplotlib (Debian's python3-matplotlib, for /usr/bin/python3).
+"""
+import math
+import os
+import re
+
+from . import keys, fmt, results, schema, stats, timeline
+from .errors import ThreadburnError
+
+# Cores below this count as idle when choosing how much of a timeline to show
+# (the 5 %-of-a-core threshold behind tail_ms: src/core/burn.h).
+IDLE_CORES = 0.05
+# Timelines also get a moving mean over this window: the CPU time of a thread
+# running on another CPU may only advance at scheduler ticks (4 ms at HZ=250),
+# so single sub-tick samples alias into spikes of several "cores".
+SMOOTH_MS = 4.0
+MAX_PANELS_PER_FIGURE = 9
+MAX_LABELLED_POINTS = 30
+METRIC_TITLES = {"step_ms": "Median step time",
+                 "residual_cpu_ms": "Median CPU burned after the step"}
+METRIC_SHORT = {"step_ms": "step time (ms)", "residual_cpu_ms": "residual CPU (ms per step)"}
+# Setting knobs a heatmap does not lay out as cells: each value gets its own figure.
+FIXED_KNOBS = ("OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY", "cuda_sync", "preset")
+MAX_OVERSUB_WORKLOADS = 4
+# The shortest automatic bin of a per-thread timeline (draw_threads).
+MIN_AUTO_BIN_MS = 10
+
+
+def pyplot():
+    """matplotlib's pyplot on the Agg backend; ThreadburnError without it."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ThreadburnError("matplotlib is missing for this interpreter; threadburn runs Debian's "
+                              "/usr/bin/python3 (apt install python3-matplotlib)") from None
+    return plt
+
+
+def slug(text):
+    return re.sub(r"[^A-Za-z0-9]+", "_", text.removesuffix("/manual_time")).strip("_")
+
+
+def sort_key(value):
+    """unset first, then numbers in order, then words (infinite, passive...)."""
+    if value in (schema.UNSET, ""):
+        return (0, 0, "")
+    try:
+        return (1, float(value), "")
+    except ValueError:
+        return (2, 0, value)
+
+
+def wait_knob(runtime):
+    return "KMP_BLOCKTIME" if runtime == "llvm" else "GOMP_SPINCOUNT"
+
+
+def heatmaps(rows, plt, out_dir):
+    """One figure per (metric, workload, fixed knobs); one panel per
+    (OMP_WAIT_POLICY, runtime); cells: OMP_NUM_THREADS x the runtime's own
+    wait knob (KMP_BLOCKTIME under llvm, GOMP_SPINCOUNT under gomp)."""
+    figures = {}
+    for workload, by_env in results.group_points(rows).items():
+        for env_rows in by_env.values():
+            row = env_rows[0]
+            fixed = tuple(row.get(k, "") for k in FIXED_KNOBS)
+            panel = (row.get("OMP_WAIT_POLICY", schema.UNSET), row["runtime"])
+            cell = (row["OMP_NUM_THREADS"], row.get(wait_knob(row["runtime"]), schema.UNSET))
+            fig_data = figures.setdefault((workload, fixed), {"row": row, "panels": {}})
+            fig_data["panels"].setdefault(panel, {})[cell] = results.point_medians(env_rows)
+    written = []
+    for (workload, fixed), fig_data in sorted(figures.items()):
+        if sum(len(p) for p in fig_data["panels"].values()) < 2:
+            continue
+        for metric in ("step_ms", "residual_cpu_ms"):
+            path = heatmap_figure(plt, fig_data, metric, fixed, out_dir)
+            if path:
+                written.append(path)
+    return written
+
+
+def heatmap_figure(plt, fig_data, metric, fixed, out_dir):
+    panels = fig_data["panels"]
+    values = [m[metric] for p in panels.values() for m in p.values() if m[metric] is not None]
+    if not values:
+        return None
+    vmin, vmax = min(values), max(values)
+    vmax = vmax if vmax > vmin else vmin + 1
+    policies = sorted({k[0] for k in panels}, key=sort_key)
+    runtimes = [r for r in schema.RUNTIMES if any(k[1] == r for k in panels)]
+    axes_x = {r: sorted({c[1] for k, p in panels.items() if k[1] == r for c in p}, key=sort_key)
+              for r in runtimes}
+    threads = sorted({c[0] for p in panels.values() for c in p}, key=sort_key)
+    widths = [max(2, len(axes_x[r])) for r in runtimes]
+    fig, axes = plt.subplots(len(policies), len(runtimes), squeeze=False, layout="constrained",
+                             figsize=(2.4 + 0.95 * sum(widths),
+                                      0.9 + len(policies) * (1.0 + 0.45 * len(threads))),
+                             gridspec_kw={"width_ratios": widths})
+    image = None
+    for row_i, policy in enumerate(policies):
+        for col_i, runtime in enumerate(runtimes):
+            ax = axes[row_i][col_i]
+            cells = panels.get((policy, runtime))
+            if not cells:
+                ax.set_visible(False)
+                continue
+            lowest = max(i for i, p in enumerate(policies) if (p, runtime) in panels)
+            xs = axes_x[runtime]
+            grid = [[cells[(t, x)][metric] if (t, x) in cells else None for x in xs]
+                    for t in threads]
+            image = ax.imshow([[float("nan") if v is None else v for v in r] for r in grid],
+                              cmap="viridis", vmin=vmin, vmax=vmax, aspect="auto")
+            # Panels of a column share their x categories: label the lowest only.
+            ax.set_xticks(range(len(xs)), ["default" if x == schema.UNSET else x for x in xs]
+                          if row_i == lowest else [])
+            ax.set_yticks(range(len(threads)), threads)
+            if col_i == 0:
+                ax.set_ylabel("OMP_NUM_THREADS")
+            if row_i == lowest:
+                ax.set_xlabel("KMP_BLOCKTIME (ms)" if runtime == "llvm"
+                              else "GOMP_SPINCOUNT (spins)")
+            wait = "OMP_WAIT_POLICY " + ("unset" if policy == schema.UNSET else policy)
+            ax.set_title(f"{runtime}, {wait}", fontsize=9)
+            for y, cells_row in enumerate(grid):
+                for x, value in enumerate(cells_row):
+                    if value is None:
+                        ax.text(x, y, "not run", ha="center", va="center", fontsize=7,
+                                color="grey")
+                    else:
+                        bright = (value - vmin) / (vmax - vmin) > 0.6
+                        ax.text(x, y, fmt.number(value), ha="center", va="center",
+                                fontsize=8.5,
+                                color="black" if bright else "white")
+    row = fig_data["row"]
+    # cuda_sync=auto is the default (train_step rows on cpu carry it too): no label.
+    extra = ", ".join(f"{k}={v}" for k, v in zip(FIXED_KNOBS, fixed)
+                      if v not in ("", schema.UNSET) and not (k == "cuda_sync" and v == "auto"))
+    label = results.workload_label(row)
+    fig.suptitle(f"{METRIC_TITLES[metric]}: {label}{' (' + extra + ')' if extra else ''}",
+                 fontsize=10)
+    bar = fig.colorbar(image, ax=[a for a in axes.flat if a.get_visible()], shrink=0.9)
+    bar.set_label(METRIC_SHORT[metric])
+    name = f"heatmap_{metric}_{slug(label)}" + (f"_{slug(extra)}" if extra else "")
+    return save_figure(plt, fig, os.path.join(out_dir, name + ".png"))
+
+
+def save_figure(plt, fig, path):
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def numbered_path(out_dir, stem, start, per_figure):
+    """stem.png for the first figure of a series, stem_2.png, ... after it."""
+    suffix = "" if start == 0 else f"_{start // per_figure + 1}"
+    return os.path.join(out_dir, f"{stem}{suffix}.png")
+
+
+def pareto_front(points):
+    """Points no other point beats on both step time and burn."""
+    front = []
+    for p in sorted(points, key=lambda p: (p[0], p[1])):
+        if not front or p[1] < front[-1][1]:
+            front.append(p)
+    return front
+
+
+def pareto(rows, plt, out_dir):
+    workloads = []
+    for workload, by_env in results.group_points(rows).items():
+        points = []
+        for env_rows in by_env.values():
+            m = results.point_medians(env_rows)
+            if m["step_ms"] is not None and m["residual_cpu_ms"] is not None:
+                points.append((m["step_ms"], m["residual_cpu_ms"], env_rows[0]))
+        if points:
+            workloads.append((results.workload_label(points[0][2]), points))
+    workloads.sort(key=lambda w: w[0])
+    written = []
+    for start in range(0, len(workloads), MAX_PANELS_PER_FIGURE):
+        chunk = workloads[start:start + MAX_PANELS_PER_FIGURE]
+        cols = min(2, len(chunk))
+        nrows = (len(chunk) + cols - 1) // cols
+        fig, axes = plt.subplots(nrows, cols, squeeze=False, figsize=(9.5 * cols, 4.2 * nrows))
+        for ax, (label, points) in zip(axes.flat, chunk):
+            pareto_panel(ax, label, points)
+        for ax in list(axes.flat)[len(chunk):]:
+            ax.set_visible(False)
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=len(labels),
+                   bbox_to_anchor=(0.5, -0.02 / nrows), frameon=False)
+        fig.suptitle("Step time vs CPU burned after the step (median per setting; "
+                     "lower left is better)", fontsize=11)
+        fig.tight_layout(rect=(0, 0.05 / nrows, 1, 1))
+        written.append(save_figure(
+            plt, fig, numbered_path(out_dir, "pareto", start, MAX_PANELS_PER_FIGURE)))
+    return written
+
+
+def pareto_panel(ax, label, points):
+    colors = {"gomp": "tab:blue", "llvm": "tab:orange"}
+    for runtime, color in colors.items():
+        xs = [p[0] for p in points if p[2]["runtime"] == runtime]
+        ys = [p[1] for p in points if p[2]["runtime"] == runtime]
+        ax.scatter(xs, ys, s=30, color=color, label=f"runtime {runtime}", zorder=3)
+    front = pareto_front(points)
+    ax.plot([p[0] for p in front], [p[1] for p in front], color="grey", lw=1, ls="--",
+            zorder=2, label="Pareto front")
+    marked = [(p, "launcher", "*", "red", 220) for p in points if p[2].get("preset") == "launcher"]
+    marked += [(p, "default (gomp, no env)", "s", "black", 90) for p in points
+               if keys.is_default_env(p[2])]
+    for p, name, marker, color, size in marked:
+        ax.scatter([p[0]], [p[1]], marker=marker, s=size, facecolors="none" if marker == "s"
+                   else color, edgecolors=color, linewidths=1.5, zorder=4, label=name)
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    x_span = max(max(xs) - min(xs), 0.05 * max(xs), 1e-9)
+    y_top = max(max(ys), 1.0)
+    if len(points) <= MAX_LABELLED_POINTS:
+        # Numbers beside the markers, names in a key to the right: full names
+        # next to the markers collide as soon as settings tie. Settings that
+        # land on (nearly) the same spot share one label such as "3,4,5".
+        ordered = sorted(points, key=lambda p: (p[0], p[1]))
+        clusters = []
+        for number, (x, y, row) in enumerate(ordered, 1):
+            for c in clusters:
+                if abs(c["x"] - x) < 0.04 * x_span and abs(c["y"] - y) < 0.04 * y_top:
+                    c["numbers"].append(str(number))
+                    break
+            else:
+                clusters.append({"x": x, "y": y, "numbers": [str(number)]})
+        for c in clusters:
+            ax.annotate(",".join(c["numbers"]), (c["x"], c["y"]), fontsize=7.5,
+                        xytext=(7, 4), textcoords="offset points", color="dimgray")
+        key = "\n".join(f"{n:>2} {short_label(row)}: {fmt.number(x)} ms, "
+                        f"{fmt.number(y)} ms"
+                        for n, (x, y, row) in enumerate(ordered, 1))
+        ax.text(1.03, 1.0, "setting: step, burn\n" + key, transform=ax.transAxes, va="top",
+                fontsize=7, family="monospace")
+    ax.set_title(label, fontsize=9)
+    ax.set_xlabel("step time (ms, median)")
+    ax.set_ylabel("residual CPU after the step (ms, median)")
+    ax.grid(alpha=0.3)
+    ax.set_xlim(min(xs) - 0.3 * x_span, max(xs) + 0.6 * x_span)
+    ax.set_ylim(-0.08 * y_top, 1.2 * y_top)
+
+
+def short_label(row):
+    text = keys.env_label(row)
+    text = re.sub(r"KMP_AFFINITY=\S+", "aff", text)
+    for long, short in (("OMP_NUM_THREADS=", "T="), ("KMP_BLOCKTIME=", "bt="),
+                        ("OMP_WAIT_POLICY=", ""), ("GOMP_SPINCOUNT=", "spin="),
+                        ("OMP_PROC_BIND=", "bind="), ("OMP_PLACES=", "places=")):
+        text = text.replace(long, short)
+    return text
+
+
+def lines_by_workload(entries, plt, out_dir, name, x, panels, xlabel, label_of, suptitle, size):
+    """One row of panels per workload, one panel per (metric, y label) of
+    panels: the metric against the key x, one line per setting; pages of
+    MAX_OVERSUB_WORKLOADS rows, saved as <name>.png, <name>_2.png, ... A y
+    label may name {unit}: the entries' unit. size: (width, height of a row)."""
+    by_workload = {}
+    for e in entries:
+        by_workload.setdefault(e["workload"], {}).setdefault(e["setting"], []).append(e)
+    workloads = sorted(by_workload)
+    written = []
+    for start in range(0, len(workloads), MAX_OVERSUB_WORKLOADS):
+        chunk = workloads[start:start + MAX_OVERSUB_WORKLOADS]
+        fig, axes = plt.subplots(len(chunk), len(panels), squeeze=False,
+                                 figsize=(size[0], 0.6 + size[1] * len(chunk)))
+        for row_axes, workload in zip(axes, chunk):
+            settings = by_workload[workload]
+            xs = sorted({e[x] for lines in settings.values() for e in lines})
+            for _, lines in sorted(settings.items()):
+                lines.sort(key=lambda e: e[x])
+                label = label_of(lines)
+                for ax, (metric, _) in zip(row_axes, panels):
+                    pts = [(e[x], e[metric]) for e in lines if e[metric] is not None]
+                    if pts:
+                        ax.plot(*zip(*pts), marker="o", label=label)
+            unit = next(iter(settings.values()))[0].get("unit", "")
+            for ax, (_, ylabel) in zip(row_axes, panels):
+                ax.set_xlabel(xlabel)
+                ax.set_ylabel(ylabel.format(unit=unit), fontsize=8)
+                ax.set_xticks(xs)
+                ax.set_ylim(bottom=0)
+                ax.grid(alpha=0.3)
+                ax.set_title(workload, fontsize=8)
+            row_axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        fig.suptitle(suptitle, fontsize=10)
+        fig.tight_layout()
+        written.append(save_figure(plt, fig, numbered_path(out_dir, name, start, MAX_OVERSUB_WORKLOADS)))
+    return written
+
+
+def oversubscription(rows, plt, out_dir):
+    """Per workload: throughput summed over the copies, and mean step time
+    per copy, against the number of copies; one line per setting. Medians
+    over runs (results.oversubscription)."""
+    return lines_by_workload(
+        results.oversubscription(rows), plt, out_dir, "oversubscription", "processes",
+        (("throughput", "aggregate throughput ({unit}, all copies)"),
+         ("step_ms", "step time per process (ms, mean of copies)")),
+        "processes (copies running at once)", lambda lines: short_label(dict(lines[0]["row"], processes="1")),
+        "Oversubscription: independent copies of one training at once (median over runs)", (13, 3.6))
+
+
+WORLD_PANELS = (("samples_per_s", "world samples/s"), ("step_ms", "step time (ms, slowest rank)"),
+                ("allreduce_ms", "all-reduce (ms, mean of ranks)"), ("cpu_ms", "CPU per step (ms, all ranks)"))
+
+
+def world_size(rows, plt, out_dir):
+    """Per workload: the world's samples/s, step, all-reduce and CPU per step
+    against world size; one line per setting. Medians over runs
+    (results.world_scaling)."""
+    def label_of(lines):
+        threads = "/".join(dict.fromkeys(e["threads"] for e in lines))
+        return short_label(dict(lines[0]["row"], world_size="", processes="1", OMP_NUM_THREADS=threads))
+    return lines_by_workload(
+        results.world_scaling(rows), plt, out_dir, "world_size", "world_size", WORLD_PANELS,
+        "world size (ranks on this host)", label_of,
+        "Data-parallel worlds: gloo all-reduce, ranks on one host (median over runs)", (17, 3.4))
+
+
+def moving_mean(points, window_ms):
+    """Centred mean of the per-sample rates over about window_ms (count
+    weighted: the sampler's period is regular)."""
+    if len(points) < 2:
+        return list(points)
+    ts = [t for t, _ in points]
+    period = sorted(b - a for a, b in zip(ts, ts[1:]))[len(ts) // 2] or 1.0
+    half = max(0, int(round(window_ms / period / 2)))
+    prefix = [0.0]
+    for _, c in points:
+        prefix.append(prefix[-1] + c)
+    out = []
+    for i, t in enumerate(ts):
+        lo, hi = max(0, i - half), min(len(ts), i + half + 1)
+        out.append((t, (prefix[hi] - prefix[lo]) / (hi - lo)))
+    return out
+
+
+def points(tl, name):
+    return list(zip(*tl[name])) if name in tl else []
+
+
+def last_busy(pts):
+    return max((t for t, c in pts if c > IDLE_CORES and t > 0), default=0.0)
+
+
+def timeline_limits(loaded):
+    """Around a step: show the step and the burn after it, not seconds of idle
+    gap: the window ends after the last series that goes idle; a series busy
+    to the end of the gap just runs off the right edge (its legend entry says
+    so). Otherwise the whole recording."""
+    end = max(t for tl in loaded for ts, _ in tl.values() for t in ts)
+    if not any(tl.marks() for tl in loaded):
+        return min(ts[0] for tl in loaded for ts, _ in tl.values() if ts), end
+    start = min(tl.marks().get("step_start", 0.0) for tl in loaded)
+    stops = [last_busy(points(tl, "others")) for tl in loaded if "others" in tl]
+    idle_stops = [t for t in stops if t < 0.95 * end]
+    stop = max(idle_stops) if idle_stops else end
+    span = max(stop - start, 20.0)
+    return start - 0.15 * span, min(end, stop + 0.3 * span)
+
+
+def nice_bin(raw_ms):
+    """The smallest of 1, 2, 5 x 10^k ms that is >= raw_ms."""
+    for k in range(0, 7):
+        for m in (1, 2, 5):
+            if m * 10 ** k >= raw_ms:
+                return float(m * 10 ** k)
+    return 1e7
+
+
+def binned(rows, bin_ms, nbins):
+    """Cores per bin of rows [(t_ms, dt_ms, cpu_ms)]. Each interval (t - dt, t]
+    is spread over the bins it overlaps: a starved monitor can take one 30 ms
+    interval, whose CPU does not all belong to the bin holding its end."""
+    out = [0.0] * nbins
+    for t_ms, dt_ms, cpu_ms in rows:
+        start = max(0.0, t_ms - dt_ms)
+        last = min(nbins - 1, max(0, int(math.ceil(t_ms / bin_ms - 1e-9)) - 1))
+        first = min(last, int(start / bin_ms + 1e-9))
+        for i in range(first, last + 1):
+            if t_ms > start:
+                share = max(0.0, min(t_ms, (i + 1) * bin_ms) - max(start, i * bin_ms)) / (t_ms - start)
+            else:
+                share = 1.0 if i == last else 0.0
+            out[i] += cpu_ms * share / bin_ms
+    return out
+
+
+def interval_rows(tl, name, clock):
+    """[(t_ms, dt_ms, cpu_ms)] of one series; dt from the sample clock (the
+    times of the process series, every sample)."""
+    out, j = [], 0
+    for t, c in points(tl, name):
+        while j + 1 < len(clock) and clock[j + 1] <= t:
+            j += 1
+        dt = clock[j] - clock[j - 1] if j > 0 else (clock[0] if clock else 0.0)
+        out.append((t, dt, c * dt))
+    return out
+
+
+def draw_threads(ax, plt, tl, top, style, bin_ms, xlim):
+    """The per-thread series binned: the top `top` by CPU on their own, the
+    rest summed; the whole process as the outline. Returns (bin_ms, ymax)."""
+    clock = tl["process"][0] if "process" in tl else sorted({t for ts, _ in tl.values() for t in ts})
+    span_ms = clock[-1]
+    period_ms = sorted(b - a for a, b in zip([0.0] + clock, clock))[len(clock) // 2]
+    shown_ms = (xlim[1] - xlim[0]) * 1000 if xlim else span_ms
+    # >= 10 ms by default: schedstat advances at scheduler ticks (4 ms at HZ=250),
+    # so finer bins show tick lumps (1 thread at "4 cores" for 1 ms), not rates.
+    bin_ms = bin_ms if bin_ms > 0 else nice_bin(max(period_ms, shown_ms / 1500, MIN_AUTO_BIN_MS))
+    nbins = max(1, int(math.ceil(span_ms / bin_ms)))
+    x = [i * bin_ms / 1000 for i in range(nbins)]
+    rows = {name: interval_rows(tl, name, clock) for name in tl.threads()}
+    totals = sorted(((sum(r[2] for r in rs), name) for name, rs in rows.items()), reverse=True)
+    chosen = [name for cpu, name in totals[:top] if cpu > 0]
+    rest = [name for cpu, name in totals if name not in chosen and cpu > 0]
+    series, labels = [], []
+    for name in chosen:
+        tid, label = tl.threads()[name]
+        series.append(binned(rows[name], bin_ms, nbins))
+        labels.append(f"{label} ({tid}): {sum(r[2] for r in rows[name]):.0f} ms")
+    if rest:
+        merged = [r for name in rest for r in rows[name]]
+        series.append(binned(merged, bin_ms, nbins))
+        labels.append(f"{len(rest)} others: {sum(r[2] for r in merged):.0f} ms")
+    total = binned(interval_rows(tl, "process", clock), bin_ms, nbins) if "process" in tl else [
+        sum(v) for v in zip(*series)] if series else [0.0] * nbins
+    colors = plt.get_cmap("tab10").colors
+    if style == "stacked" and series:
+        ax.stackplot(x, *series, labels=labels, step="post", colors=colors[: len(series)], alpha=0.85)
+    else:
+        for i, (s, label) in enumerate(zip(series, labels)):
+            ax.step(x, s, where="post", label=label, color=colors[i % len(colors)], linewidth=1)
+        ax.step(x, total, where="post", color="black", linewidth=0.8, label="whole process")
+    lo, hi = xlim if xlim else (0, span_ms / 1000)
+    shown = [i for i, t in enumerate(x) if lo - bin_ms / 1000 <= t <= hi]
+    return bin_ms, period_ms, 1.08 * max([1.0] + [total[i] for i in shown])
+
+
+def draw_classes(ax, tl, scale):
+    """The series by class of a probe's timeline (a whole command)."""
+    if "in_region" in tl:
+        t, c = tl["in_region"]
+        ax.fill_between([v / scale for v in t], c, step="pre", color="0.85", label="a region running (share)")
+    if "class:omp" in tl:
+        t, c = tl["class:omp"]
+        ax.step([v / scale for v in t], c, where="pre", label="OpenMP workers", linewidth=1)
+    if "main" in tl:
+        t, c = tl["main"]
+        ax.step([v / scale for v in t], c, where="pre", label="main thread", linewidth=0.8, alpha=0.7)
+    if "others" in tl and "class:omp" in tl:
+        t, c = tl["others"]
+        omp = dict(zip(*tl["class:omp"]))
+        ax.step([v / scale for v in t], [x - omp.get(v, 0.0) for v, x in zip(t, c)], where="pre",
+                label="other threads", linewidth=0.8, alpha=0.7)
+    if "children" in tl and any(c > 0 for c in tl["children"][1]):
+        t, c = tl["children"]
+        ax.step([v / scale for v in t], c, where="pre", label="worker processes (read every 50 ms)", linewidth=0.8)
+
+
+def draw_step(ax, tl, smooth):
+    """A benchmark's last step: 'others' filled with its moving mean, the
+    main thread dotted, the step shaded between its marks."""
+    marks = tl.marks()
+    start, end = marks.get("step_start"), marks.get("step_end")
+    if start is not None and end is not None:
+        ax.axvspan(start, end, color="gold", alpha=0.35, lw=0, label="step")
+    for name, t in marks.items():
+        ax.axvline(t, color="black", lw=0.7, ls="--" if name == "step_start" else "-")
+    if "others" in tl:
+        ts, cs = tl["others"]
+        ax.fill_between(ts, cs, step="post", color="tab:red", alpha=0.35, lw=0,
+                        label="other threads (OpenMP workers, loaders, ...), per sample")
+        mts, mcs = zip(*smooth["others"])
+        ax.plot(mts, mcs, color="darkred", lw=1.3, label=f"other threads, {SMOOTH_MS:g} ms moving mean")
+        if last_busy(points(tl, "others")) >= 0.95 * ts[-1]:
+            ax.text(0.99, 0.85, "busy to the gap's end", transform=ax.transAxes, ha="right", fontsize=8,
+                    color="tab:red")
+    if "main" in tl:
+        ts, cs = tl["main"]
+        ax.step(ts, cs, where="post", lw=1, color="black", ls=":", label="main thread")
+
+
+def timeline_figure(plt, entries, title, path, threads=0, style="stacked", bin_ms=0, xlim=None, events=()):
+    """The one timeline figure: entries [(label, timeline file)], one panel
+    each, sharing the time axis. What a panel shows follows its series
+    (timeline.py): around a step (marks step_start/step_end; ms since the
+    step ended) the other threads per sample and smoothed, the main thread,
+    the step shaded; a whole command (probe: in_region, class:omp, main,
+    others, children; seconds); with threads > 0, the per-thread series
+    binned, the top `threads` by CPU on their own (the monitor: its process
+    series the outline). xlim: (a, b) in the panel's unit; events: [(t_ms,
+    name)] drawn as vertical lines."""
+    loaded = [(timeline.read(p), label) for label, p in entries]
+    stepwise = all(tl.marks() for tl, _ in loaded)
+    scale = 1.0 if stepwise else 1000.0
+    fig, axes = plt.subplots(len(loaded), 1, sharex=True, squeeze=False,
+                             figsize=(9, 1.2 + 1.5 * len(loaded)) if stepwise else (12, 0.5 + 4.5 * len(loaded)),
+                             dpi=None if stepwise else 110)
+    smooth = [{k: moving_mean(points(tl, k), SMOOTH_MS) for k in ("others", "main") if k in tl}
+              for tl, _ in loaded]
+    # Scale to the smoothed curves; raw aliasing spikes may run off the top.
+    top = max([c for sm in smooth for pts in sm.values() for _, c in pts] + [0.8]) * 1.25
+    raw_top = max([c for tl, _ in loaded for k, (_, cs) in tl.items() if k not in ("in_region",) for c in cs]
+                  + [0.0])
+    notes = []
+    for ax, (tl, label), sm in zip(axes[:, 0], loaded, smooth):
+        if threads > 0 and tl.threads():
+            used_bin, period, ymax = draw_threads(ax, plt, tl, threads, style, bin_ms, xlim)
+            ax.set_ylim(0, ymax)
+            notes.append(f"bins of {used_bin:g} ms; sample period {period:g} ms; legend: name (tid): total CPU")
+        elif stepwise:
+            draw_step(ax, tl, sm)
+            ax.set_ylim(0, top)
+        else:
+            draw_classes(ax, tl, scale)
+        styles = {}
+        for t_ms, event in events:
+            if event not in styles:
+                styles[event] = (["crimson", "navy", "darkorange", "green", "purple", "gray"][len(styles) % 6],
+                                 ["--", ":", "-.", (0, (5, 1))][len(styles) % 4])
+                ax.axvline(t_ms / scale, color=styles[event][0], linestyle=styles[event][1], linewidth=1.2,
+                           label=f"mark: {event}")
+            else:
+                ax.axvline(t_ms / scale, color=styles[event][0], linestyle=styles[event][1], linewidth=1.2)
+        ax.set_ylabel("cores" if stepwise else "CPU (cores; 1.0 = one core fully busy)")
+        ax.set_title(label, fontsize=8.5, loc="left")
+        ax.grid(alpha=0.3)
+    if stepwise:
+        axes[-1, 0].set_xlim(*timeline_limits([tl for tl, _ in loaded]))
+        clipped = f"; per-sample spikes up to {raw_top:.3g} cores clipped" if raw_top > top else ""
+        axes[-1, 0].set_xlabel(f"time since the step ended (ms); samples at the sampler's resolution{clipped}")
+        height = fig.get_figheight()  # keep ~0.5 inch on top for the title and legend
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / height))
+        fig.suptitle(title, fontsize=10, y=1 - 0.05 / height, va="top")
+        fig.legend(handles, labels, loc="upper center", ncol=2, fontsize=8, frameon=False,
+                   bbox_to_anchor=(0.5, 1 - 0.22 / height))
+    else:
+        lo, hi = timeline_limits([tl for tl, _ in loaded])
+        axes[-1, 0].set_xlim(*(xlim if xlim else (min(0.0, lo) / scale, hi / scale)))
+        origin = loaded[0][0].meta.get("origin", "")
+        axes[-1, 0].set_xlabel({"monitor_start": "time since monitor start (s)"}.get(
+            origin, "time since the program started (s)"))
+        fig.suptitle(title + (f"\n({notes[0]})" if notes else ""), fontsize=9)
+        for ax in axes[:, 0]:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+        fig.tight_layout()
+    return save_figure(plt, fig, path)
+
+
+def timelines(rows, csv_dir, plt, out_dir, max_lines):
+    written = []
+    for workload, by_env in results.group_points(rows).items():
+        entries = []
+        for env_rows in by_env.values():
+            with_file = sorted((r for r in env_rows if r.get("timeline_file")),
+                               key=lambda r: (int(r["repetition"]), int(r["proc_index"] or 0)))
+            if with_file:
+                path = os.path.join(csv_dir, with_file[0]["timeline_file"])
+                if os.path.exists(path):
+                    entries.append((keys.env_label(with_file[0]), path))
+        if not entries:
+            continue
+        label = results.workload_label(next(iter(by_env.values()))[0])
+        entries.sort()
+        path = os.path.join(out_dir, f"timeline_{slug(label)}.png")
+        written.append(timeline_figure(plt, entries[:max_lines],
+                                       f"Burn around one step: {label}", path))
+    return written
+
+
+def tune_settings(rows, plt, out_dir):
+    """Runs of a command under the probe (bench = command): one panel per
+    command, a median marker per setting (the tune point, or the runtime and
+    environment of a `run` row) over the dots of its ok runs."""
+    commands = {}
+    for row in rows:
+        if row.get("status") == "ok" and row.get("bench") == "command" and row.get("phase", "") != "confirm":
+            setting = row.get("study") or keys.env_label(row)
+            commands.setdefault(row.get("command", ""), {}).setdefault(setting, []).append(row)
+    if not commands:
+        return []
+    fig, axes = plt.subplots(len(commands), 1, squeeze=False, figsize=(10, 4.5 * len(commands)))
+    for ax, (command, settings) in zip(axes.flat, sorted(commands.items())):
+        all_rows = [r for rs in settings.values() for r in rs]
+        key = "metric" if all(schema.to_float(r.get("metric")) is not None for r in all_rows) else "wall_ms"
+        for number, (setting, rs) in enumerate(sorted(settings.items()), 1):
+            xs = [schema.to_float(r.get(key)) for r in rs]
+            ys = [schema.to_float(r.get("cpu_ms")) for r in rs]
+            dots = ax.scatter(xs, ys, s=12, alpha=0.45)
+            mx, my = stats.median(xs), stats.median(ys)
+            ax.scatter([mx], [my], s=70, marker="D", color=dots.get_facecolor()[0], edgecolors="black",
+                       label=f"{setting}: {fmt.number(mx)}, {fmt.number(my)} ms ({len(rs)} runs)", zorder=3)
+        ax.set_xlabel("your figure (--metric)" if key == "metric" else "wall time of a run (ms)")
+        ax.set_ylabel("CPU of a run (ms)")
+        ax.set_title(command[:110], fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    fig.suptitle("Time vs CPU per setting (diamonds: medians; dots: runs)", fontsize=10)
+    fig.tight_layout()
+    return [save_figure(plt, fig, os.path.join(out_dir, "tune.png"))]
+
+
+def make_all(rows, csv_dir, out_dir, max_timelines=12):
+    """Every plot of a results file's rows; returns the paths written."""
+    plt = pyplot()
+    os.makedirs(out_dir, exist_ok=True)
+    try:
+        worlds = results.world_rows(rows)
+        return (heatmaps(worlds, plt, out_dir) + pareto(worlds, plt, out_dir) + oversubscription(rows, plt, out_dir)
+                + world_size(rows, plt, out_dir) + timelines(rows, csv_dir, plt, out_dir, max_timelines))
+    except (OSError, KeyError, ValueError) as e:
+        raise ThreadburnError(f"plot: {e}") from None
+
+
