@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/procfs.h"
 #include "core/stats.h"
+#include "core/timeline.h"
 #include "metrics.h"
 
 namespace threadburn::bench {
@@ -171,16 +172,17 @@ void StepLoop::write_files() {
     const int64_t pre_ns = std::clamp<int64_t>(last.gap_end_ns - last.step_end_ns, 5 * kNsPerMsInt, 100 * kNsPerMsInt);
     const int64_t from = last.step_begin_ns - pre_ns, to = last.gap_end_ns + kNsPerMsInt;
     const std::string file = file_stem(name_) + ".timeline.csv";
-    std::ofstream out(o_.timeline_dir + "/" + file);
     state_.SetLabel(kTimelineLabelPrefix + file);
-    out << "t_ms,series,cores\n";
-    out << ns_to_ms(last.step_begin_ns - last.step_end_ns) << ",step_start,0\n0,step_end,0\n";
+    TimelineWriter tl("step_end");
+    tl.mark(ns_to_ms(last.step_begin_ns - last.step_end_ns), kSeriesStepStart);
+    tl.mark(0, kSeriesStepEnd);
     for (const BurnPoint& p : burn_rates(sampler_->window(from, to), last.step_end_ns)) {
-      out << p.t_ms << ",others," << p.others_cores << "\n" << p.t_ms << ",main," << p.main_cores << "\n";
+      tl.add(p.t_ms, kSeriesOthers, p.others_cores);
+      tl.add(p.t_ms, kSeriesMain, p.main_cores);
       for (int k = 0; k < kThreadClasses; ++k) {
         const auto cls = static_cast<ThreadClass>(k);
         if (cls == ThreadClass::kMain || cls == ThreadClass::kSampler || p.cores[k] == 0) continue;
-        out << p.t_ms << ",class:" << thread_class_name(cls) << "," << p.cores[k] << "\n";
+        tl.add(p.t_ms, class_series(thread_class_name(cls)), p.cores[k]);
       }
     }
     const auto snaps = sampler_->thread_window(from, to);
@@ -192,10 +194,11 @@ void StepLoop::write_files() {
       for (const auto& t : snaps[i].threads) {
         if (!t.alive || t.cls == ThreadClass::kSampler) continue;
         const int64_t d = t.cpu_ns - (before.count(t.tid) ? before[t.tid] : 0);
-        out << ns_to_ms(snaps[i].t_ns - last.step_end_ns) << ",thread:" << t.tid << ":"
-            << thread_class_name(t.cls) << "," << static_cast<double>(d) / dt << "\n";
+        tl.add(ns_to_ms(snaps[i].t_ns - last.step_end_ns), thread_series(t.tid, thread_class_name(t.cls)),
+               static_cast<double>(d) / dt);
       }
     }
+    tl.save(o_.timeline_dir + "/" + file);  // the sweep notes a missing file
   }
   if (!o_.threads_csv.empty()) {
     // Per thread: mean CPU per step in the step and in the gap, from the

@@ -1,23 +1,16 @@
-"""The figures of the suite (matplotlib, Debian's python3-matplotlib for
-/usr/bin/python3): heatmaps, Pareto fronts, timelines, oversubscription and
-world-size lines, a tune's time against CPU. A library: `threadburn plot`,
-`sweep`, `run` and `monitor-plot` draw through it; what each figure shows is
-in plot.py's help."""
-import argparse
-import csv
+"""The figures of threadburn (library): every plot of a results file
+(make_all: heatmaps, Pareto, oversubscription, world sizes, timelines), the
+runs of a command per setting (tune_settings), and the one timeline figure
+(timeline_figure) that `threadburn plot`, `run` and `monitor-plot` draw.
+Needs matplotlib (Debian's python3-matplotlib, for /usr/bin/python3).
+"""
 import os
 import re
 
 from . import keys, fmt, results, schema, stats
+from .drawing import pyplot, save_figure, timeline_figure  # noqa: F401 (pyplot, timeline_figure: for the commands)
 from .errors import ThreadburnError
 
-# Cores below this count as idle when choosing how much of a timeline to show
-# (the 5 %-of-a-core threshold behind tail_ms: src/core/burn.h).
-IDLE_CORES = 0.05
-# Timelines also get a moving mean over this window: the CPU time of a thread
-# running on another CPU may only advance at scheduler ticks (4 ms at HZ=250),
-# so single sub-tick samples alias into spikes of several "cores".
-SMOOTH_MS = 4.0
 MAX_PANELS_PER_FIGURE = 9
 MAX_LABELLED_POINTS = 30
 METRIC_TITLES = {"step_ms": "Median step time",
@@ -26,18 +19,6 @@ METRIC_SHORT = {"step_ms": "step time (ms)", "residual_cpu_ms": "residual CPU (m
 # Setting knobs a heatmap does not lay out as cells: each value gets its own figure.
 FIXED_KNOBS = ("OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY", "cuda_sync", "preset")
 MAX_OVERSUB_WORKLOADS = 4
-
-
-def pyplot():
-    """matplotlib's pyplot on the Agg backend; ThreadburnError without it."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ThreadburnError("matplotlib is missing for this interpreter; threadburn runs Debian's "
-                              "/usr/bin/python3 (apt install python3-matplotlib)") from None
-    return plt
 
 
 def slug(text):
@@ -145,12 +126,6 @@ def heatmap_figure(plt, fig_data, metric, fixed, out_dir):
     bar.set_label(METRIC_SHORT[metric])
     name = f"heatmap_{metric}_{slug(label)}" + (f"_{slug(extra)}" if extra else "")
     return save_figure(plt, fig, os.path.join(out_dir, name + ".png"))
-
-
-def save_figure(plt, fig, path):
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
 
 
 def numbered_path(out_dir, stem, start, per_figure):
@@ -325,103 +300,6 @@ def world_size(rows, plt, out_dir):
         "Data-parallel worlds: gloo all-reduce, ranks on one host (median over runs)", (17, 3.4))
 
 
-def read_timeline(path):
-    series, markers = {}, {}
-    with open(path, newline="") as f:
-        for rec in csv.DictReader(f):
-            t, cores = float(rec["t_ms"]), float(rec["cores"])
-            if rec["series"] in ("step_start", "step_end"):
-                markers.setdefault(rec["series"], t)
-            else:
-                series.setdefault(rec["series"], []).append((t, cores))
-    for points in series.values():
-        points.sort()
-    return series, markers
-
-
-def moving_mean(points, window_ms):
-    """Centred mean of the per-sample rates over about window_ms (count
-    weighted: the sampler's period is regular)."""
-    if len(points) < 2:
-        return list(points)
-    ts = [t for t, _ in points]
-    period = sorted(b - a for a, b in zip(ts, ts[1:]))[len(ts) // 2] or 1.0
-    half = max(0, int(round(window_ms / period / 2)))
-    prefix = [0.0]
-    for _, c in points:
-        prefix.append(prefix[-1] + c)
-    out = []
-    for i, t in enumerate(ts):
-        lo, hi = max(0, i - half), min(len(ts), i + half + 1)
-        out.append((t, (prefix[hi] - prefix[lo]) / (hi - lo)))
-    return out
-
-
-def last_busy(points):
-    return max((t for t, c in points if c > IDLE_CORES and t > 0), default=0.0)
-
-
-def timeline_limits(loaded):
-    """Show the step and the burn after it, not seconds of idle gap: the
-    window ends after the last series that goes idle; a series busy to the
-    end of the gap just runs off the right edge (its legend entry says so)."""
-    start = min(m.get("step_start", 0.0) for _, m, _ in loaded)
-    end = max(t for s, _, _ in loaded for pts in s.values() for t, _ in pts)
-    stops = [last_busy(s["others"]) for s, _, _ in loaded if "others" in s]
-    idle_stops = [t for t in stops if t < 0.95 * end]
-    stop = max(idle_stops) if idle_stops else end
-    span = max(stop - start, 20.0)
-    return start - 0.15 * span, min(end, stop + 0.3 * span)
-
-
-def timeline_figure(plt, entries, title, path):
-    """entries: [(label, timeline file)], one panel each, sharing the time
-    axis: 'others' (every thread but the measuring one and the sampler)
-    filled, the main thread dotted, the step shaded between its markers."""
-    loaded = [read_timeline(p) + (label,) for label, p in entries]
-    fig, axes = plt.subplots(len(loaded), 1, sharex=True, squeeze=False,
-                             figsize=(9, 1.2 + 1.5 * len(loaded)))
-    smooth = [{k: moving_mean(v, SMOOTH_MS) for k, v in s.items() if k in ("others", "main")}
-              for s, _, _ in loaded]
-    # Scale to the smoothed curves; raw aliasing spikes may run off the top.
-    top = max([c for sm in smooth for pts in sm.values() for _, c in pts] + [0.8]) * 1.25
-    raw_top = max([c for s, _, _ in loaded for pts in s.values() for _, c in pts] + [0.0])
-    for ax, (series, markers, label), sm in zip(axes[:, 0], loaded, smooth):
-        start, end = markers.get("step_start"), markers.get("step_end")
-        if start is not None and end is not None:
-            ax.axvspan(start, end, color="gold", alpha=0.35, lw=0, label="step")
-        for name, t in markers.items():
-            ax.axvline(t, color="black", lw=0.7, ls="--" if name == "step_start" else "-")
-        if "others" in series:
-            ts, cs = zip(*series["others"])
-            ax.fill_between(ts, cs, step="post", color="tab:red", alpha=0.35, lw=0,
-                            label="other threads (OpenMP workers, loaders, ...), per sample")
-            mts, mcs = zip(*sm["others"])
-            ax.plot(mts, mcs, color="darkred", lw=1.3,
-                    label=f"other threads, {SMOOTH_MS:g} ms moving mean")
-            if last_busy(series["others"]) >= 0.95 * ts[-1]:
-                ax.text(0.99, 0.85, "busy to the gap's end", transform=ax.transAxes,
-                        ha="right", fontsize=8, color="tab:red")
-        if "main" in series:
-            ts, cs = zip(*series["main"])
-            ax.step(ts, cs, where="post", lw=1, color="black", ls=":", label="main thread")
-        ax.set_ylim(0, top)
-        ax.set_ylabel("cores")
-        ax.set_title(label, fontsize=8.5, loc="left")
-        ax.grid(alpha=0.3)
-    axes[-1, 0].set_xlim(*timeline_limits(loaded))
-    clipped = f"; per-sample spikes up to {raw_top:.3g} cores clipped" if raw_top > top else ""
-    axes[-1, 0].set_xlabel(f"time since the step ended (ms); samples at the sampler's "
-                           f"resolution{clipped}")
-    height = fig.get_figheight()  # keep ~0.5 inch on top for the title and legend
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / height))
-    fig.suptitle(title, fontsize=10, y=1 - 0.05 / height, va="top")
-    fig.legend(handles, labels, loc="upper center", ncol=2, fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, 1 - 0.22 / height))
-    return save_figure(plt, fig, path)
-
-
 def timelines(rows, csv_dir, plt, out_dir, max_lines):
     written = []
     for workload, by_env in results.group_points(rows).items():
@@ -485,3 +363,5 @@ def make_all(rows, csv_dir, out_dir, max_timelines=12):
                 + world_size(rows, plt, out_dir) + timelines(rows, csv_dir, plt, out_dir, max_timelines))
     except (OSError, KeyError, ValueError) as e:
         raise ThreadburnError(f"plot: {e}") from None
+
+

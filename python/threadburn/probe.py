@@ -2,7 +2,7 @@
 is started under it, and what it wrote.
 
 The probe is a shared library put in front with LD_PRELOAD; it writes
-probe-<pid>.json (+ .timeline.csv, .gaps.csv, .threads.csv) into
+probe-<pid>.json (+ .timeline.csv, .gaps.csv) into
 THREADBURN_PROBE_DIR for every process of the command that loaded it (a
 forked child that does not exec is measured by its parent, as its
 cpu_children_ms; a child that execs writes its own files). For

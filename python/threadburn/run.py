@@ -13,14 +13,11 @@ process, run.csv (one tidy row, the schema of results/README.md) and
 timeline.png.
 """
 import argparse
-import json
 import os
-import re
 import shutil
 import sys
-from datetime import datetime
 
-from . import fmt, probe, schema
+from . import figures, fmt, probe, schema
 from .procs import describe_exit
 from .resultsfile import ResultsFile
 from .usercmd import add_run_options, command_of, default_out, parse_env, probe_extra, row_for
@@ -95,30 +92,9 @@ def describe_report(report, cmd):
 
 
 def plot_timeline(report, path):
-    from .figures import pyplot
-    import csv
-    plt = pyplot()
-    with open(report.file(".timeline.csv")) as f:
-        rows = list(csv.DictReader(f))
-    t = [float(r["t_ms"]) / 1000 for r in rows]
-    fig, ax = plt.subplots(figsize=(12, 4.5), dpi=110)
-    ax.fill_between(t, [float(r["in_region"]) for r in rows], step="pre", color="0.85", label="a region running (share)")
-    ax.step(t, [float(r["omp_cores"]) for r in rows], where="pre", label="OpenMP workers", linewidth=1)
-    ax.step(t, [float(r["main_cores"]) for r in rows], where="pre", label="main thread", linewidth=0.8, alpha=0.7)
-    ax.step(t, [float(r["other_cores"]) for r in rows], where="pre", label="other threads", linewidth=0.8, alpha=0.7)
-    if rows and "children_cores" in rows[0] and any(float(r["children_cores"]) > 0 for r in rows):
-        ax.step(t, [float(r["children_cores"]) for r in rows], where="pre", label="worker processes (read every 50 ms)",
-                linewidth=0.8)
-    ax.set_xlabel("time since the program started (s)")
-    ax.set_ylabel("CPU (cores)")
-    ax.set_title(f"{report.summary.get('command', '')[:100]}\n(sampled every 1 ms while a burn is followed, within the "
-                 "probe's CPU budget; 10 ms otherwise)",
-                 fontsize=9)
-    ax.legend(loc="upper right", fontsize=8)
-    ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    figures.timeline_figure(figures.pyplot(), [("", report.file(".timeline.csv"))],
+                            f"{report.summary.get('command', '')[:100]}\n(sampled every 1 ms while a burn is "
+                            "followed, within the probe's CPU budget; 10 ms otherwise)", path)
 
 
 def main(args):
@@ -161,7 +137,7 @@ def main(args):
             written.append(os.path.join(out, "timeline.png"))
         except ThreadburnError as e:
             print(f"run: no plot: {e}")
-    print(f"  files: {out}/ (probe-<pid>.json, .timeline.csv, .gaps.csv, .threads.csv per process; "
+    print(f"  files: {out}/ (probe-<pid>.json, .timeline.csv, .gaps.csv per process; "
           + ", ".join(os.path.basename(w) for w in written) + ")")
     if code != 0:
         print(f"run: the command ended with {describe_exit(code)}", file=sys.stderr)

@@ -101,10 +101,6 @@ def grid_path(name):
     return os.path.join(paths.configs_dir(), name + ".toml")
 
 
-def utc_now():
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def host_tag():
     return re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname()) or "host"
 

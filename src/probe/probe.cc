@@ -15,9 +15,9 @@
 //    KeyboardInterrupt and exiting normally), into THREADBURN_PROBE_DIR:
 //      probe-<pid>.json           the summary (report.h's counters, regions,
 //                                 per-thread CPU, the settings in force)
-//      probe-<pid>.timeline.csv   cores by class of thread over time
+//      probe-<pid>.timeline.csv   cores by class of thread and per thread over
+//                                 time, regions running (src/core/timeline.h)
 //      probe-<pid>.gaps.csv       each gap between regions: length, burn, tail
-//      probe-<pid>.threads.csv    per-thread CPU over time (10 ms steps)
 // It also writes probe-<pid>.started at once: a parent probe leaves a child
 // that has it (a child that exec'd a program, which loads the probe anew and
 // writes its own files) to itself. A forked child that does not exec runs no
@@ -48,6 +48,7 @@
 #include "core/rules.h"
 #include "core/schema.h"
 #include "core/stats.h"
+#include "core/timeline.h"
 #include "omptap/omptap.h"
 #include "probe/report.h"
 #include "runtime/runtime.h"
@@ -355,10 +356,11 @@ void write_summary(const std::vector<BurnSample>& samples, const std::vector<Thr
   write_file(stem() + ".json", j.str() + "\n");
 }
 
-void write_timeline(const std::vector<BurnSample>& samples) {
-  // children_cores: the worker processes (forked children), read every 50 ms,
-  // so their CPU lands in the interval of the read that saw it.
-  std::string out = "t_ms,in_region,others_cores,main_cores,omp_cores,other_cores,children_cores\n";
+// The one timeline (src/core/timeline.h) of the process: by class over time,
+// the share of each interval a region ran, the worker processes, and each
+// thread (only its intervals with CPU).
+void write_timeline(const std::vector<BurnSample>& samples, const std::vector<ThreadSnapshot>& snaps) {
+  TimelineWriter tl("program_start");
   const int omp = index_of(ThreadClass::kOmp);
   for (size_t i = 1; i < samples.size(); ++i) {
     const BurnSample& a = samples[i - 1];
@@ -366,14 +368,28 @@ void write_timeline(const std::vector<BurnSample>& samples) {
     const double dt = static_cast<double>(b.t_ns - a.t_ns);
     if (dt <= 0) continue;
     const auto rate = [&](int c) { return static_cast<double>(b.cpu_ns[c] - a.cpu_ns[c]) / dt; };
-    const double others = static_cast<double>(b.others_cpu_ns() - a.others_cpu_ns()) / dt;
-    char line[200];
-    std::snprintf(line, sizeof line, "%.3f,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f\n", ns_to_ms(b.t_ns - g_state->start_ns),
-                  static_cast<double>(b.mark_ns - a.mark_ns) / dt, others, rate(index_of(ThreadClass::kMain)),
-                  rate(omp), others - rate(omp), static_cast<double>(b.extra_ns - a.extra_ns) / dt);
-    out += line;
+    const double t = ns_to_ms(b.t_ns - g_state->start_ns);
+    tl.add(t, kSeriesInRegion, static_cast<double>(b.mark_ns - a.mark_ns) / dt);
+    tl.add(t, kSeriesOthers, static_cast<double>(b.others_cpu_ns() - a.others_cpu_ns()) / dt);
+    tl.add(t, kSeriesMain, rate(index_of(ThreadClass::kMain)));
+    tl.add(t, class_series(thread_class_name(ThreadClass::kOmp)), rate(omp));
+    // children: the worker processes (forked children), read every 50 ms,
+    // so their CPU lands in the interval of the read that saw it.
+    tl.add(t, kSeriesChildren, static_cast<double>(b.extra_ns - a.extra_ns) / dt);
   }
-  write_file(stem() + ".timeline.csv", out);
+  for (size_t i = 1; i < snaps.size(); ++i) {
+    const double dt = static_cast<double>(snaps[i].t_ns - snaps[i - 1].t_ns);
+    if (dt <= 0) continue;
+    std::map<pid_t, int64_t> before;
+    for (const auto& t : snaps[i - 1].threads) before[t.tid] = t.cpu_ns;
+    for (const auto& t : snaps[i].threads) {
+      const int64_t d = t.cpu_ns - (before.count(t.tid) ? before[t.tid] : 0);
+      if (d <= 0) continue;
+      tl.add(ns_to_ms(snaps[i].t_ns - g_state->start_ns), thread_series(t.tid, thread_class_name(t.cls)),
+             static_cast<double>(d) / dt);
+    }
+  }
+  write_file(stem() + ".timeline.csv", tl.text());
 }
 
 void write_gaps(const std::vector<Gap>& gaps, const std::vector<GapBurn>& burns) {
@@ -387,25 +403,6 @@ void write_gaps(const std::vector<Gap>& gaps, const std::vector<GapBurn>& burns)
     out += line;
   }
   write_file(stem() + ".gaps.csv", out);
-}
-
-void write_thread_timeline(const std::vector<ThreadSnapshot>& snaps) {
-  std::string out = "t_ms,tid,class,cores\n";
-  for (size_t i = 1; i < snaps.size(); ++i) {
-    const double dt = static_cast<double>(snaps[i].t_ns - snaps[i - 1].t_ns);
-    if (dt <= 0) continue;
-    std::map<pid_t, int64_t> before;
-    for (const auto& t : snaps[i - 1].threads) before[t.tid] = t.cpu_ns;
-    for (const auto& t : snaps[i].threads) {
-      const int64_t d = t.cpu_ns - (before.count(t.tid) ? before[t.tid] : 0);
-      if (d <= 0) continue;
-      char line[120];
-      std::snprintf(line, sizeof line, "%.3f,%d,%s,%.4f\n", ns_to_ms(snaps[i].t_ns - g_state->start_ns),
-                    static_cast<int>(t.tid), thread_class_name(t.cls), static_cast<double>(d) / dt);
-      out += line;
-    }
-  }
-  write_file(stem() + ".threads.csv", out);
 }
 
 void report() {
@@ -436,9 +433,8 @@ void report() {
   std::vector<GapBurn> burns;
   for (const Gap& gap : gaps) burns.push_back(gap_burn(samples, gap));
   write_summary(samples, threads, burns, stats, end_ns, threads_max, children_ns, s->children->count());
-  write_timeline(samples);
+  write_timeline(samples, snaps);
   write_gaps(gaps, burns);
-  write_thread_timeline(snaps);
 }
 
 void on_signal(int sig) {

@@ -250,8 +250,16 @@ def run_example(a, tmp, extra_args, script_args):
     probes = [f for f in files if re.fullmatch(r"probe-\d+\.json", f)]
     check(len(probes) == 1, f"expected one probed process, files: {files}")
     stem = probes[0].removesuffix(".json")
-    for suffix in (".timeline.csv", ".gaps.csv", ".threads.csv"):
+    for suffix in (".timeline.csv", ".gaps.csv"):
         check(stem + suffix in files, f"no {stem + suffix}")
+    # The one timeline format (src/core/timeline.h): the probe's series, per-thread ones included.
+    with open(os.path.join(out, stem + ".timeline.csv")) as f:
+        lines = f.read().splitlines()
+    check(lines[:2] == ["# threadburn timeline 1; origin=program_start", "t_ms,series,cores"],
+          f"timeline header: {lines[:2]}")
+    series = {ln.split(",")[1] for ln in lines[2:]}
+    check({"in_region", "others", "main", "class:omp", "children"} <= series, f"timeline series: {sorted(series)[:8]}")
+    check(any(s.startswith("thread:") and s.endswith(":omp") for s in series), "no per-thread OpenMP series")
     check("run.csv" in files and "timeline.png" in files, f"no run.csv or timeline.png: {files}")
     with open(os.path.join(out, "timeline.png"), "rb") as f:
         check(f.read(8) == b"\x89PNG\r\n\x1a\n", "timeline.png is not a PNG")

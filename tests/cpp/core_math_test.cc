@@ -9,9 +9,42 @@
 #include "core/procfs.h"
 #include "core/stats.h"
 #include "core/thread_clocks.h"
+#include "core/timeline.h"
 
 namespace threadburn {
 namespace {
+
+// The one timeline format (src/core/timeline.h), as python/threadburn/timeline.py reads it.
+TEST(Timeline, HeaderRowsAndMarks) {
+  TimelineWriter tl("step_end", {{"pid", "42"}});
+  tl.mark(-12.5, kSeriesStepStart);
+  tl.add(0.25, kSeriesOthers, 1.98766);
+  tl.add(1, thread_series(7, "omp"), 0.5);
+  tl.add(1, class_series("loader"), 0.125);
+  EXPECT_EQ(tl.text(),
+            "# threadburn timeline 1; origin=step_end; pid=42\n"
+            "t_ms,series,cores\n"
+            "-12.500,step_start,0.0000\n"
+            "0.250,others,1.9877\n"
+            "1.000,thread:7:omp,0.5000\n"
+            "1.000,class:loader,0.1250\n");
+}
+
+TEST(Timeline, QuotedSeriesRoundTrip) {
+  const std::string row = timeline_row(3, thread_series(9, "say \"a,b\""), 0.75);
+  EXPECT_EQ(row, "3.000,\"thread:9:say \"\"a,b\"\"\",0.7500\n");
+  double t = 0, cores = 0;
+  std::string series;
+  ASSERT_TRUE(parse_timeline_row(row, &t, &series, &cores));
+  EXPECT_EQ(t, 3);
+  EXPECT_EQ(series, "thread:9:say \"a,b\"");
+  EXPECT_EQ(cores, 0.75);
+  EXPECT_FALSE(parse_timeline_row("# threadburn timeline 1; origin=x", &t, &series, &cores));
+  EXPECT_FALSE(parse_timeline_row("t_ms,series,cores", &t, &series, &cores));
+  EXPECT_FALSE(parse_timeline_row("1,others", &t, &series, &cores));
+  EXPECT_FALSE(parse_timeline_row("1,\"open,2", &t, &series, &cores));
+  EXPECT_TRUE(parse_timeline_row("1,others,2\r\n", &t, &series, &cores));
+}
 
 // A sample at t_us with CPU so far (us) of others (class omp), main and sampler.
 BurnSample sample(int64_t t_us, int64_t omp_us, int64_t main_us = 0, int64_t sampler_us = 0, int64_t loader_us = 0) {

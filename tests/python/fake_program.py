@@ -488,7 +488,8 @@ class Barrier:
 
 def write_timeline(directory, file, values, gap):
     step, spin, others = values["step_ms"], values["tail_ms"], values["cores_busy"] - 1
-    lines = ["t_ms,series,cores", f"{-step:g},step_start,0", "0,step_end,0"]
+    lines = ["# threadburn timeline 1; origin=step_end", "t_ms,series,cores", f"{-step:g},step_start,0",
+             "0,step_end,0"]
     for t in range(-int(step) - 5, gap + 1):
         during = -step <= t < 0
         lines.append(f"{t},others,{others if during or 0 <= t < spin else 0}")

@@ -15,7 +15,7 @@ test reads get values; the numbers below are the ones the tests check by hand.
   plot_results.csv      plot and findings (test_plot.py, test_findings.py)
 compare_schema2.csv is a file of the previous schema (version 2), kept as it
 was written, for the refusal to compare across versions; plot_timelines/*.csv
-are timeline files in the programs' format (t_ms,series,cores).
+are timeline files in the one timeline format (src/core/timeline.h).
 """
 import csv
 import hashlib

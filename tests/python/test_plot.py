@@ -1,4 +1,5 @@
-"""`threadburn plot` (python/threadburn/plot.py) on fixtures/plot_results.csv
+"""`threadburn plot` (python/threadburn/plot.py, figures.py) and the one
+timeline reader (timeline.py), on fixtures/plot_results.csv
 (12 optimizer_step settings x 2 repetitions, 3 of them with timeline files; no
 processes > 1, so no oversubscription.png) and oversub_results.csv
 (processes 1, 2, 4): which PNGs, and one-line errors."""
@@ -8,7 +9,8 @@ import shutil
 import unittest
 
 import helpers
-from threadburn import figures as plot  # the figures behind `threadburn plot`
+from threadburn import drawing, figures, timeline
+from threadburn.errors import ThreadburnError
 
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 RESULTS = os.path.join(helpers.FIXTURES, "plot_results.csv")
@@ -22,23 +24,57 @@ TRAIN = "train_step_mnist_adadelta_preload_0_batch_64_workers_0_loader_torch_mkl
 class PureParts(unittest.TestCase):
     def test_pareto_front(self):
         points = [(10, 200, "a"), (10, 7, "b"), (12, 0, "c"), (18, 0, "d"), (11, 50, "e")]
-        self.assertEqual([p[2] for p in plot.pareto_front(points)], ["b", "c"])
+        self.assertEqual([p[2] for p in figures.pareto_front(points)], ["b", "c"])
 
     def test_sort_key_orders_unset_numbers_words(self):
-        self.assertEqual(sorted(["infinite", "200", "unset", "50", "0"], key=plot.sort_key),
+        self.assertEqual(sorted(["infinite", "200", "unset", "50", "0"], key=figures.sort_key),
                          ["unset", "0", "50", "200", "infinite"])
 
     def test_slug(self):
-        self.assertEqual(plot.slug("optimizer_step/sgd/params:4000000/gap_ms:300/manual_time"), OPT)
+        self.assertEqual(figures.slug("optimizer_step/sgd/params:4000000/gap_ms:300/manual_time"), OPT)
 
     def test_timeline_reading_and_window(self):
-        series, markers = plot.read_timeline(TIMELINE)
-        self.assertEqual(markers, {"step_start": -10.0, "step_end": 0.0})
-        self.assertEqual(sorted(series), ["main", "others"])
-        self.assertEqual(plot.last_busy(series["others"]), 199.0)  # busy 0..200 ms, 1 ms samples
-        low, high = plot.timeline_limits([(series, markers, "x")])
+        tl = timeline.read(TIMELINE)
+        self.assertEqual(tl.meta, {"version": "1", "origin": "step_end"})
+        self.assertEqual(tl.marks(), {"step_start": -10.0, "step_end": 0.0})
+        self.assertEqual(sorted(tl), ["main", "others", "step_end", "step_start"])
+        self.assertEqual(drawing.last_busy(drawing.points(tl, "others")), 199.0)  # busy 0..200 ms, 1 ms samples
+        low, high = drawing.timeline_limits([tl])
         self.assertAlmostEqual(low, -10 - 0.15 * 209, places=9)
         self.assertAlmostEqual(high, 199 + 0.3 * 209, places=9)
+
+
+class TimelineFormat(helpers.TempDir, unittest.TestCase):
+    def test_series_threads_quotes_and_meta(self):
+        path = helpers.write_file(self.path("t.csv"), "# threadburn timeline 1; origin=monitor_start; "
+                                  "t0_unix_ms=1000\nt_ms,series,cores\n2,process,1.5\n1,process,0.5\n"
+                                  '2,"thread:7:a,b",1.0\n2,thread:8:tb-omp-1,0.5\n')
+        tl = timeline.read(path)
+        self.assertEqual(tl.meta["t0_unix_ms"], "1000")
+        self.assertEqual(tl["process"], ([1.0, 2.0], [0.5, 1.5]))  # in time order
+        self.assertEqual(tl.threads(), {"thread:7:a,b": ("7", "a,b"), "thread:8:tb-omp-1": ("8", "tb-omp-1")})
+        self.assertEqual(tl.marks(), {})
+
+    def test_legacy_monitor_recording(self):
+        path = helpers.write_file(self.path("m.csv"), "unix_ms,t_ms,dt_ms,tid,name,cpu_ms,cores,threads,change\n"
+                                  "1669214839551,60.000,2.000,0,[process],1.000,0.5,3,\n"
+                                  "1669214839551,60.000,2.000,101,tb-omp-1,1.000,0.5,3,new\n")
+        tl = timeline.read(path)
+        self.assertEqual(tl["process"], ([60.0], [0.5]))
+        self.assertEqual(tl.threads(), {"thread:101:tb-omp-1": ("101", "tb-omp-1")})
+        self.assertEqual(tl.meta["t0_unix_ms"], str(1669214839551 - 60))
+
+    def test_not_a_timeline(self):
+        path = helpers.write_file(self.path("x.csv"), "a,b\n1,2\n")
+        with self.assertRaisesRegex(ThreadburnError, "not a threadburn timeline"):
+            timeline.read(path)
+        path = helpers.write_file(self.path("y.csv"), "t_ms,series,cores\n1,others\n")
+        with self.assertRaisesRegex(ThreadburnError, "malformed row"):
+            timeline.read(path)
+
+    def test_interval_rows_take_dt_from_the_sample_clock(self):
+        tl = timeline.Timeline({"process": ([1.0, 3.0], [1.0, 1.0]), "thread:1:x": ([3.0], [0.5])}, {})
+        self.assertEqual(drawing.interval_rows(tl, "thread:1:x", tl["process"][0]), [(3.0, 2.0, 1.0)])
 
 
 @unittest.skipUnless(HAVE_MATPLOTLIB, "matplotlib is not installed for this interpreter")

@@ -92,12 +92,12 @@ class Ranks(SweepTest):
                                                     for r in rows if r["run_key"] == three["row"]["run_key"]
                                                     and r["benchmark"] == three["row"]["benchmark"]))
         self.assertIn("W=3 T=1", results.summary_text(rows))
-        from threadburn import figures as plot
+        from threadburn import figures
         try:
-            plt = plot.pyplot()
+            plt = figures.pyplot()
         except Exception as e:  # no matplotlib: the plot half is skipped
             self.skipTest(f"no matplotlib: {e}")
-        written = plot.world_size(rows, plt, self.tmp)
+        written = figures.world_size(rows, plt, self.tmp)
         self.assertEqual([p.rsplit("/", 1)[1] for p in written], ["world_size.png"])
 
     def test_a_dead_rank_fails_the_run_and_the_sweep_goes_on(self):
