@@ -66,18 +66,8 @@ class ProbeExecutor(campaign.Executor):
         return base
 
     def environment(self, point, out):
-        if self.lib:
-            return probe.environment(os.environ, self.lib, out, point.runtime, point.env, self.args.libomp,
-                                     usercmd.probe_extra(self.args))
-        env = {k: v for k, v in os.environ.items()}
-        for k, v in point.env.items():
-            if v == schema.UNSET:
-                env.pop(k, None)
-            else:
-                env[k] = v
-        if point.runtime == "llvm":
-            env["LD_PRELOAD"] = " ".join(filter(None, [self.args.libomp, os.environ.get("LD_PRELOAD")]))
-        return env
+        return probe.environment(os.environ, self.lib, out, point.runtime, point.env, self.args.libomp,
+                                 usercmd.probe_extra(self.args))
 
     def run_once(self, spec):
         point = spec.item

@@ -42,19 +42,22 @@ def check_command(cmd):
 
 def environment(base, probe_lib, out_dir, runtime="gomp", env=None, libomp=paths.LIBOMP, extra=None):
     """The command's environment: base, minus the knobs the point leaves unset,
-    plus the point's knobs, the probe (and libomp for llvm) in front."""
+    plus the point's knobs, the probe (and libomp for llvm) in front. With
+    probe_lib None: the same setting without the probe (tune's confirmation)."""
     out = dict(base)
     for k, v in (env or {}).items():
         if v == schema.UNSET:
             out.pop(k, None)
         else:
             out[k] = v
-    preload = [probe_lib] + ([libomp] if runtime == "llvm" else [])
+    preload = ([probe_lib] if probe_lib else []) + ([libomp] if runtime == "llvm" else [])
     if base.get("LD_PRELOAD"):
         preload.append(base["LD_PRELOAD"])
-    out["LD_PRELOAD"] = " ".join(preload)
-    out["THREADBURN_PROBE_DIR"] = out_dir
-    out.update(extra or {})
+    if preload:
+        out["LD_PRELOAD"] = " ".join(preload)
+    if probe_lib:
+        out["THREADBURN_PROBE_DIR"] = out_dir
+        out.update(extra or {})
     return out
 
 

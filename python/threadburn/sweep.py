@@ -263,6 +263,11 @@ def executor_for(args, g, seed, out, columns):
     return exec_bench.BenchExecutor(ctx)
 
 
+def planned_keys(reps):
+    """The run keys of the grid's planned runs ({point key: runs}), as campaign.RunSpec names them."""
+    return {f"{k}-r{r}" for k, n in reps.items() for r in range(n)}
+
+
 def sweep(args):
     progs = build_programs(args.build_dir)
     g = load_grid(args, progs)
@@ -279,12 +284,12 @@ def sweep(args):
     reps = {p.key: max(p.repetitions, decide.START_RUNS) if args.decide else p.repetitions for p in g.points}
     grid_runs = sum(reps.values())
     if args.merge:
-        missing = len({f"{k}-r{r}" for k, n in reps.items() for r in range(n)} - done)
+        missing = len(planned_keys(reps) - done)
         print(f"sweep: {grid_runs - missing} of {grid_runs} runs in {out}" + (
             f"; {missing} missing: `threadburn sweep {args.grid} --slurm --resume --out {out}` submits them"
             if missing > 0 else ""))
         return finish(args, out, None)
-    if args.slurm and not args.decide and not {f"{k}-r{r}" for k, n in reps.items() for r in range(n)} - done:
+    if args.slurm and not args.decide and not planned_keys(reps) - done:
         print(f"sweep: every run is in {out}")
         return finish(args, out, None)
     executor = executor_for(args, g, seed, out, columns)
@@ -311,7 +316,7 @@ def sweep(args):
     looks = race.looks if race and race.looks else 1
     shutil.rmtree(getattr(executor, "ctx", {}).get("work_dir", os.devnull + ".none"), ignore_errors=True)
     print(f"sweep: results in {out}" + (f" ({c.spent} runs; race {ended})" if race else ""))
-    missing = len({f"{k}-r{r}" for k, n in reps.items() for r in range(n)} - c.done)
+    missing = len(planned_keys(reps) - c.done)
     if args.slurm and missing > 0:
         print(f"sweep: {missing} runs have no rows: `threadburn sweep {args.grid} --slurm --resume --out {out}` "
               "submits only those", file=sys.stderr)

@@ -46,7 +46,6 @@ only Python. Standard library only.
 """
 import argparse
 import csv
-import itertools
 import json
 import math
 import os
