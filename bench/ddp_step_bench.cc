@@ -116,7 +116,7 @@ std::string run_signature(const tb::bench::AxisSpace& space, const tb::FlagParse
                           const std::vector<std::string>& benchmark_args) {
   std::string s;
   for (const auto& p : space.points()) s += p.name() + ";";
-  for (const char* flag : {"steps", "warmup", "data-dir", "synthetic_n", "augment"}) {
+  for (const char* flag : {"steps", "warmup", "data_dir", "synthetic_n", "augment"}) {
     s += std::string(flag) + "=" + f.text(flag) + ";";
   }
   for (const auto& a : benchmark_args) s += a + ";";

@@ -30,9 +30,9 @@ Program::Program(std::string name, std::string family, std::string summary, cons
                     "off: no burn sampler thread (step times, CPU and residual only; no tail)");
   flags_.add_int("sampler_us", kDefaultSamplerPeriodNs / 1000, 100, 1000,
                  "the sampler's fast period in microseconds (the tail's resolution)");
-  flags_.add_string("timeline-dir", "", "write each benchmark's last-step burn timeline CSV here");
-  flags_.add_switch("timeline-threads", "add per-thread series to the timeline");
-  flags_.add_string("threads-csv", "", "append the per-thread CPU breakdown (step / gap) to this CSV");
+  flags_.add_string("timeline_dir", "", "write each benchmark's last-step burn timeline CSV here");
+  flags_.add_switch("timeline_threads", "add per-thread series to the timeline");
+  flags_.add_string("threads_csv", "", "append the per-thread CPU breakdown (step / gap) to this CSV");
   flags_.add_string("barrier", "", "PATH:P: wait for P copies of this program before each benchmark (the sweep sets it)");
 }
 
@@ -75,10 +75,10 @@ bool Program::parse(int* argc, char** argv, int* exit_code) {
       parse_barrier_flag(flags_.text("barrier"), &path, &parties);
       barrier_ = std::make_unique<ProcessBarrier>(path, parties);
     }
-    const std::string& dir = flags_.text("timeline-dir");
+    const std::string& dir = flags_.text("timeline_dir");
     struct stat st {};
     if (!dir.empty() && (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
-      throw Error("--timeline-dir: " + dir + ": no such directory");
+      throw Error("--timeline_dir: " + dir + ": no such directory");
     }
   } catch (const Error& e) {
     *exit_code = fail(e);
@@ -97,9 +97,9 @@ LoopOptions Program::loop_options() const {
   o.warmup = flags_.integer("warmup");
   o.sampler = flags_.text("sampler") == "on";
   o.sampler_period_us = flags_.integer("sampler_us");
-  o.timeline_dir = flags_.text("timeline-dir");
-  o.timeline_threads = flags_.on("timeline-threads");
-  o.threads_csv = flags_.text("threads-csv");
+  o.timeline_dir = flags_.text("timeline_dir");
+  o.timeline_threads = flags_.on("timeline_threads");
+  o.threads_csv = flags_.text("threads_csv");
   o.barrier = barrier_.get();
   return o;
 }
@@ -129,6 +129,9 @@ int Program::run(const AxisSpace& space, const BenchmarkFn& fn, const Context& e
   std::vector<Point> points;
   Context ctx = runtime_context();
   ctx.insert(ctx.end(), extra_context.begin(), extra_context.end());
+  // Every row says how its throughput is read (results.py asks the row).
+  ctx.emplace_back("throughput_counter", throughput_counter_.empty() ? "none" : throughput_counter_);
+  ctx.emplace_back("throughput_unit", throughput_unit_);
   try {
     points = space.points();
     if (flags_.describe_requested()) {

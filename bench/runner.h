@@ -67,7 +67,7 @@ class StepLoop {
 // "a/b:1" -> "a_b_1": the file name of a benchmark's timeline.
 std::string file_stem(const std::string& benchmark_name);
 // The label of a benchmark's JSON entry that names its timeline file:
-// "timeline=<file name in --timeline-dir>". Readers take the name from
+// "timeline=<file name in --timeline_dir>". Readers take the name from
 // there, never from the benchmark's name.
 inline constexpr const char* kTimelineLabelPrefix = "timeline=";
 

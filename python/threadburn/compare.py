@@ -14,7 +14,9 @@ distribution when both sides have <= 20 values and no ties, else the normal
 approximation with tie and continuity correction; stats.py). A geometric-mean
 row summarises the ratios; groups whose median in A is zero within noise
 (ZERO_FLOOR) have no ratio and are left out of it. Cells whose coefficient of
-variation exceeds stats.NOISE_CV_THRESHOLD are marked "(! CV%)".
+variation exceeds the noise_cv their rows carry (the programs' rule,
+src/core/rules.h) are marked "(! CV%)"; rows written before schema 5 carry
+none, and their cells are not flagged.
 
 --fail-if-regress METRIC:PCT exits 1 when the metric's geometric mean OR any
 single matched group is worse by more than PCT percent (worse = higher for
@@ -151,7 +153,8 @@ def compare_metric(rows_a, rows_b, metric):
         return stats.coefficient_of_variation(values)
     return {"n_a": len(a), "n_b": len(b), "median_a": med_a, "median_b": med_b,
             "ratio": ratio, "change": None if ratio is None else ratio - 1,
-            "p": p_value, "method": method, "cv_a": cv(a), "cv_b": cv(b)}
+            "p": p_value, "method": method, "cv_a": cv(a), "cv_b": cv(b),
+            "noise_a": schema.rule_of(rows_a, "noise_cv"), "noise_b": schema.rule_of(rows_b, "noise_cv")}
 
 
 def compare(groups_a, groups_b, metrics=METRICS):
@@ -207,9 +210,9 @@ def fmt_num(value):
     return "-" if value is None else fmt.number(value, 4)
 
 
-def fmt_cell(value, cv):
+def fmt_cell(value, cv, noise_cv):
     text = fmt_num(value)
-    if cv is not None and cv > stats.NOISE_CV_THRESHOLD:
+    if cv is not None and noise_cv is not None and cv > noise_cv:
         text += f" (! {cv:.1%})" if cv < 0.1 else f" (! {cv:.0%})"
     return text
 
@@ -231,7 +234,8 @@ def render(table, geomeans, only_a, only_b, statuses, names, style, metrics=METR
             if m is None:
                 cells += ["-"] * 4
             else:
-                cells += [fmt_cell(m["median_a"], m["cv_a"]), fmt_cell(m["median_b"], m["cv_b"]),
+                cells += [fmt_cell(m["median_a"], m["cv_a"], m["noise_a"]),
+                          fmt_cell(m["median_b"], m["cv_b"], m["noise_b"]),
                           fmt_change(m), fmt_num(m["p"])]
         body.append(cells)
     geo = [f"geomean ({len(table)} groups)", "", ""]
@@ -247,9 +251,13 @@ def render(table, geomeans, only_a, only_b, statuses, names, style, metrics=METR
         notes.append(f"warning: {few} of {len(table)} groups have fewer than "
                      f"{stats.MIN_REPETITIONS_FOR_UTEST} samples on a side; their p-values "
                      "cannot be trusted (run more --repetitions)")
+    limits = sorted({m[k] for e in table for m in e["metrics"].values() for k in ("noise_a", "noise_b")
+                     if m[k] is not None})
     if any("(!" in c for row in body for c in row):
-        notes.append(f"noisy: (! X%) marks a coefficient of variation above "
-                     f"{stats.NOISE_CV_THRESHOLD:.0%}")
+        notes.append("noisy: (! X%) marks a coefficient of variation above the rows' noise_cv ("
+                     + ", ".join(f"{v:.0%}" for v in limits) + ")")
+    if any(m[k] is None for e in table for m in e["metrics"].values() for k in ("noise_a", "noise_b")):
+        notes.append("rows written before schema 5 carry no noise_cv: their cells are not flagged as noisy")
     for metric, g in geomeans.items():
         if g["left_out"]:
             notes.append(f"{metric}: {g['left_out']} group(s) with a median in A of at most "

@@ -7,9 +7,6 @@ import math
 from . import timeline
 from .errors import ThreadburnError
 
-# Cores below this count as idle when choosing how much of a timeline to show
-# (the 5 %-of-a-core threshold behind tail_ms: src/core/burn.h).
-IDLE_CORES = 0.05
 # Timelines also get a moving mean over this window: the CPU time of a thread
 # running on another CPU may only advance at scheduler ticks (4 ms at HZ=250),
 # so single sub-tick samples alias into spikes of several "cores".
@@ -58,8 +55,11 @@ def points(tl, name):
     return list(zip(*tl[name])) if name in tl else []
 
 
-def last_busy(pts):
-    return max((t for t, c in pts if c > IDLE_CORES and t > 0), default=0.0)
+def last_busy(tl, name="others"):
+    """The last time after the origin at which the series burned, by the
+    timeline's own threshold (the one behind tail_ms)."""
+    threshold = tl.burn_threshold()
+    return max((t for t, c in points(tl, name) if c > threshold and t > 0), default=0.0)
 
 
 def timeline_limits(loaded):
@@ -71,7 +71,7 @@ def timeline_limits(loaded):
     if not any(tl.marks() for tl in loaded):
         return min(ts[0] for tl in loaded for ts, _ in tl.values() if ts), end
     start = min(tl.marks().get("step_start", 0.0) for tl in loaded)
-    stops = [last_busy(points(tl, "others")) for tl in loaded if "others" in tl]
+    stops = [last_busy(tl) for tl in loaded if "others" in tl]
     idle_stops = [t for t in stops if t < 0.95 * end]
     stop = max(idle_stops) if idle_stops else end
     span = max(stop - start, 20.0)
@@ -192,7 +192,7 @@ def draw_step(ax, tl, smooth):
                         label="other threads (OpenMP workers, loaders, ...), per sample")
         mts, mcs = zip(*smooth["others"])
         ax.plot(mts, mcs, color="darkred", lw=1.3, label=f"other threads, {SMOOTH_MS:g} ms moving mean")
-        if last_busy(points(tl, "others")) >= 0.95 * ts[-1]:
+        if last_busy(tl) >= 0.95 * ts[-1]:
             ax.text(0.99, 0.85, "busy to the gap's end", transform=ax.transAxes, ha="right", fontsize=8,
                     color="tab:red")
     if "main" in tl:

@@ -151,8 +151,8 @@ class Run:
                 threads_file = os.path.join(ctx["threads_dir"], f"{self.key}-p{i}.csv")
             c = Copy(i, self.work, tl_dir, threads_file)
             argv = [point.program.path] + point.program_args() + barrier + benchmark_filter(self.only)
-            argv += [f"--timeline-dir={tl_dir}"] if tl_dir else []
-            argv += [f"--threads-csv={threads_file}"] if threads_file else []
+            argv += [f"--timeline_dir={tl_dir}"] if tl_dir else []
+            argv += [f"--threads_csv={threads_file}"] if threads_file else []
             argv += ["--benchmark_format=json", f"--benchmark_out={c.json}", "--benchmark_out_format=json"]
             with open(c.out, "wb") as out, open(c.err, "wb") as err:
                 c.proc = subprocess.Popen(argv, env=dict(env, **rank_env(i, point.processes, port)) if point.ranks

@@ -46,6 +46,19 @@ def legacy_layout(header):
                   tuple(k for k in knobs if not k.isupper() and k != "processes"))
 
 
+def throughput(row):
+    """(counter, unit) of a row's throughput, as the program that wrote it
+    says: its throughput_counter/throughput_unit context (schema 5; counter
+    "none": steps/s = 1000 / step_ms). Older rows carry no rule: then a filled
+    samples_per_s is the counter (the programs that had one filled it)."""
+    counter, unit = row.get("throughput_counter"), row.get("throughput_unit")
+    if counter and unit:
+        return (None if counter == "none" else counter), unit
+    if row.get("samples_per_s"):
+        return "samples_per_s", "samples/s"
+    return None, "steps/s"
+
+
 _cache = {}
 
 

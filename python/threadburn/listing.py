@@ -49,7 +49,7 @@ def schema_markdown(progs, build=None):
         for f in d.flags.values():
             seen.setdefault(f.name, (f, []))[1].append(bench)
     rows = [[f"`{name}`", ", ".join(fams), f.help] for name, (f, fams) in seen.items()
-            if name not in ("timeline-dir", "timeline-threads", "threads-csv", "barrier")]
+            if name not in ("timeline_dir", "timeline_threads", "threads_csv", "barrier")]
     lines += fmt.table(["column", "programs", "meaning"], rows, "md", 3)
     lines += ["", "#### Counters of the benchmark programs (bench/metrics.cc and the tables their workloads register)", ""]
     lines += fmt.table(["column", "unit", "meaning"],

@@ -7,7 +7,7 @@ CPU (cores) over time, one band per thread (the top N by CPU, the rest summed
 as "others"). With --marks LOG (lines "YYYY-MM-DD HH:MM:SS,mmm - name - event",
 local time, as Python's logging writes them) the events are drawn as vertical
 lines, so the burn after, say, update_end is visible at a glance; the log is
-parsed by the monitor program itself (--print-marks), the one parser of it.
+parsed by the monitor program itself (--print_marks), the one parser of it.
 """
 import argparse
 import csv
@@ -51,7 +51,7 @@ def die(msg):
 def read_marks(path, events, build_dir=None):
     """[(unix_ms, event)] of the log, as the monitor program parses it."""
     program = paths.find_program("threadburn_monitor", build_dir)
-    p = subprocess.run([program, f"--marks={path}", "--print-marks"], capture_output=True, text=True)
+    p = subprocess.run([program, f"--marks={path}", "--print_marks"], capture_output=True, text=True)
     if p.returncode != 0:
         die(p.stderr.strip().splitlines()[-1].split(": error: ", 1)[-1] if p.stderr.strip() else f"--marks {path}")
     return [(int(r["unix_ms"]), r["event"]) for r in csv.DictReader(io.StringIO(p.stdout))

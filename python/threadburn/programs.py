@@ -67,7 +67,7 @@ class Description:
     runtimes: list = field(default_factory=list)
     # {"counter", "unit"}: the throughput counter ("" = 1000 / step_ms) and unit.
     throughput: dict = field(default_factory=dict)
-    # A JSON entry's label "timeline=FILE" names its timeline file in --timeline-dir.
+    # A JSON entry's label "timeline=FILE" names its timeline file in --timeline_dir.
     timeline_label_prefix: str = "timeline="
 
     @classmethod

@@ -181,26 +181,24 @@ def base_workload_key(row):
     return keys.workload_of(row, with_processes=False)
 
 
-def throughput_unit(bench):
-    return "samples/s" if bench == "train_step" else "steps/s"
-
-
 def _sum_or_none(values):
     return None if any(v is None for v in values) else sum(values)
 
 
 def run_aggregate(copies):
     """One run's P copies (its ok rows of one benchmark) -> per step:
-    mean step_ms per copy, throughput summed over copies (samples/s for
-    train_step, else steps/s = 1000 / step_ms of each copy), CPU of all
+    mean step_ms per copy, throughput summed over copies (the program's
+    throughput counter, keys.throughput; without one steps/s = 1000 / step_ms
+    of each copy), CPU of all
     copies (step_cpu_ms + residual_cpu_ms, summed) and involuntary context
     switches (summed). A metric some copy lacks is None."""
     def col(name):
         return [schema.to_float(r.get(name)) for r in copies]
     steps = col("step_ms")
     step_ms = None if None in steps else sum(steps) / len(steps)
-    if copies[0].get("bench") == "train_step":
-        throughput = _sum_or_none(col("samples_per_s"))
+    counter, _ = keys.throughput(copies[0])
+    if counter:
+        throughput = _sum_or_none(col(counter))
     else:
         throughput = None if None in steps or 0 in steps else sum(1000.0 / s for s in steps)
     cpu = [None if a is None or b is None else a + b
@@ -250,7 +248,7 @@ def oversubscription(rows):
         entry = {"workload": workload_label(dict(row, processes="1")),
                  "setting": keys.env_label(dict(row, processes="1")),
                  "processes": procs, "runs": len(aggregates),
-                 "unit": throughput_unit(row.get("bench")), "row": row}
+                 "unit": keys.throughput(row)[1], "row": row}
         for metric in AGGREGATE_METRICS:
             values = [a[metric] for a in aggregates if a[metric] is not None]
             entry[metric] = statistics.median(values) if values else None

@@ -19,7 +19,10 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema_versi
 
 # Versions whose files are still read: 3 lacks only the columns 4 added
 # (round, phase, knob_layout, metric_better); keys.legacy_layout reads its layout.
-READABLE_VERSIONS = ("3", SCHEMA_VERSION)
+# 4 lacks the rules 5's rows carry (noise_cv, burn_threshold_cores,
+# throughput_counter, throughput_unit: schema.rule_of, keys.throughput) and
+# spells the flag column data-dir (5: data_dir, the programs' one spelling).
+READABLE_VERSIONS = ("3", "4", SCHEMA_VERSION)
 
 RUNTIMES = ("gomp", "llvm")
 UNSET = "unset"
@@ -35,7 +38,7 @@ def runtime_only_knobs(description):
 # Not a knob column: the runtime column says what was preloaded.
 NOT_A_KNOB = ("LD_PRELOAD",)
 # Program flags the sweep sets itself (files, the barrier): no knob columns.
-SWEEP_FLAGS = ("timeline-dir", "timeline-threads", "threads-csv", "barrier")
+SWEEP_FLAGS = ("timeline_dir", "timeline_threads", "threads_csv", "barrier")
 
 LEAD_COLUMNS = ("schema_version", "run_key", "status", "reason", "grid", "study", "preset",
                 "benchmark", "bench", "runtime")
@@ -136,6 +139,17 @@ def to_float(text):
         return float(text)
     except ValueError:
         return None
+
+
+def rule_of(rows, name):
+    """A rule the rows carry as a context column (noise_cv, burn_threshold_cores:
+    the programs' and the probe's own, src/core/rules.h), as a float; None
+    when the rows predate it (schema 4 and older)."""
+    for row in rows:
+        value = to_float(row.get(name))
+        if value is not None:
+            return value
+    return None
 
 
 def is_ranks_row(row):

@@ -11,12 +11,6 @@ from functools import lru_cache
 # benchmark's name plus UTEST_COL_NAME = "_pvalue").
 MIN_REPETITIONS_FOR_UTEST = 9
 
-# A sample whose coefficient of variation exceeds this is flagged as noisy.
-# nanobench marks results with a relative error of 5 % or more as unstable
-# (":wavy_dash:" plus advice), and torch.utils.benchmark's Compare flags
-# noisy cells in the same spirit; 5 % keeps us in line with both.
-NOISE_CV_THRESHOLD = 0.05
-
 # Exact U distribution for samples up to this size (per side) and without
 # ties; beyond that (or with ties) the normal approximation with tie and
 # continuity correction is used, as scipy.stats.mannwhitneyu(method="asymptotic").

@@ -1,5 +1,5 @@
 """The one reader of threadburn's timelines (library). The format is
-src/core/timeline.h's, written by the benchmark programs (--timeline-dir) and
+src/core/timeline.h's, written by the benchmark programs (--timeline_dir) and
 the preload probe (probe-<pid>.timeline.csv);
 results/README.md, "Timelines and per-thread files", says what each series
 means:
@@ -33,6 +33,12 @@ class Timeline(dict):
     def marks(self):
         """{mark: t_ms} of the marks present."""
         return {m: self[m][0][0] for m in MARKS if m in self and self[m][0]}
+
+    def burn_threshold(self):
+        """Cores above which a sample is burn, as the writer's header says
+        (burn_threshold_cores: src/core/burn.h's rule, written by the one C++
+        writer). A file written before the header carried it: 0, any CPU."""
+        return float(self.meta.get("burn_threshold_cores", 0.0))
 
     def threads(self):
         """{series: (tid, label)} of the per-thread series."""

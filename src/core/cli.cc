@@ -1,5 +1,6 @@
 #include "core/cli.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -210,6 +211,9 @@ std::vector<char*> FlagParser::parse(int argc, char** argv) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     }
+    // One spelling, '_' (as Google Benchmark's --benchmark_*); '-' is still
+    // accepted for it (--data-dir, the spelling before 0.2), see help_text.
+    std::replace(name.begin(), name.end(), '-', '_');
     const FlagSpec& s = spec(name);
     if (!has_value) {
       if (s.kind == FlagKind::kSwitch) {
@@ -283,6 +287,8 @@ std::string FlagParser::help_text(const std::string& epilogue) const {
     out << left << help << "\n";
   }
   out << "  --describe                      print this program's flags, benchmarks and counters as JSON\n";
+  out << "Flag names are spelled with '_'; '-' is accepted in their place (--data-dir\n"
+         "= --data_dir: the spelling before 0.2, accepted until 0.3).\n";
   out << epilogue;
   return out.str();
 }

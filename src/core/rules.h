@@ -3,6 +3,11 @@
 // that the Python side reads them instead of keeping copies.
 #pragma once
 
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "core/burn.h"
 #include "core/json.h"
 
@@ -24,6 +29,18 @@ inline void describe_rules(JsonWriter* json) {
       .field("tail_smooth_ms", kTailSmoothMs)
       .field("skipped_prefix", kSkippedPrefix)
       .end_object();
+}
+
+// The same rules as context keys, so that every row a program or the probe
+// writes carries the thresholds it is to be read by (compare flags noise by
+// the row's noise_cv, not by a copy of its own).
+inline std::string rule_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+inline std::vector<std::pair<std::string, std::string>> rules_context() {
+  return {{"noise_cv", rule_text(kNoisyCv)}, {"burn_threshold_cores", rule_text(kTailThresholdCores)}};
 }
 
 }  // namespace threadburn

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "core/rules.h"
+
 namespace threadburn {
 
 std::string class_series(std::string_view cls) { return "class:" + std::string(cls); }
@@ -14,6 +16,8 @@ std::string thread_series(pid_t tid, std::string_view label) {
 
 std::string timeline_header(std::string_view origin, const TimelineMeta& meta) {
   std::string out = "# threadburn timeline " + std::to_string(kTimelineVersion) + "; origin=" + std::string(origin);
+  // The threshold its tails are read by (the plot's idle line): the file says it.
+  out += "; burn_threshold_cores=" + rule_text(kTailThresholdCores);
   for (const auto& [k, v] : meta) out += "; " + k + "=" + v;
   return out + "\n" + kTimelineColumns + "\n";
 }

@@ -98,7 +98,7 @@ void declare(tb::FlagParser* f) {
                 "log with lines 'YYYY-MM-DD HH:MM:SS,mmm - name - event' (local time): the summary adds "
                 "each thread's CPU tail after every --mark_event");
   f->add_string("mark_event", "update_end", "the event of --marks after which tails are measured");
-  f->add_switch("print-marks", "only print the marks of --marks as CSV (unix_ms,name,event) and exit");
+  f->add_switch("print_marks", "only print the marks of --marks as CSV (unix_ms,name,event) and exit");
 }
 
 // Returns false when main should exit with *code (help or a bad flag).
@@ -118,7 +118,7 @@ bool parse_options(int argc, char** argv, Options* o, int* code) {
       return false;
     }
     if (rest.size() > 1) throw tb::Error(std::string("unexpected argument '") + rest[1] + "'");
-    if (flags.on("print-marks")) {
+    if (flags.on("print_marks")) {
       // The one parser of such logs; the plot asks it (threadburn monitor-plot).
       std::ifstream log(flags.text("marks"));
       if (!log) throw tb::Error("--marks=" + flags.text("marks") + ": cannot read it");

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "core/rules.h"
 #include "core/schema.h"
 
 namespace threadburn {
@@ -283,6 +284,7 @@ Context openmp_context() {
   ctx.emplace_back("ignored_knobs", ignored.empty() ? "none" : join(ignored, ","));
   ctx.emplace_back("overridden_knobs", overridden.empty() ? "none" : join(overridden, ","));
   ctx.emplace_back("knob_notes", notes.empty() ? "none" : join(notes, "; "));
+  for (auto& rule : rules_context()) ctx.push_back(std::move(rule));
   for (const auto& var : knob_variables()) {
     const char* v = std::getenv(var.c_str());
     ctx.emplace_back("env_" + var, v && *v ? v : "unset");

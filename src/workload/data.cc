@@ -21,7 +21,7 @@ constexpr int64_t kCifarRecord = 1 + 3 * 32 * 32;
 
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("--data-dir: " + path + ": cannot open");
+  if (!in) throw Error("--data_dir: " + path + ": cannot open");
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
 }
 
@@ -46,9 +46,9 @@ bool exists(const std::string& path) {
 
 void check_dir(const std::string& dir) {
   struct stat st {};
-  if (dir.empty()) throw Error("--data-dir: empty path");
+  if (dir.empty()) throw Error("--data_dir: empty path");
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    throw Error("--data-dir: " + dir + ": no such directory");
+    throw Error("--data_dir: " + dir + ": no such directory");
   }
 }
 
@@ -84,28 +84,28 @@ ImageSet read_mnist(const std::string& dir) {
   const auto img = read_file(ipath);
   const auto lab = read_file(lpath);
   if (img.size() < 16 || be32(img, 0) != kMnistImageMagic) {
-    throw Error("--data-dir: " + ipath + ": not an MNIST image file (magic 2051 expected)");
+    throw Error("--data_dir: " + ipath + ": not an MNIST image file (magic 2051 expected)");
   }
   if (lab.size() < 8 || be32(lab, 0) != kMnistLabelMagic) {
-    throw Error("--data-dir: " + lpath + ": not an MNIST label file (magic 2049 expected)");
+    throw Error("--data_dir: " + lpath + ": not an MNIST label file (magic 2049 expected)");
   }
   const int64_t n = be32(img, 4), rows = be32(img, 8), cols = be32(img, 12);
   const size_t want = 16 + static_cast<size_t>(n * rows * cols);
   if (img.size() != want) {
-    throw Error("--data-dir: " + ipath + ": truncated or oversized (header says " +
+    throw Error("--data_dir: " + ipath + ": truncated or oversized (header says " +
                     std::to_string(want) + " bytes, file has " + std::to_string(img.size()) + ")");
   }
   const int64_t nl = be32(lab, 4);
   if (lab.size() != 8 + static_cast<size_t>(nl)) {
-    throw Error("--data-dir: " + lpath + ": truncated or oversized (header says " +
+    throw Error("--data_dir: " + lpath + ": truncated or oversized (header says " +
                     std::to_string(8 + nl) + " bytes, file has " + std::to_string(lab.size()) + ")");
   }
-  if (nl != n) throw Error("--data-dir: " + lpath + ": " + std::to_string(nl) + " labels for " + std::to_string(n) + " images");
-  if (n == 0) throw Error("--data-dir: " + ipath + ": no images");
+  if (nl != n) throw Error("--data_dir: " + lpath + ": " + std::to_string(nl) + " labels for " + std::to_string(n) + " images");
+  if (n == 0) throw Error("--data_dir: " + ipath + ": no images");
   ImageSet set;
   set.images = torch::from_blob(const_cast<uint8_t*>(img.data() + 16), {n, 1, rows, cols}, torch::kUInt8).clone();
   set.labels = torch::from_blob(const_cast<uint8_t*>(lab.data() + 8), {n}, torch::kUInt8).to(torch::kLong);
-  if (set.labels.max().item<int64_t>() > 9) throw Error("--data-dir: " + lpath + ": label above 9");
+  if (set.labels.max().item<int64_t>() > 9) throw Error("--data_dir: " + lpath + ": label above 9");
   return set;
 }
 
@@ -134,20 +134,20 @@ ImageSet read_cifar10(const std::string& dir) {
     if (!exists(path)) continue;
     const auto bytes = read_file(path);
     if (bytes.empty() || bytes.size() % kCifarRecord != 0) {
-      throw Error("--data-dir: " + path + ": size " + std::to_string(bytes.size()) +
+      throw Error("--data_dir: " + path + ": size " + std::to_string(bytes.size()) +
                       " is not a whole number of 3073-byte CIFAR-10 records (truncated?)");
     }
     const int64_t n = static_cast<int64_t>(bytes.size()) / kCifarRecord;
     auto raw = torch::from_blob(const_cast<uint8_t*>(bytes.data()), {n, kCifarRecord}, torch::kUInt8);
     auto lab = raw.select(1, 0).to(torch::kLong);
     if (lab.max().item<int64_t>() > 9) {
-      throw Error("--data-dir: " + path + ": label byte above 9: not CIFAR-10 binary");
+      throw Error("--data_dir: " + path + ": label byte above 9: not CIFAR-10 binary");
     }
     labels.push_back(lab);
     images.push_back(raw.narrow(1, 1, 3072).reshape({n, 3, 32, 32}).clone());
   }
   if (images.empty()) {
-    throw Error("--data-dir: " + dir + ": no data_batch_1.bin ... data_batch_5.bin (CIFAR-10 binary version)");
+    throw Error("--data_dir: " + dir + ": no data_batch_1.bin ... data_batch_5.bin (CIFAR-10 binary version)");
   }
   return {torch::cat(images), torch::cat(labels)};
 }

@@ -133,7 +133,7 @@ TrainWorkload::TrainWorkload(const std::string& model, const ImageSet& data, con
     : model_(model_spec(model)), options_(options) {
   if (data.images.size(1) != model_.channels || data.images.size(2) != model_.height ||
       data.images.size(3) != model_.width) {
-    throw Error("--data-dir: " + model + " needs " + std::to_string(model_.channels) + "x" +
+    throw Error("--data_dir: " + model + " needs " + std::to_string(model_.channels) + "x" +
                 std::to_string(model_.height) + "x" + std::to_string(model_.width) + " images");
   }
   model_.build(options.device, &module_, &model_any_, &optimizer_);

@@ -46,8 +46,8 @@ class BadInput(unittest.TestCase):
         self.assertOneLineError(OPTIM, ["--device=tpu"], "--device: expected cpu, cuda or cuda:N")
 
     def test_missing_data_dir(self):
-        self.assertOneLineError(TRAIN, ["--model=mnist_adadelta", "--data-dir=/nonexistent/mnist"],
-                                "--data-dir: /nonexistent/mnist: no such directory")
+        self.assertOneLineError(TRAIN, ["--model=mnist_adadelta", "--data_dir=/nonexistent/mnist"],
+                                "--data_dir: /nonexistent/mnist: no such directory")
 
     def test_truncated_mnist(self):
         with tempfile.TemporaryDirectory() as d:
@@ -56,13 +56,13 @@ class BadInput(unittest.TestCase):
                 f.write(struct.pack(">IIII", 2051, n, rows, cols) + bytes(n * rows * cols - 50))
             with open(os.path.join(d, "train-labels-idx1-ubyte"), "wb") as f:
                 f.write(struct.pack(">II", 2049, n) + bytes(n))
-            self.assertOneLineError(TRAIN, ["--model=mnist_adadelta", "--data-dir=" + d], "truncated")
+            self.assertOneLineError(TRAIN, ["--model=mnist_adadelta", "--data_dir=" + d], "truncated")
 
     def test_wrong_magic_cifar(self):
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "data_batch_1.bin"), "wb") as f:
                 f.write(bytes([200]) + bytes(3072))  # label 200: not CIFAR-10
-            self.assertOneLineError(TRAIN, ["--model=cifar_sgd", "--data-dir=" + d], "label byte above 9")
+            self.assertOneLineError(TRAIN, ["--model=cifar_sgd", "--data_dir=" + d], "label byte above 9")
 
     def test_batch_larger_than_dataset(self):
         self.assertOneLineError(TRAIN, ["--model=cifar_sgd", "--synthetic_n=100", "--batch=200"],
@@ -86,7 +86,7 @@ class BadInput(unittest.TestCase):
     def test_help(self):
         code, out, _ = run(TRAIN, "--help")
         self.assertEqual(code, 0)
-        self.assertIn("--data-dir", out)
+        self.assertIn("--data_dir", out)
         self.assertIn("--gap_ms", out)
 
 

@@ -22,7 +22,7 @@ TEST(Timeline, HeaderRowsAndMarks) {
   tl.add(1, thread_series(7, "omp"), 0.5);
   tl.add(1, class_series("loader"), 0.125);
   EXPECT_EQ(tl.text(),
-            "# threadburn timeline 1; origin=step_end; pid=42\n"
+            "# threadburn timeline 1; origin=step_end; burn_threshold_cores=0.05; pid=42\n"
             "t_ms,series,cores\n"
             "-12.500,step_start,0.0000\n"
             "0.250,others,1.9877\n"
@@ -190,15 +190,16 @@ TEST(Cli, IntListsAndErrorsNameTheFlag) {
 TEST(Cli, ParserChecksEveryDeclaredFlagBeforeAnythingRuns) {
   FlagParser p("prog", "summary");
   p.add_int_list("batch", "64", 1, 1000, "batch sizes");
-  p.add_string("data-dir", "", "dataset folder");
+  p.add_string("data_dir", "", "dataset folder");
   p.add_switch("force", "overwrite");
+  // "--data-dir": the spelling before 0.2, accepted for "--data_dir".
   std::vector<std::string> args = {"prog", "--batch=8,16", "--benchmark_filter=x", "--data-dir", "/d", "--force"};
   auto argv = argv_of(args);
   auto rest = p.parse(static_cast<int>(argv.size()), argv.data());
   ASSERT_EQ(rest.size(), 2u);
   EXPECT_STREQ(rest[1], "--benchmark_filter=x");
   EXPECT_EQ(p.integers("batch"), (std::vector<int64_t>{8, 16}));
-  EXPECT_EQ(p.text("data-dir"), "/d");
+  EXPECT_EQ(p.text("data_dir"), "/d");
   EXPECT_TRUE(p.on("force"));
   EXPECT_TRUE(p.was_set("batch"));
 

@@ -100,7 +100,7 @@ TEST(Datasets, MnistRoundTripAndErrors) {
 
   truncate_file(dir + "/train-images-idx3-ubyte", 100);
   EXPECT_NE(error_of([&] { read_mnist(dir); }).find("truncated"), std::string::npos);
-  EXPECT_EQ(error_of([&] { read_mnist(dir); }).rfind("--data-dir: ", 0), 0u);
+  EXPECT_EQ(error_of([&] { read_mnist(dir); }).rfind("--data_dir: ", 0), 0u);
 
   write_mnist(dir, set);
   std::ofstream(dir + "/train-labels-idx1-ubyte", std::ios::binary) << "garbage!";

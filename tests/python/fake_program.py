@@ -61,8 +61,8 @@ tested against this process's environment):
   FAKE_JITTER          a run's step_ms times 1 + this x U(-1, 1), drawn once per process
                        (only for benchmarks with gap_ms = FAKE_JITTER_GAP_MS, if given)
   FAKE_PROGRAMS_DIR    read the recordings from here instead
---timeline-dir gets one toy timeline file per benchmark, named in the entry's
-label as the recording's timeline_label_prefix says, --threads-csv gets rows appended, --barrier=PATH:P is
+--timeline_dir gets one toy timeline file per benchmark, named in the entry's
+label as the recording's timeline_label_prefix says, --threads_csv gets rows appended, --barrier=PATH:P is
 honoured: the copies count their arrivals in the 4-byte file (under flock) and
 poll it until all P arrived.
 """
@@ -193,6 +193,7 @@ class Flags:
             if not arg.startswith("--"):
                 raise Refused(f"unexpected argument '{arg}' (flags look like --name=value; see --help)")
             name, eq, value = arg[2:].partition("=")
+            name = name.replace("-", "_")  # the programs' one spelling; '-' an alias
             if name not in self.specs:
                 raise Refused(f"--{name}: unknown flag (see --help)")
             if not eq:
@@ -568,13 +569,13 @@ def run(bench, program, recording, flags, device):
             values = {k: v for k, v in values.items() if k in declared}
             if os.environ.get("FAKE_EXTRA") == "1":
                 values["fake_counter"] = 1.5
-            if flags.values.get("timeline-dir") and flags.values.get("sampler", "on") == "on":
+            if flags.values.get("timeline_dir") and flags.values.get("sampler", "on") == "on":
                 # Any file name: the sweep reads it from the entry's label.
                 file = f"fake-{len(entries)}.timeline.csv"
-                write_timeline(flags.values["timeline-dir"], file, values, int(args.get("gap_ms", 0)))
+                write_timeline(flags.values["timeline_dir"], file, values, int(args.get("gap_ms", 0)))
                 label = recording["timeline_label_prefix"] + file
-            if flags.values.get("threads-csv"):
-                path = flags.values["threads-csv"]
+            if flags.values.get("threads_csv"):
+                path = flags.values["threads_csv"]
                 fresh = not os.path.exists(path) or os.path.getsize(path) == 0
                 with open(path, "a") as f:
                     if fresh:
@@ -636,9 +637,9 @@ def main(argv):
             Barrier(flags.values["barrier"])  # refused before anything runs, as the programs do
         if first.get("launch") == "ranks" and not flags.describe:
             rank_and_world()
-        tl = flags.values.get("timeline-dir")
+        tl = flags.values.get("timeline_dir")
         if tl and not os.path.isdir(tl):
-            raise Refused(f"--timeline-dir: {tl}: no such directory")
+            raise Refused(f"--timeline_dir: {tl}: no such directory")
         device = device_kind(flags.values.get("device", "cpu"))
         if device not in recs:
             raise Refused(f"--device: {flags.values.get('device')}: fake_program.py has no recording of "

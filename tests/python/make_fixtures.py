@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the hand-checked results CSVs of tests/python/fixtures/ (schema 3):
+"""Writes the hand-checked results CSVs of tests/python/fixtures/ (the current schema):
 
     /usr/bin/python3 tests/python/make_fixtures.py
 
@@ -32,6 +32,7 @@ from threadburn import schema  # noqa: E402
 RUNTIME_LIBRARY = {r["name"]: r["library"] for r in helpers.recording("train_step")["runtimes"]}
 
 OUT = helpers.FIXTURES
+RULE_CONTEXT = ("noise_cv", "burn_threshold_cores", "throughput_counter", "throughput_unit")
 
 
 def columns():
@@ -67,6 +68,8 @@ def row(bench, args, runtime="gomp", env=None, processes=1, rep=0, proc=0, statu
                runtime=runtime, processes=processes, repetition=rep, proc_index=proc, point_key=point,
                run_rows=processes, seed=1, omp_runtime=RUNTIME_LIBRARY[runtime], iterations=steps,
                time_unit="ms", exit_code=0)
+    # The rules a program's rows carry (noise_cv, throughput_...): its context, as recorded.
+    out.update({k: recording["context"][k] for k in RULE_CONTEXT})
     out.update({k: v for k, v in values.items()})
     return out
 

@@ -124,7 +124,7 @@ class CompareFixtures(unittest.TestCase):
         geo = next(ln for ln in out.splitlines() if ln.startswith("geomean")).split()
         self.assertEqual(geo, ["geomean", "(3", "groups)", "+16.7%", "-98.1%", "-20.0%"])
         self.assertIn("warning: 3 of 3 groups have fewer than 9 samples on a side", out)
-        self.assertIn("noisy: (! X%) marks a coefficient of variation above 5%", out)
+        self.assertIn("noisy: (! X%) marks a coefficient of variation above the rows' noise_cv (5%)", out)
         self.assertIn(f"{A}: not compared: 1 failed, 0 skipped rows", out)
         self.assertIn(f"{B}: not compared: 0 failed, 1 skipped rows", out)
         self.assertIn(f"only in {A} (1):\n  {OPT} | llvm OMP_NUM_THREADS=1 KMP_BLOCKTIME=0", out)
@@ -241,6 +241,37 @@ class TuneFiles(helpers.TempDir, unittest.TestCase):
         helpers.assert_one_line_error(self, result, "one holds benchmark rows (sweep), the other runs of a command")
 
 
+class NoiseRuleFromTheRows(helpers.TempDir, unittest.TestCase):
+    """The noise threshold is the one the rows carry (noise_cv, written by the
+    programs), not compare's own: the same cells (CVs 9.1 % and 7.1 % in A and
+    B, 50 % in B's residual) are flagged at 0.05, only the 50 % at 0.2, none
+    when the rows carry no rule (files older than schema 5)."""
+
+    def rewritten(self, name, src, noise_cv):
+        with open(src, newline="") as f:
+            rows = list(csv.reader(f))
+        i = rows[0].index("noise_cv")
+        for r in rows[1:]:
+            r[i] = noise_cv
+        with open(self.path(name), "w", newline="") as f:
+            csv.writer(f, lineterminator="\n").writerows(rows)
+        return self.path(name)
+
+    def cells(self, noise_cv):
+        a, b = self.rewritten("a.csv", A, noise_cv), self.rewritten("b.csv", B, noise_cv)
+        result = helpers.threadburn("compare", a, b)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        row = next(ln for ln in result.stdout.splitlines() if "KMP_BLOCKTIME=200" in ln)
+        return row.count("(!"), result.stdout
+
+    def test_threshold_read_from_rows(self):
+        self.assertEqual(self.cells("0.05")[0], 3)
+        self.assertEqual(self.cells("0.2")[0], 1)
+        flagged, out = self.cells("")
+        self.assertEqual(flagged, 0)
+        self.assertIn("carry no noise_cv: their cells are not flagged", out)
+
+
 class BadInput(helpers.TempDir, unittest.TestCase):
     def rewrite(self, name, edit_header=None, edit_row=None):
         with open(A, newline="") as f:
@@ -287,7 +318,7 @@ class BadInput(helpers.TempDir, unittest.TestCase):
             i = header.index("run_key")
             return ["2" if c == "schema_version" and row[i].endswith("r0") else v for c, v in zip(header, row)]
         path = self.rewrite("mixed.csv", edit_row=half)
-        self.assert_exit_2([path, B], f"{path}: mixes schema versions 2, 3")  # the fixtures are schema 3
+        self.assert_exit_2([path, B], f"{path}: mixes schema versions 2, {schema.SCHEMA_VERSION}")
 
     def test_no_common_rows(self):
         def other_steps(header, row):

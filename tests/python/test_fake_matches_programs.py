@@ -131,12 +131,13 @@ COMMAND_LINES = [  # malformed or unusual command lines, on optimizer_step
     (["--steps", "5", "--gap_ms", "7"], "values as separate arguments"),
     (["--steps= 7 ", "--gap_ms=+5, 007,0"], "whitespace and signs"),
     (["--gap_ms=1", "--gap_ms=2,3"], "a flag given twice"),
-    (["--timeline-dir=/nonexistent/dir"], "a missing timeline dir"),
+    (["--timeline_dir=/nonexistent/dir"], "a missing timeline dir"),
     (["--barrier=nocolon"], "a barrier without parties"),
     (["--barrier=/tmp/x:0"], "a barrier of 0 parties"),
     (["--barrier=/nonexistent/barrier:2"], "a barrier file that does not exist"),
-    (["--timeline-threads", "--sampler", "off"], "a bare switch"),
-    (["--threads-csv=/tmp/t.csv", "--benchmark_filter=sgd"], "a string flag and a benchmark flag"),
+    (["--timeline_threads", "--sampler", "off"], "a bare switch"),
+    (["--timeline-threads", "--sampler_us=200"], "a flag spelled with '-' (the alias of '_')"),
+    (["--threads_csv=/tmp/t.csv", "--benchmark_filter=sgd"], "a string flag and a benchmark flag"),
     (["--help"], "help"),
 ]
 

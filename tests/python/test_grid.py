@@ -191,7 +191,7 @@ class Validation(unittest.TestCase):
          "not a key of a study nor a flag of optimizer_step; expected one of: " + ALLOWED_STUDY),
         # the flags the sweep sets itself are not the grid's
         ('[[study]]\n' + OPT + 'barrier = "x:2"\n', "study[0].barrier", "not a key of a study nor a flag"),
-        ('[[study]]\n' + OPT + 'timeline-dir = "/tmp"\n', "study[0].timeline-dir", "not a key of a study"),
+        ('[[study]]\n' + OPT + 'timeline_dir = "/tmp"\n', "study[0].timeline_dir", "not a key of a study"),
         ('[[study]]\n' + OPT + 'OMP_NUM_THREADS = 2\n', "study[0].OMP_NUM_THREADS",
          "environment variables go in the study's env table or in a runtimes entry"),
         ('repetitions = 1.5\n[[study]]\n' + OPT, "repetitions", "expected an integer >= 1, got 1.5"),

@@ -6,6 +6,7 @@ processes > 1, so no oversubscription.png) and oversub_results.csv
 import importlib.util
 import os
 import shutil
+import tempfile
 import unittest
 
 import helpers
@@ -38,10 +39,26 @@ class PureParts(unittest.TestCase):
         self.assertEqual(tl.meta, {"version": "1", "origin": "step_end"})
         self.assertEqual(tl.marks(), {"step_start": -10.0, "step_end": 0.0})
         self.assertEqual(sorted(tl), ["main", "others", "step_end", "step_start"])
-        self.assertEqual(drawing.last_busy(drawing.points(tl, "others")), 199.0)  # busy 0..200 ms, 1 ms samples
+        self.assertEqual(drawing.last_busy(tl), 199.0)  # busy 0..200 ms, 1 ms samples
         low, high = drawing.timeline_limits([tl])
         self.assertAlmostEqual(low, -10 - 0.15 * 209, places=9)
         self.assertAlmostEqual(high, 199 + 0.3 * 209, places=9)
+
+    def test_the_window_follows_the_files_own_burn_threshold(self):
+        # 1 core for 0..100 ms, then 0.3 core until 300 ms: a header threshold of
+        # 0.5 ends the burn at 100 ms, 0.05 (the programs' rule) at 300 ms; a file
+        # without the key (older writers) counts any CPU as burn.
+        body = "t_ms,series,cores\n-10,step_start,0\n0,step_end,0\n"
+        body += "".join(f"{t},others,{1.0 if t <= 100 else 0.3}\n" for t in range(1, 301))
+        body += "".join(f"{t},others,0\n" for t in range(301, 1001))
+        for header, last in (("; burn_threshold_cores=0.5", 100.0), ("; burn_threshold_cores=0.05", 300.0),
+                             ("", 300.0)):
+            with self.subTest(header=header):
+                with tempfile.TemporaryDirectory() as d:
+                    tl = timeline.read(helpers.write_file(os.path.join(d, "t.csv"), "# threadburn timeline 1; "
+                                                          "origin=step_end" + header + "\n" + body))
+                    self.assertEqual(drawing.last_busy(tl), last)
+                    self.assertAlmostEqual(drawing.timeline_limits([tl])[1], last + 0.3 * (last + 10), places=9)
 
 
 class TimelineFormat(helpers.TempDir, unittest.TestCase):
