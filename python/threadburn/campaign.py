@@ -54,6 +54,9 @@ class Executor:
     def stop(self):
         """Ctrl-C: end what is running (its rows are not written)."""
 
+    def close(self):
+        """The campaign is over: remove what the runs left behind (scratch)."""
+
 
 @dataclass
 class Budget:

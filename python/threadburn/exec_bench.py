@@ -6,6 +6,7 @@ The P copies of a `processes = P` point wait for each other before each
 benchmark (--barrier); each row records how much of its timed window the
 other copies overlapped.
 """
+import dataclasses
 import json
 import os
 import re
@@ -21,6 +22,31 @@ from .procs import Children, describe_exit, die_with_parent, last_line, utc_now
 # Google Benchmark's own numeric entry fields: not counters.
 GB_FIELDS = {"family_index", "per_family_instance_index", "repetitions", "repetition_index",
              "iterations", "real_time", "cpu_time", "threads"}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunContext:
+    """What every run of one sweep (or of one Slurm task) shares, and the
+    run's place in the order. Rows name their files relative to csv_dir."""
+    libomp: str
+    seed: int
+    columns: schema.Columns
+    csv_dir: str
+    work_dir: str
+    timeline_dir: str
+    threads_dir: str
+    order_index: int = 0
+    round: object = ""
+
+    @classmethod
+    def beside(cls, stem, libomp, seed, columns, work_dir):
+        """The context of runs whose results go to <stem>.csv: timelines in
+        <stem>.timelines/, per-thread files in <stem>.threads/."""
+        return cls(libomp=libomp, seed=seed, columns=columns, csv_dir=os.path.dirname(os.path.abspath(stem)),
+                   work_dir=work_dir, timeline_dir=stem + ".timelines", threads_dir=stem + ".threads")
+
+    def at(self, order_index, round_):
+        return dataclasses.replace(self, order_index=order_index, round=round_)
 
 
 class Only:
@@ -48,13 +74,15 @@ class BenchExecutor(campaign.Executor):
 
     def execute(self, specs):
         for spec in specs:
-            ctx = dict(self.ctx, order_index=spec.order_index, round=spec.round)
             point, only = point_and_filter(spec.item)
-            yield spec, Run(point, spec.rep, ctx, only).execute()
+            yield spec, Run(point, spec.rep, self.ctx.at(spec.order_index, spec.round), only).execute()
 
     def stop(self):
         Children.kill_all()
-        shutil.rmtree(self.ctx["work_dir"], ignore_errors=True)
+        shutil.rmtree(self.ctx.work_dir, ignore_errors=True)
+
+    def close(self):
+        shutil.rmtree(self.ctx.work_dir, ignore_errors=True)
 
 
 def repro_line(point, libomp, inherited, benchmark=None):
@@ -102,7 +130,7 @@ class Run:
     def __init__(self, point, rep, ctx, only=None):
         self.point, self.rep, self.ctx, self.only = point, rep, ctx, only
         self.key = f"{point.key}-r{rep}"
-        self.work = os.path.join(ctx["work_dir"], self.key)
+        self.work = os.path.join(ctx.work_dir, self.key)
 
     def execute(self):
         shutil.rmtree(self.work, ignore_errors=True)
@@ -118,11 +146,11 @@ class Run:
         shutil.rmtree(self.work, ignore_errors=True)
         for row in rows:
             row["run_rows"] = len(rows)
-            row["repro"] = repro_line(self.point, self.ctx["libomp"], os.environ, row["benchmark"])
+            row["repro"] = repro_line(self.point, self.ctx.libomp, os.environ, row["benchmark"])
         return rows
 
     def child_env(self):
-        setenv, _ = self.point.child_env(self.ctx["libomp"])
+        setenv, _ = self.point.child_env(self.ctx.libomp)
         env = {k: v for k, v in os.environ.items()
                if k not in self.point.env and k not in schema.NOT_A_KNOB}
         env.update(setenv)
@@ -143,12 +171,12 @@ class Run:
         for i in range(point.processes):
             tl_dir = threads_file = None
             if point.timeline:
-                tl_dir = os.path.join(ctx["timeline_dir"], f"{self.key}-p{i}")
+                tl_dir = os.path.join(ctx.timeline_dir, f"{self.key}-p{i}")
                 shutil.rmtree(tl_dir, ignore_errors=True)
                 os.makedirs(tl_dir)
             if point.threads_csv:
-                os.makedirs(ctx["threads_dir"], exist_ok=True)
-                threads_file = os.path.join(ctx["threads_dir"], f"{self.key}-p{i}.csv")
+                os.makedirs(ctx.threads_dir, exist_ok=True)
+                threads_file = os.path.join(ctx.threads_dir, f"{self.key}-p{i}.csv")
             c = Copy(i, self.work, tl_dir, threads_file)
             argv = [point.program.path] + point.program_args() + barrier + benchmark_filter(self.only)
             argv += [f"--timeline_dir={tl_dir}"] if tl_dir else []
@@ -182,8 +210,8 @@ class Run:
         p = self.point
         row = {"schema_version": schema.SCHEMA_VERSION, "run_key": self.key, "grid": p.grid, "study": p.study,
                "preset": p.preset, "bench": p.bench, "runtime": p.runtime, "processes": p.processes,
-               "repetition": self.rep, "proc_index": c.index, "point_key": p.key, "seed": self.ctx["seed"],
-               "order_index": self.ctx["order_index"], "round": self.ctx.get("round", ""), "started_at": self.started_at,
+               "repetition": self.rep, "proc_index": c.index, "point_key": p.key, "seed": self.ctx.seed,
+               "order_index": self.ctx.order_index, "round": self.ctx.round, "started_at": self.started_at,
                "finished_at": self.finished_at, "exit_code": c.proc.returncode,
                "wall_s": round(c.end - self.t0, 3)}
         if p.ranks:  # also on failed rows: they belong to a world (schema.is_ranks_row)
@@ -209,14 +237,14 @@ class Run:
             return failed_rows(desc, base, why + (f": {tail}" if tail else ""), self.only)
         if not entries:
             return failed_rows(desc, base, f"{describe_exit(code)}; the JSON lists no benchmarks", self.only)
-        context = context_columns(report.get("context", {}), self.ctx["columns"])
+        context = context_columns(report.get("context", {}), self.ctx.columns)
         rows = []
         for entry in entries:
             bench = described(desc, entry, self.only)
             row = dict(base, **context)
             row.update(knob_values(desc, bench))
             row["benchmark"] = entry.get("name", "")
-            fill_entry(row, entry, self.ctx["columns"], desc)
+            fill_entry(row, entry, self.ctx.columns, desc)
             if bench is None or not row["benchmark"].startswith(bench.name):
                 row.update(status="failed", reason=f"the program reported {row['benchmark']!r}, "
                            f"not a benchmark of its own description")
@@ -396,6 +424,6 @@ def add_files(row, entry, c, ctx, desc):
     if name:
         path = os.path.join(c.timeline_dir, name)
         if os.path.exists(path):
-            row["timeline_file"] = os.path.relpath(path, ctx["csv_dir"])
+            row["timeline_file"] = os.path.relpath(path, ctx.csv_dir)
     if c.threads_file and os.path.exists(c.threads_file):
-        row["threads_file"] = os.path.relpath(c.threads_file, ctx["csv_dir"])
+        row["threads_file"] = os.path.relpath(c.threads_file, ctx.csv_dir)

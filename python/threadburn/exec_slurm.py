@@ -208,10 +208,8 @@ def task_main(args):
         if plan["timeline"]:
             point.timeline = True
         work = os.path.join(args.job_dir, "work", f"task{args.task}")
-        ctx = {"libomp": plan["libomp"], "seed": plan["seed"], "csv_dir": os.path.dirname(args.job_dir),
-               "columns": columns, "work_dir": work, "order_index": run["order_index"], "round": run.get("round", ""),
-               "timeline_dir": os.path.splitext(args.job_dir)[0] + ".timelines",
-               "threads_dir": os.path.splitext(args.job_dir)[0] + ".threads"}
+        ctx = exec_bench.RunContext.beside(os.path.splitext(args.job_dir)[0], plan["libomp"], plan["seed"], columns,
+                                           work).at(run["order_index"], run.get("round", ""))
         rows = exec_bench.Run(point, run["rep"], ctx, run.get("only") or None).execute()
         for row in rows:
             # The programs report host_name, num_cpus and cpu_model; a failed

@@ -255,12 +255,9 @@ def executor_for(args, g, seed, out, columns):
     if args.slurm:
         return exec_slurm.SlurmExecutor(args, g, seed, out)
     stem = os.path.splitext(out)[0]
-    csv_dir = os.path.dirname(os.path.abspath(out))
-    ctx = {"libomp": args.libomp, "seed": seed, "csv_dir": csv_dir, "columns": columns,
-           "work_dir": os.path.join(csv_dir, "." + os.path.basename(stem) + ".work"),
-           "timeline_dir": stem + ".timelines", "threads_dir": stem + ".threads"}
-    shutil.rmtree(ctx["work_dir"], ignore_errors=True)
-    return exec_bench.BenchExecutor(ctx)
+    work = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(stem) + ".work")
+    shutil.rmtree(work, ignore_errors=True)
+    return exec_bench.BenchExecutor(exec_bench.RunContext.beside(stem, args.libomp, seed, columns, work))
 
 
 def planned_keys(reps):
@@ -314,7 +311,7 @@ def sweep(args):
     if ended == 130:
         return 130
     looks = race.looks if race and race.looks else 1
-    shutil.rmtree(getattr(executor, "ctx", {}).get("work_dir", os.devnull + ".none"), ignore_errors=True)
+    executor.close()
     print(f"sweep: results in {out}" + (f" ({c.spent} runs; race {ended})" if race else ""))
     missing = len(planned_keys(reps) - c.done)
     if args.slurm and missing > 0:

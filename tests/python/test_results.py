@@ -94,6 +94,22 @@ class Aggregate(unittest.TestCase):
             "P=2 step 100 ms ( x3.57), 1300 samples/s, CPU 438 ms, invol ctxsw 180 [1 run]"])
 
 
+class Throughput(unittest.TestCase):
+    """A run's throughput is what its rows say it is (throughput_counter, the
+    program's own rule), summed over its copies; steps/s without a counter."""
+
+    def copies(self, counter, unit):
+        return [{"step_ms": "20", "samples_per_s": "3000", "step_cpu_ms": "1", "residual_cpu_ms": "1",
+                 "invol_ctxsw": "0", "throughput_counter": counter, "throughput_unit": unit}] * 2
+
+    def test_the_rows_rule(self):
+        self.assertEqual(results.run_aggregate(self.copies("samples_per_s", "samples/s"))["throughput"], 6000)
+        # the same cells, a program without a throughput counter: 2 x 1000 / 20 ms
+        self.assertEqual(results.run_aggregate(self.copies("none", "steps/s"))["throughput"], 100)
+        # rows older than schema 5: a filled samples_per_s is the counter
+        self.assertEqual(results.run_aggregate(self.copies("", ""))["throughput"], 6000)
+
+
 class Verdicts(unittest.TestCase):
     """verdicts.decide_all: per workload, decide.py over its settings (time =
     step_ms, CPU = step_cpu_ms + residual_cpu_ms per run)."""
