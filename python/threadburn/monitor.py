@@ -72,7 +72,7 @@ def plot(a):
             die(f"--xlim: expected A,B in seconds with A < B, got '{a.xlim}'")
     events = []
     if a.marks:
-        unix0 = int(tl.meta.get("t0_unix_ms", 0))  # unix ms at t_ms == 0
+        unix0 = float(tl.meta.get("t0_unix_ms", 0))  # unix ms at t_ms == 0
         span_ms = tl["process"][0][-1]
         lo, hi = xlim if xlim else (0, span_ms / 1000)
         for unix_ms, event in read_marks(a.marks, [e for e in a.events.split(",") if e], a.build_dir):

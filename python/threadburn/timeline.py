@@ -8,9 +8,10 @@ means:
     t_ms,series,cores
 
 The comment line is optional (timelines written before it existed have only
-the column line). One other path: a recording of threadburn_monitor
-(unix_ms,t_ms,dt_ms,tid,name,cpu_ms,...; its own columns for now), as in
-results/monitor/, reads as the series process and thread:<tid>:<name>.
+the column line). threadburn_monitor writes this format too (origin
+monitor_start, t0_unix_ms in the header). One other path: a monitor
+recording from before it did (unix_ms,t_ms,dt_ms,tid,name,cpu_ms,...), as in
+results/monitor/, reads as the same series, process and thread:<tid>:<name>.
 """
 import csv
 

@@ -14,10 +14,10 @@ std::string thread_series(pid_t tid, std::string_view label) {
   return "thread:" + std::to_string(tid) + ":" + std::string(label);
 }
 
-std::string timeline_header(std::string_view origin, const TimelineMeta& meta) {
+std::string timeline_header(std::string_view origin, const TimelineMeta& meta, double burn_threshold_cores) {
   std::string out = "# threadburn timeline " + std::to_string(kTimelineVersion) + "; origin=" + std::string(origin);
   // The threshold its tails are read by (the plot's idle line): the file says it.
-  out += "; burn_threshold_cores=" + rule_text(kTailThresholdCores);
+  out += "; burn_threshold_cores=" + rule_text(burn_threshold_cores);
   for (const auto& [k, v] : meta) out += "; " + k + "=" + v;
   return out + "\n" + kTimelineColumns + "\n";
 }

@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/burn.h"
+
 namespace threadburn {
 
 inline constexpr int kTimelineVersion = 1;
@@ -42,8 +44,10 @@ std::string thread_series(pid_t tid, std::string_view label);
 
 using TimelineMeta = std::vector<std::pair<std::string, std::string>>;
 
-// The first two lines: the comment (version, origin, metadata) and the columns.
-std::string timeline_header(std::string_view origin, const TimelineMeta& meta = {});
+// The first two lines: the comment (version, origin, the burn threshold its
+// tails are read by, metadata) and the columns.
+std::string timeline_header(std::string_view origin, const TimelineMeta& meta = {},
+                            double burn_threshold_cores = kTailThresholdCores);
 // One row; t_ms to the us, cores to 1e-4; a series with a comma or quote is quoted.
 std::string timeline_row(double t_ms, std::string_view series, double cores);
 

@@ -1,6 +1,7 @@
 #include "monitor/monitor.h"
 
 #include "core/clock.h"
+#include "core/timeline.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -17,56 +18,6 @@ std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
-// Splits one CSV line (RFC 4180 quoting, no embedded newlines across lines).
-bool split_csv(const std::string& line, std::vector<std::string>* out) {
-  out->clear();
-  std::string cur;
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        cur += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        cur += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      out->push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  out->push_back(cur);
-  return !quoted;
-}
-
-bool to_double(const std::string& s, double* v) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  *v = std::strtod(s.c_str(), &end);
-  return *end == '\0';
-}
-
-bool to_int(const std::string& s, int64_t* v) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  *v = std::strtoll(s.c_str(), &end, 10);
-  return *end == '\0';
 }
 
 Row make_row(const Snapshot& prev, const Snapshot& cur, int64_t unix0_ns, pid_t tid,
@@ -116,30 +67,47 @@ std::vector<Row> interval_rows(const Snapshot& prev, const Snapshot& cur, int64_
   return rows;
 }
 
-std::string csv_header() { return "unix_ms,t_ms,dt_ms,tid,name,cpu_ms,cores,threads,change\n"; }
-
-std::string format_row(const Row& r) {
-  // us resolution for times and CPU, 1e-4 cores: enough for a 1 ms period.
-  return std::to_string(r.unix_ms) + "," + fixed(r.t_ms, 3) + "," + fixed(r.dt_ms, 3) + "," +
-         std::to_string(r.tid) + "," + csv_field(r.name) + "," + fixed(r.cpu_ms, 3) + "," +
-         fixed(r.cores, 4) + "," + std::to_string(r.threads) + "," + r.change + "\n";
+std::string recording_header(int64_t unix0_ns, pid_t pid, int64_t period_us, double threshold_cores) {
+  char t0[64];
+  std::snprintf(t0, sizeof t0, "%.3f", static_cast<double>(unix0_ns / 1000) / 1000.0);
+  return timeline_header("monitor_start",
+                         {{"t0_unix_ms", t0}, {"pid", std::to_string(pid)}, {"period_us", std::to_string(period_us)}},
+                         threshold_cores);
 }
 
-bool parse_row(const std::string& raw, Row* r) {
-  std::string line = raw;
-  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
-  std::vector<std::string> f;
-  if (!split_csv(line, &f) || f.size() != kCsvColumns) return false;
-  int64_t tid = 0, threads = 0;
-  if (!to_int(f[0], &r->unix_ms) || !to_double(f[1], &r->t_ms) || !to_double(f[2], &r->dt_ms) ||
-      !to_int(f[3], &tid) || !to_double(f[5], &r->cpu_ms) || !to_double(f[6], &r->cores) ||
-      !to_int(f[7], &threads)) {
+std::string recording_row(const Row& r) {
+  return timeline_row(r.t_ms, r.tid == kProcessTid ? std::string(kSeriesProcess) : thread_series(r.tid, r.name),
+                      r.cores);
+}
+
+bool RecordingReader::read(const std::string& line, Row* row) {
+  if (line.rfind("#", 0) == 0) {
+    const auto at = line.find("t0_unix_ms=");
+    if (at != std::string::npos) unix0_ms_ = std::strtod(line.c_str() + at + 11, nullptr);
     return false;
   }
-  r->tid = static_cast<pid_t>(tid);
-  r->name = f[4];
-  r->threads = static_cast<int>(threads);
-  r->change = f[8];
+  double t_ms = 0, cores = 0;
+  std::string series;
+  if (!parse_timeline_row(line, &t_ms, &series, &cores)) return false;
+  if (series == kSeriesProcess) {
+    if (t_ms != clock_ms_) interval_start_ms_ = clock_ms_;
+    clock_ms_ = t_ms;
+    row->tid = kProcessTid;
+    row->name = kProcessName;
+  } else {
+    // thread:<tid>:<name>; the name may itself hold ':'.
+    const auto colon = series.find(':', 7);
+    if (series.rfind("thread:", 0) != 0 || colon == std::string::npos) return false;
+    row->tid = static_cast<pid_t>(std::strtol(series.c_str() + 7, nullptr, 10));
+    row->name = series.substr(colon + 1);
+  }
+  row->t_ms = t_ms;
+  row->dt_ms = t_ms - interval_start_ms_;
+  row->cores = cores;
+  row->cpu_ms = cores * row->dt_ms;
+  row->unix_ms = static_cast<int64_t>(std::floor(unix0_ms_ + t_ms + 1e-6));
+  row->threads = 0;
+  row->change.clear();
   return true;
 }
 

@@ -1,5 +1,5 @@
 // The pure part of threadburn_monitor: per-thread rates between two /proc
-// snapshots, the CSV rows they become, the end-of-run summary, and the marks
+// snapshots, the timeline rows they become, the end-of-run summary, and the marks
 // read from a seed-000-style log ("2022-11-23 14:47:19,534 - ckpt - update_end")
 // with the CPU tail after each. No I/O on /proc here, so all of it is unit-tested.
 #pragma once
@@ -29,7 +29,7 @@ struct Snapshot {
   std::vector<ThreadStat> threads;  // sorted by tid, as read_threads returns them
 };
 
-// One CSV line. unix_ms is the END of the interval on CLOCK_REALTIME (integer
+// One interval of one thread. unix_ms is the END of the interval on CLOCK_REALTIME (integer
 // ms, like the log's timestamps); t_ms the same instant on the monotonic clock
 // since the monitor started; dt_ms the interval length.
 struct Row {
@@ -50,12 +50,27 @@ struct Row {
 // at most one period). unix0_ns: CLOCK_REALTIME at monotonic t_ns == 0.
 std::vector<Row> interval_rows(const Snapshot& prev, const Snapshot& cur, int64_t unix0_ns);
 
-// CSV: a header and rows; a name with a comma, quote or newline is quoted.
-std::string csv_header();
-std::string format_row(const Row& row);
-// Parses one line written by format_row (false on a malformed line).
-bool parse_row(const std::string& line, Row* row);
-constexpr int kCsvColumns = 9;
+// The recording is a timeline in the one format (core/timeline.h): origin
+// monitor_start; the header names the pid, the period, the --threshold
+// (burn_threshold_cores) and t0_unix_ms, the wall-clock time of t_ms == 0 in
+// ms (to the us). Each interval is a `process` row (always: it is the sample
+// clock) followed by one `thread:<tid>:<name>` row per thread that used CPU
+// or was born, renamed or gone; cores = CPU / interval.
+std::string recording_header(int64_t unix0_ns, pid_t pid, int64_t period_us, double threshold_cores);
+std::string recording_row(const Row& row);
+
+// Reads a recording back into Rows, one line at a time in file order (the
+// tails stream it: memory stays flat). dt_ms comes from the process series'
+// clock, unix_ms = floor(t0_unix_ms + t_ms), cpu_ms = cores x dt_ms, tid and
+// name from the series; threads and change are not in the file (0, "").
+class RecordingReader {
+ public:
+  // True when the line was a row (*row set); the header lines set the clock.
+  bool read(const std::string& line, Row* row);
+
+ private:
+  double unix0_ms_ = 0, interval_start_ms_ = 0, clock_ms_ = 0;
+};
 
 // Per-thread totals over a recording. Rates (max_cores, busy) are taken over
 // buckets of bucket_ms, not single intervals: schedstat advances only at

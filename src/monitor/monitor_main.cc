@@ -41,15 +41,16 @@ const char* kUsage = R"(usage: threadburn_monitor --out=FILE [flags] --pid=N
        threadburn_monitor --out=FILE [flags] -- CMD ARGS...
 
 Records the CPU time of every thread of a process (from /proc/PID/task/*/schedstat)
-every period, with thread names, as a CSV with one row per thread per interval in
-which it ran (plus one "[process]" row per interval). Stops when the process exits,
+every period, with thread names, as a timeline CSV (threadburn's one format) with
+one row per thread per interval in which it ran (plus one "process" row per interval). Stops when the process exits,
 after --duration_s, or on Ctrl-C / SIGTERM, then prints a per-thread summary on
 stderr. With -- CMD ARGS it starts CMD itself, records from its first instruction,
 and exits with CMD's exit code (128+N if a signal N killed it).
 )";
 
 const char* kEpilogue = R"(
-CSV columns: unix_ms,t_ms,dt_ms,tid,name,cpu_ms,cores,threads,change (docs/monitor.md).
+The file: "# threadburn timeline 1; origin=monitor_start; ...; t0_unix_ms=..." then
+t_ms,series,cores with series process and thread:<tid>:<name> (docs/monitor.md).
 Ctrl-C while recording a launched CMD: CMD gets the terminal's signal and the
 monitor records until it exits; a second Ctrl-C kills CMD (SIGKILL).
 )";
@@ -287,7 +288,7 @@ class Recorder {
   // (attached) comes; forwards signals to a launched CMD. Throws Error on a
   // failed write.
   void run() {
-    csv_->add(mon::csv_header(), false);
+    csv_->add(mon::recording_header(unix0_, o_.pid, o_.period_ns / 1000, o_.threshold), false);
     const int64_t stop_at = o_.duration_s > 0 ? t0_ + std::llround(o_.duration_s * 1e9) : INT64_MAX;
     int64_t deadline = t0_ + o_.period_ns, last_flush = t0_;
     for (;;) {
@@ -334,7 +335,7 @@ class Recorder {
     mon::Snapshot cur = snapshot();
     auto rows = mon::interval_rows(prev_, cur, unix0_);
     for (const auto& r : rows) {
-      csv_->add(mon::format_row(r));
+      csv_->add(mon::recording_row(r));
       summary_.add(r);
     }
     prev_ = std::move(cur);
@@ -401,9 +402,9 @@ void report(const Options& o, const Recorder& rec, const CsvWriter& csv) {
       std::ifstream in(o.out);
       std::string line;
       mon::Row row;
-      std::getline(in, line);
+      mon::RecordingReader reader;
       while (std::getline(in, line)) {
-        if (mon::parse_row(line, &row)) tails.add(row);
+        if (reader.read(line, &row)) tails.add(row);
       }
       std::fputs(mon::format_tails(tails, summary, o.mark_event).c_str(), stderr);
     }

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Live checks of threadburn_monitor against spin_child (stdlib only).
 
-spin_child's "spinner" thread burns a known 200 ms of CPU, so the CSV must
-show 200 ms +-10 % for it; every file the monitor leaves must be complete
-(a header, then rows of 9 columns, each ending in a newline).
+spin_child's "spinner" thread burns a known 200 ms of CPU, so the recording
+must show 200 ms +-10 % for it; every file the monitor leaves must be complete
+(the timeline header, then rows of 3 columns, each ending in a newline).
 Usage: check_monitor.py CASE --monitor BIN --child BIN --fixtures DIR --threadburn BIN
 """
 import argparse
@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-COLUMNS = "unix_ms,t_ms,dt_ms,tid,name,cpu_ms,cores,threads,change".split(",")
+COLUMNS = ["t_ms", "series", "cores"]
 
 
 def fail(msg):
@@ -30,15 +30,27 @@ def check(cond, msg):
 
 
 def read_complete_csv(path):
-    """Rows as dicts; fails unless every line is whole."""
+    """The recording's rows as dicts (t_ms, tid, name, cores, and cpu_ms over
+    the interval that the process series' clock gives); fails unless every
+    line is whole and the header is the one timeline format's."""
     data = open(path, "rb").read()
     check(data.endswith(b"\n"), f"{path} does not end with a newline (partial row)")
     lines = data.decode().splitlines()
-    check(lines[0].split(",") == COLUMNS, f"bad header {lines[0]!r}")
-    rows = list(csv.reader(lines))
-    for i, r in enumerate(rows):
-        check(len(r) == len(COLUMNS), f"line {i + 1} has {len(r)} columns: {lines[i]!r}")
-    return [dict(zip(COLUMNS, r)) for r in rows[1:]]
+    check(lines[0].startswith("# threadburn timeline 1; origin=monitor_start;") and "t0_unix_ms=" in lines[0],
+          f"bad first line {lines[0]!r}")
+    check(lines[1].split(",") == COLUMNS, f"bad header {lines[1]!r}")
+    rows, start, clock = [], 0.0, 0.0
+    for i, r in enumerate(csv.reader(lines[2:]), 3):
+        check(len(r) == len(COLUMNS), f"line {i} has {len(r)} columns: {lines[i - 1]!r}")
+        t, series, cores = float(r[0]), r[1], float(r[2])
+        if series == "process":
+            start, clock = (clock, t) if t != clock else (start, clock)
+            tid, name = "0", "[process]"
+        else:
+            check(series.startswith("thread:"), f"line {i}: series {series!r}")
+            _, tid, name = series.split(":", 2)
+        rows.append({"t_ms": t, "tid": tid, "name": name, "cores": cores, "cpu_ms": cores * (t - start)})
+    return rows
 
 
 def cpu_by_name(rows):
@@ -71,8 +83,15 @@ def check_spin(rows, stderr):
     check(199 <= cpu.get("spinner", 0) <= 205, f"spinner used {cpu.get('spinner')} ms, expected 200 (+ its exit)")
     check(cpu.get("idler", 0) < 5, f"idler used {cpu.get('idler')} ms, expected ~0 (it sleeps)")
     check_samples(rows, stderr)
-    check(any(r["name"] == "spinner" and r["change"] == "gone" for r in rows), "spinner's exit not recorded")
+    # A thread's row without CPU is written only when it was born, renamed or
+    # gone: the spinner's last row is its exit.
+    spinner = [r for r in rows if r["name"] == "spinner"]
+    check(spinner and spinner[-1]["cores"] == 0, "spinner's exit not recorded")
     check("spinner" in stderr and "[process]" in stderr, "summary missing:\n" + stderr)
+
+
+def rows_tid(rows, name):
+    return next((r["tid"] for r in rows if r["name"] == name), None)
 
 
 def run(cmd, **kw):
@@ -97,7 +116,8 @@ def case_launch(a, tmp):
     rows = read_complete_csv(out)
     check_spin(rows, p.stderr)
     # The gate: the baseline is read before exec, so the rename is recorded.
-    check(any(r["change"] == "renamed" and r["name"] == "spin_child" for r in rows), "exec rename missing")
+    leader = {r["name"] for r in rows if r["tid"] == rows_tid(rows, "spin_child")}
+    check(len(leader) >= 2, f"exec rename missing: the leader's names {leader}")
 
 
 def case_attach(a, tmp):

@@ -1,5 +1,5 @@
 // The monitor's pure logic against hand-computed answers: rows from two
-// snapshots, the CSV round trip, the summary and the tails after the marks of
+// snapshots, the recording's timeline rows read back, the summary and the tails after the marks of
 // fixtures/ckpt.log over fixtures/recording.csv (10 ms samples; two OpenMP
 // workers spin 200 ms after the first update_end, 41 ms after the second).
 #include <gtest/gtest.h>
@@ -39,13 +39,13 @@ const Row* find(const std::vector<Row>& rows, pid_t tid) {
 std::vector<Row> read_fixture_rows() {
   std::ifstream in(kFixtures + "/recording.csv");
   std::string line;
-  std::getline(in, line);
-  EXPECT_EQ(line + "\n", csv_header());
   std::vector<Row> rows;
+  RecordingReader reader;
   Row r;
-  while (std::getline(in, line)) {
-    EXPECT_TRUE(parse_row(line, &r)) << line;
-    rows.push_back(r);
+  for (int n = 1; std::getline(in, line); ++n) {
+    const bool is_row = reader.read(line, &r);
+    EXPECT_EQ(is_row, n > 2) << line;  // the comment and the column line are no rows
+    if (is_row) rows.push_back(r);
   }
   return rows;
 }
@@ -55,6 +55,9 @@ TEST(Interval, RatesForBornLivingAndGoneThreads) {
   Snapshot cur{12000000, {stat(1, "main", 12), stat(2, "idle", 5), stat(3, "born", 1)}};
   const auto rows = interval_rows(prev, cur, 1000000000000LL * 1000000);
   ASSERT_EQ(rows.size(), 4u);  // process, main, born, dying; idle used nothing
+  SummaryBuilder summary(0.05, 10.0);
+  for (const auto& r : rows) summary.add(r);
+  EXPECT_EQ(summary.max_threads(), 3);  // alive at the end of the interval
   EXPECT_EQ(rows[0].tid, kProcessTid);
   EXPECT_EQ(rows[0].name, "[process]");
   EXPECT_DOUBLE_EQ(rows[0].cpu_ms, 3.0);
@@ -91,25 +94,44 @@ TEST(Interval, UnixMsIsTheFlooredEndOfTheInterval) {
   EXPECT_EQ(interval_rows(prev, cur, 5000000LL * 1000000 + 400000)[0].unix_ms, 5000002LL);
 }
 
-TEST(Csv, FormatsAndQuotes) {
+TEST(Recording, HeaderRowsAndQuotes) {
+  EXPECT_EQ(recording_header(1669214839491123456LL, 42, 1000, 0.2),
+            "# threadburn timeline 1; origin=monitor_start; burn_threshold_cores=0.2; t0_unix_ms=1669214839491.123; "
+            "pid=42; period_us=1000\nt_ms,series,cores\n");
   Row r{1669214839551, 60.0, 1.0004, 101, "tb-omp-1", 0.9996, 0.99910, 3, "new"};
-  EXPECT_EQ(format_row(r), "1669214839551,60.000,1.000,101,tb-omp-1,1.000,0.9991,3,new\n");
+  EXPECT_EQ(recording_row(r), "60.000,thread:101:tb-omp-1,0.9991\n");
   r.name = "say \"a,b\"";
-  EXPECT_EQ(format_row(r), "1669214839551,60.000,1.000,101,\"say \"\"a,b\"\"\",1.000,0.9991,3,new\n");
-  Row back;
-  ASSERT_TRUE(parse_row(format_row(r), &back));
-  EXPECT_EQ(back.name, r.name);
-  EXPECT_EQ(back.unix_ms, r.unix_ms);
-  EXPECT_EQ(back.change, "new");
-  EXPECT_EQ(csv_header(), "unix_ms,t_ms,dt_ms,tid,name,cpu_ms,cores,threads,change\n");
+  EXPECT_EQ(recording_row(r), "60.000,\"thread:101:say \"\"a,b\"\"\",0.9991\n");
+  r.tid = kProcessTid;
+  EXPECT_EQ(recording_row(r), "60.000,process,0.9991\n");
 }
 
-TEST(Csv, RejectsPartialAndMalformedLines) {
+TEST(Recording, ReadBackTheClockTheNamesAndTheCpu) {
+  // Two intervals: 0..10 ms and 10..12.5 ms; t0 at ...491.4 ms wall clock.
+  RecordingReader reader;
   Row r;
-  EXPECT_FALSE(parse_row("1669214839551,60.000,1.000,101,tb-omp-1,1.0", &r));
-  EXPECT_FALSE(parse_row("1669214839551,60.000,1.000,101,\"open,1.000,0.9,3,", &r));
-  EXPECT_FALSE(parse_row("x,60.000,1.000,101,a,1.000,0.9991,3,", &r));
-  EXPECT_TRUE(parse_row("1,60.000,1.000,101,a,1.000,0.9991,3,\r\n", &r));
+  EXPECT_FALSE(reader.read("# threadburn timeline 1; origin=monitor_start; burn_threshold_cores=0.05; "
+                           "t0_unix_ms=1000491.400; pid=7; period_us=10000", &r));
+  EXPECT_FALSE(reader.read("t_ms,series,cores", &r));
+  ASSERT_TRUE(reader.read("10.000,process,0.5000", &r));
+  EXPECT_EQ(r.tid, kProcessTid);
+  EXPECT_EQ(r.name, kProcessName);
+  EXPECT_DOUBLE_EQ(r.dt_ms, 10.0);
+  EXPECT_DOUBLE_EQ(r.cpu_ms, 5.0);
+  EXPECT_EQ(r.unix_ms, 1000501);  // floor(1000491.4 + 10)
+  ASSERT_TRUE(reader.read("10.000,\"thread:101:a:b,c\",0.5000\r", &r));
+  EXPECT_EQ(r.tid, 101);
+  EXPECT_EQ(r.name, "a:b,c");
+  EXPECT_DOUBLE_EQ(r.dt_ms, 10.0);
+  ASSERT_TRUE(reader.read("12.500,process,2.0000", &r));
+  EXPECT_DOUBLE_EQ(r.dt_ms, 2.5);
+  EXPECT_DOUBLE_EQ(r.cpu_ms, 5.0);
+  EXPECT_EQ(r.unix_ms, 1000503);  // floor(1000503.9)
+  ASSERT_TRUE(reader.read("12.500,thread:9:x,2.0000", &r));
+  EXPECT_DOUBLE_EQ(r.dt_ms, 2.5);
+  EXPECT_FALSE(reader.read("12.500,other_series,1", &r));
+  EXPECT_FALSE(reader.read("12.500,\"open,1", &r));
+  EXPECT_FALSE(reader.read("x,process,1", &r));
 }
 
 TEST(Summary, TotalsFromTheFixture) {
@@ -117,7 +139,7 @@ TEST(Summary, TotalsFromTheFixture) {
   for (const auto& r : read_fixture_rows()) s.add(r);
   EXPECT_EQ(s.samples(), 227);
   EXPECT_DOUBLE_EQ(s.span_ms(), 2270.0);
-  EXPECT_EQ(s.max_threads(), 4);
+  EXPECT_EQ(s.max_threads(), 0);  // counted while recording (Interval test), not written to the file
   const auto threads = s.threads();
   ASSERT_EQ(threads.size(), 4u);
   EXPECT_EQ(threads[0].name, "tb-omp-2");  // most CPU first
