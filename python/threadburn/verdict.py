@@ -8,7 +8,7 @@ input.
 """
 import argparse
 
-from . import argtypes, decide, results, verdicts
+from . import argtypes, decide, exports, results, verdicts
 
 UNDECIDED_EXIT = 3
 
@@ -28,20 +28,21 @@ def add_parser(sub):
     p.add_argument("--no-write", action="store_true", help="print only; write no .verdict.json")
     p.add_argument("--require-decision", action="store_true",
                    help=f"exit {UNDECIDED_EXIT} when a workload is undecided (for CI)")
+    exports.add_options(p)
     p.set_defaults(run=main)
     return p
 
 
 def main(args):
     rows = results.read_rows(args.csv, required=("status", "run_key"))
-    recorded = verdicts.recorded(args.csv)
-    looks = args.looks or recorded.get("looks") or 1
-    objective = args.objective or recorded.get("objective") or "balanced"
-    margin = args.margin or recorded.get("margin") or decide.MARGIN
+    objective, margin, looks, recorded = verdicts.rule_of(args.csv, args.objective, args.margin, args.looks)
     entries = verdicts.decide_all(rows, objective, margin, looks=looks)
     print("\n".join(verdicts.text(entries)))
+    extra = {k: v for k, v in recorded.get("file", {}).items() if k == "confirmation"}
+    data = verdicts.to_json(entries, args.csv, extra=extra)
     if not args.no_write:
-        extra = {k: v for k, v in recorded.get("file", {}).items() if k == "confirmation"}
-        print(f"verdict: {verdicts.write_json(args.csv, verdicts.to_json(entries, args.csv, extra=extra))}")
+        print(f"verdict: {verdicts.write_json(args.csv, data)}")
+    for path in exports.write_requested(args, entries, data):
+        print(f"verdict: {path}")
     undecided = [e for e in entries if not e.decision.decided]
     return UNDECIDED_EXIT if undecided and args.require_decision else 0

@@ -232,6 +232,53 @@ def _runs_range(d):
     return f"{min(ns)}" if min(ns) == max(ns) else f"{min(ns)}-{max(ns)}"
 
 
+def role(e, name):
+    """What the verdict made of one setting: baseline, chosen, equivalent (to
+    the chosen), eliminated (slower than the best by the margin), open (a
+    comparison still straddles the margin), or "" (none of these)."""
+    d = e.decision
+    if name == d.baseline:
+        return "baseline" + (" (kept)" if d.verdict == "keep" else "")
+    if name == d.chosen:
+        return "chosen" if d.verdict == "change" else "leaning to"
+    if name in d.equivalent:
+        return "equivalent"
+    if name in d.eliminated:
+        return "eliminated"
+    return "open" if any(n == name for n, _, _ in d.open) else ""
+
+
+def setting_rows(e):
+    """The evidence per setting, as data: runs, the geometric means of the
+    per-run values the rule compared, each ratio to the baseline with its
+    interval (after the correction) and what the margin makes of it; the
+    chosen setting first, then the baseline, then by the ratio of time."""
+    d = e.decision
+    out = []
+    for name, s in d.settings.items():
+        r = d.vs_baseline.get(name, {})
+        out.append({"setting": name, "role": role(e, name), "runs": len(s.time),
+                    "time_geomean": s.geo("time"), "cpu_geomean": s.geo("cpu"),
+                    "time_ratio": _ratio_json(r.get("time")), "cpu_ratio": _ratio_json(r.get("cpu")),
+                    "time_word": r["time"].word(d.margin) if r.get("time") else None,
+                    "cpu_word": r["cpu"].word(d.margin) if r.get("cpu") else None,
+                    "env": e.env.get(name, {})})
+    first = {d.chosen: 0, d.baseline: 1}
+    return sorted(out, key=lambda x: (first.get(x["setting"], 2),
+                                      x["time_ratio"]["estimate"] if x["time_ratio"] else 1.0, x["setting"]))
+
+
+def ratio_text(ratio_json, higher_is_better=False):
+    """A ratio of setting_rows as a change with its interval: -7.9% [-10.1%, -5.6%]
+    (a higher-is-better figure as its own change, like the headline)."""
+    if not ratio_json:
+        return ""
+    est, lo, hi = ratio_json["estimate"], ratio_json["low"], ratio_json["high"]
+    if higher_is_better:
+        est, lo, hi = 1 / est, 1 / hi, 1 / lo
+    return f"{fmt.pct(est - 1)} [{fmt.pct(lo - 1)}, {fmt.pct(hi - 1)}]"
+
+
 def text(entries):
     lines = []
     for e in entries:
@@ -280,6 +327,15 @@ def write_json(csv_path, data):
         f.write("\n")
     os.replace(tmp, path)
     return path
+
+
+def rule_of(csv_path, objective=None, margin=None, looks=None):
+    """The rule a file's verdict is recomputed by: what is asked, else what
+    its verdict.json recorded, else the defaults; (objective, margin,
+    looks, recorded(csv_path))."""
+    rec = recorded(csv_path)
+    return (objective or rec.get("objective") or "balanced", margin or rec.get("margin") or decide.MARGIN,
+            looks or rec.get("looks") or 1, rec)
 
 
 def recorded(csv_path):
