@@ -2,22 +2,22 @@
 self-contained HTML page (no network: its plots are data: URIs, its
 Content-Security-Policy allows nothing else), the verdict first, then the
 evidence: per setting the ratios to the baseline with their intervals
-(verdicts.setting_rows, the table of exports), the time-vs-CPU and timeline
+(verdicts.setting_rows, the table of the exports), the time-vs-CPU and timeline
 plots (figures), the settings in force, the knobs a runtime ignored or
 overrode, the machine, the command that reproduces it, the method.
 
-A sweep's and a tune's CSV get their verdict by the rule of `threadburn
-verdict` (verdicts.rule_of, decide_all); a run's CSV (run.csv of `threadburn
-run`) is one run of one setting: no verdict, its figures and the probe's
-timeline from the files beside it.
+HTML only: the command (report.py) decides, draws and hands the results
+over as data (Page), so that this module stands low among the library's
+floors. A run's CSV (run.csv of `threadburn run`) is one run of one setting:
+no verdict.
 """
 import base64
 import html
 import os
 import shlex
-import tempfile
+from dataclasses import dataclass, field
 
-from . import confirmation, drawing, exports, figures, fmt, keys, paths, probe, results, schema, verdicts
+from . import fmt, keys, paths, schema
 from .errors import ThreadburnError
 
 KINDS = ("sweep", "tune", "run")
@@ -56,6 +56,32 @@ img { max-width: 100%; border: 1px solid #e0e0e0; margin: 4px 0; }
 pre { background: #f6f6f6; padding: 8px; overflow-x: auto; font-size: 12.5px; white-space: pre-wrap; word-break: break-all; }
 .note { color: #555; font-size: 13px; }"""
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
+
+
+@dataclass
+class Verdict:
+    """One workload's verdict as the page shows it (verdicts.headline, evidence, setting_rows)."""
+    label: str
+    verdict: str                                   # change | keep | undecided
+    headline: str
+    evidence: list
+    note: str = ""                                 # how to read the table
+    columns: list = field(default_factory=list)    # the per-setting table
+    body: list = field(default_factory=list)
+
+
+@dataclass
+class Page:
+    kind: str                                      # sweep | tune | run
+    csv_path: str
+    rows: list
+    setting_name: object                           # row -> the name of its setting (verdicts.setting_name)
+    rule: tuple = ("balanced", 0.05, 1)            # objective, margin, looks
+    verdicts: list = field(default_factory=list)   # [Verdict]
+    confirmation: list = field(default_factory=list)  # lines (confirmation.text)
+    figures: list = field(default_factory=list)    # [(alt, png path)]
+    notes: list = field(default_factory=list)      # why a figure is missing
+    repro: dict = field(default_factory=dict)      # workload label -> a chosen setting's command line
 
 
 def esc(value):
@@ -99,11 +125,11 @@ def doc_link(name, anchor="", text=None):
 
 # --- the sections ------------------------------------------------------------------
 
-def verdict_section(kind, entries, rows, conf):
+def verdict_section(p):
     out = ['<section id="verdict">']
-    if kind == "run":
+    if p.kind == "run":
         bg, border = VERDICT_COLORS["run"]
-        row = rows[0]
+        row = p.rows[0]
         out.append(f'<div class="verdict run" style="background:{bg};border-color:{border}">'
                    f'<h3>{esc(row.get("command", ""))}</h3><p class="headline">ONE RUN: no verdict. A verdict compares '
                    "settings: <code>threadburn tune -- COMMAND</code> races them against your plain environment.</p>"
@@ -111,98 +137,51 @@ def verdict_section(kind, entries, rows, conf):
                    f"; wall {esc(fmt.ms(schema.to_float(row.get('wall_ms'))))}, CPU "
                    f"{esc(fmt.ms(schema.to_float(row.get('cpu_ms'))))}; the OpenMP workers burned "
                    f"{esc(fmt.ms(schema.to_float(row.get('omp_between_regions_ms'))))} between regions</li></ul></div>")
-    if kind != "run" and not entries:
-        out.append('<div class="verdict undecided"><p class="headline">No workload with complete runs in this '
-                   "file: no verdict.</p></div>")
-    for e in entries:
-        bg, border = VERDICT_COLORS[e.decision.verdict]
-        evidence = "".join(f"<li>{esc(ln.strip())}</li>" for ln in verdicts.evidence(e))
-        out.append(f'<div class="verdict {esc(e.decision.verdict)}" style="background:{bg};border-color:{border}">'
-                   f'<h3>{esc(e.label)}</h3><p class="headline">{esc(verdicts.headline(e))}</p>'
-                   f"<ul>{evidence}</ul></div>")
-    if conf:
-        lines = confirmation.text(conf)
-        out.append(f"<p>{esc(lines[0])}</p><ul>" + "".join(f"<li>{esc(ln.strip())}</li>" for ln in lines[1:])
-                   + "</ul>")
+    elif not p.verdicts:
+        bg, border = VERDICT_COLORS["undecided"]
+        out.append(f'<div class="verdict undecided" style="background:{bg};border-color:{border}"><p class="headline">'
+                   "NO VERDICT: no workload with complete runs in this file.</p></div>")
+    for v in p.verdicts:
+        bg, border = VERDICT_COLORS[v.verdict]
+        evidence = "".join(f"<li>{esc(ln.strip())}</li>" for ln in v.evidence)
+        out.append(f'<div class="verdict {esc(v.verdict)}" style="background:{bg};border-color:{border}">'
+                   f'<h3>{esc(v.label)}</h3><p class="headline">{esc(v.headline)}</p><ul>{evidence}</ul></div>')
+    if p.confirmation:
+        out.append(f"<p>{esc(p.confirmation[0])}</p><ul>" +
+                   "".join(f"<li>{esc(ln.strip())}</li>" for ln in p.confirmation[1:]) + "</ul>")
     out.append("</section>")
     return "\n".join(out)
 
 
-def evidence_section(kind, entries, rows):
+def evidence_section(p):
     out = ['<section id="evidence"><h2>Evidence per setting</h2>']
-    if kind == "run":
-        row = rows[0]
+    if p.kind == "run":
+        row = p.rows[0]
         body = [[label, fmt.number(schema.to_float(row.get(k)), 4)] for k, label in RUN_FIGURES if row.get(k, "") != ""]
         out.append(table(["figure", "value"], body, numeric_from=1))
-    for e in entries:
-        d = e.decision
-        out.append(f"<h3>{esc(e.label)}</h3>")
-        if not d.settings:
-            out.append('<p class="note">no setting with complete runs</p>')
-            continue
-        out.append(f'<p class="note">One value per run (a fresh process); geometric means of those; ratios are '
-                   f"setting / {esc(d.baseline)} as a change with the interval after the correction for "
-                   f"{max(1, len(d.settings) - 1)} comparisons x {d.looks} look(s) (alpha' {d.alpha_each:.2g} per "
-                   f"side); margin {d.margin:.0%}, objective {esc(d.objective)}.</p>")
-        out.append(table(exports.columns(e), [exports.cells(e, r) for r in verdicts.setting_rows(e)]))
+    for v in p.verdicts:
+        out.append(f"<h3>{esc(v.label)}</h3>")
+        out.append(f'<p class="note">{esc(v.note)}</p>' if v.note else "")
+        out.append(table(v.columns, v.body) if v.body else '<p class="note">no setting with complete runs</p>')
     out.append("</section>")
     return "\n".join(out)
 
 
-def _figure(make, alt, notes):
-    """An <img> of the first figure make() writes into a temporary folder; a note when it cannot."""
-    with tempfile.TemporaryDirectory(prefix="threadburn-report-") as tmp:
-        try:
-            written = make(tmp)
-        except (ThreadburnError, OSError, KeyError, ValueError) as e:
-            notes.append(f"{alt}: not drawn ({e})")
-            return []
-        return [image(p, f"{alt} ({os.path.basename(p)})") for p in written]
-
-
-def figures_section(kind, rows, csv_path):
-    out, notes = ['<section id="figures"><h2>Time against CPU, and timelines</h2>'], []
-    csv_dir = os.path.dirname(os.path.abspath(csv_path))
-    if kind == "sweep":
-        worlds = results.world_rows(rows)
-        out += _figure(lambda d: figures.pareto(worlds, figures.pyplot(), d), "step time against CPU burned after "
-                       "the step, per setting", notes)
-        shown = _figure(lambda d: figures.timelines(rows, csv_dir, figures.pyplot(), d, 12), "timeline", notes)
-        out += shown
-        if not shown and not notes:
-            notes.append("no timelines in this file: a sweep records them with --timeline (or timeline = true in "
-                         "the grid)")
-    else:
-        out += _figure(lambda d: figures.tune_settings(rows, figures.pyplot(), d), "time against CPU per setting",
-                       notes)
-        if kind == "run":
-            out += _figure(lambda d: run_timeline(rows[0], csv_dir, d), "timeline of the run", notes)
-        else:
-            notes.append("a tune keeps no timelines (its runs' probe files are removed); `threadburn run` with a "
-                         "setting's variables draws one")
-    out += [f'<p class="note">{esc(n)}</p>' for n in notes]
+def figures_section(p):
+    out = ['<section id="figures"><h2>Time against CPU, and timelines</h2>']
+    out += [image(path, alt) for alt, path in p.figures]
+    out += [f'<p class="note">{esc(n)}</p>' for n in p.notes]
     out.append("</section>")
     return "\n".join(out)
 
 
-def run_timeline(row, run_dir, out_dir):
-    """The probe's timeline of a run's main process, from the files beside its run.csv."""
-    report = probe.main_report(run_dir, shlex.split(row.get("command", "")) or ["the command"],
-                               require_regions=False)
-    path = report.file(".timeline.csv")
-    if not os.path.exists(path):
-        raise ThreadburnError(f"no {os.path.basename(path)} beside the CSV")
-    return [drawing.timeline_figure(figures.pyplot(), [("", path)], row.get("command", "")[:100],
-                                    os.path.join(out_dir, "timeline.png"))]
-
-
-def by_setting(kind, rows):
+def by_setting(rows, setting_name):
     """{setting name: its first ok row (else its first row)}, in the file's order."""
     out = {}
     for r in rows:
         if r.get("phase", "") not in ("", "race"):
             continue
-        name = verdicts.setting_name(r) if kind != "run" else keys.setting_of(r).label
+        name = setting_name(r)
         if name not in out or (out[name].get("status") != "ok" and r.get("status") == "ok"):
             out[name] = r
     return out
@@ -212,8 +191,9 @@ def _distinct(rows, column):
     return list(dict.fromkeys(r.get(column, "") for r in rows if r.get(column, "") not in ("",)))
 
 
-def settings_section(kind, rows):
-    first = by_setting(kind, rows)
+def settings_section(p):
+    rows = p.rows
+    first = by_setting(rows, p.setting_name)
     cols = [(k, label) for k, label in IN_FORCE if any(r.get(k, "") != "" for r in first.values())]
     body = [[name] + [r.get(k, "") for k, _ in cols] for name, r in first.items()]
     out = ['<section id="settings"><h2>Settings in force</h2>',
@@ -222,7 +202,7 @@ def settings_section(kind, rows):
     knobs = []
     for name, r in first.items():
         for k, label in KNOBS:
-            values = [v for v in _distinct([x for x in rows if x is r or verdicts.setting_name(x) == name], k)
+            values = [v for v in _distinct([x for x in rows if x is r or p.setting_name(x) == name], k)
                       if v != "none"]
             if values:
                 knobs.append([name, label, "; ".join(values)])
@@ -264,20 +244,13 @@ def reproduce_lines(kind, rows, csv_path, rule):
     return lines
 
 
-def reproduce_section(kind, rows, entries, csv_path, rule):
+def reproduce_section(p):
     out = ['<section id="reproduce"><h2>Reproduce</h2>',
-           f"<pre>{esc(chr(10).join(reproduce_lines(kind, rows, csv_path, rule)))}</pre>"]
-    if kind == "sweep":
-        repro = {}
-        for e in entries:
-            points = e.points.get(e.decision.chosen, set())
-            line = next((r["repro"] for r in rows if r.get("point_key") in points and r.get("repro")), None)
-            if line:
-                repro[e.label] = line
-        if repro:
-            out.append('<p class="note">One run of each chosen setting (or the one the data lean to), as the sweep '
-                       "started it:</p>")
-            out.append("<pre>" + esc("\n".join(f"# {k}\n{v}" for k, v in repro.items())) + "</pre>")
+           f"<pre>{esc(chr(10).join(reproduce_lines(p.kind, p.rows, p.csv_path, p.rule)))}</pre>"]
+    if p.repro:
+        out.append('<p class="note">One run of each chosen setting (or the one the data lean to), as the sweep '
+                   "started it:</p>")
+        out.append("<pre>" + esc("\n".join(f"# {k}\n{v}" for k, v in p.repro.items())) + "</pre>")
     out.append("</section>")
     return "\n".join(out)
 
@@ -303,25 +276,16 @@ def method_section(kind):
             f"need). The rule, and why no bootstrap: {doc_link('design.md', '#decisions')}.</p></section>")
 
 
-def page(csv_path, objective=None, margin=None, looks=None):
-    """The report's HTML for a results CSV (ThreadburnError for anything but a sweep's, tune's or run's)."""
-    header, rows = results.read_table(csv_path)
-    kind = kind_of(csv_path, header, rows)
-    entries, conf, rule = [], None, (objective or "balanced", margin or 0.05, looks or 1)
-    if kind != "run":
-        objective, margin, looks, rec = verdicts.rule_of(csv_path, objective, margin, looks)
-        rule = (objective, margin, looks)
-        entries = verdicts.decide_all(rows, objective, margin, looks=looks)
-        conf = rec.get("file", {}).get("confirmation")
-    name = os.path.basename(csv_path)
-    what = {"sweep": f"a sweep of grid {rows[0].get('grid', '')}", "tune": "a tune of your command",
-            "run": "one run of your command"}[kind]
+def html_page(p):
+    """The report's HTML (Page: what the command decided and drew)."""
+    name = os.path.basename(p.csv_path)
+    what = {"sweep": f"a sweep of grid {p.rows[0].get('grid', '')}", "tune": "a tune of your command",
+            "run": "one run of your command"}[p.kind]
     body = [f"<h1>threadburn report: {esc(name)}</h1>",
-            f'<p class="sub">{esc(what)}; {len(rows)} rows; {esc(os.path.abspath(csv_path))}</p>',
-            verdict_section(kind, entries, rows, conf), evidence_section(kind, entries, rows),
-            figures_section(kind, rows, csv_path), settings_section(kind, rows), machine_section(rows),
-            reproduce_section(kind, rows, entries, csv_path, rule), method_section(kind)]
+            f'<p class="sub">{esc(what)}; {len(p.rows)} rows; {esc(os.path.abspath(p.csv_path))}</p>',
+            verdict_section(p), evidence_section(p), figures_section(p), settings_section(p),
+            machine_section(p.rows), reproduce_section(p), method_section(p.kind)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f"<title>threadburn report: {esc(name)}</title><style>{CSS}</style></head>\n"
-            f'<body data-kind="{kind}">\n' + "\n".join(body) + f"\n<script>{SCRIPT}</script>\n</body></html>\n")
+            f'<body data-kind="{p.kind}">\n' + "\n".join(body) + f"\n<script>{SCRIPT}</script>\n</body></html>\n")

@@ -38,7 +38,7 @@ import random
 import re
 import shutil
 
-from . import argtypes, campaign, decide, exports, probe, results, schema, verdicts
+from . import argtypes, campaign, decide, probe, results, schema, verdicts
 from .errors import ThreadburnError
 from .exec_probe import ProbeExecutor, TunePoint
 from .machine import physical_cores, usable_cpus
@@ -73,7 +73,7 @@ def add_parser(sub):
     p.add_argument("--seed", type=int, help="seed of the run order (default: random, printed)")
     p.add_argument("--timeout", type=argtypes.positive, default=3600, help="per-run timeout in s (default 3600)")
     p.add_argument("--dry-run", action="store_true", help="list the settings and the plan, run nothing")
-    exports.add_options(p)
+    verdicts.add_export_options(p)
     add_run_options(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
     p.set_defaults(run=main)
@@ -273,7 +273,7 @@ def report(args, out, race, ended, budget, confirmation):
     data = verdicts.to_json(entries, out, budget.runs if budget else None, extra)
     path = verdicts.write_json(out, data)
     print(f"tune: verdict in {path}")
-    for written in exports.write_requested(args, entries, data):
+    for written in verdicts.write_exports(args, entries, data):
         print(f"tune: exported {written}")
     return 0
 

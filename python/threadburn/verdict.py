@@ -8,7 +8,7 @@ input.
 """
 import argparse
 
-from . import argtypes, decide, exports, results, verdicts
+from . import argtypes, decide, results, verdicts
 
 UNDECIDED_EXIT = 3
 
@@ -28,7 +28,7 @@ def add_parser(sub):
     p.add_argument("--no-write", action="store_true", help="print only; write no .verdict.json")
     p.add_argument("--require-decision", action="store_true",
                    help=f"exit {UNDECIDED_EXIT} when a workload is undecided (for CI)")
-    exports.add_options(p)
+    verdicts.add_export_options(p)
     p.set_defaults(run=main)
     return p
 
@@ -42,7 +42,7 @@ def main(args):
     data = verdicts.to_json(entries, args.csv, extra=extra)
     if not args.no_write:
         print(f"verdict: {verdicts.write_json(args.csv, data)}")
-    for path in exports.write_requested(args, entries, data):
+    for path in verdicts.write_exports(args, entries, data):
         print(f"verdict: {path}")
     undecided = [e for e in entries if not e.decision.decided]
     return UNDECIDED_EXIT if undecided and args.require_decision else 0

@@ -1,6 +1,11 @@
 """Per workload, one decision (decide.py) from a results file's rows, and the
 verdict as text (a line a user acts on, then the evidence) and as data
-(<stem>.verdict.json, results/README.md).
+(<stem>.verdict.json, results/README.md), and the exports to paste into an
+issue (hyperfine's --export-markdown FILE and --export-json FILE, on `tune`,
+`sweep` and `verdict`): per workload the headline, then one row per setting
+with its ratios to the baseline and their intervals (setting_rows); the JSON
+is the verdict file's data with, per workload, the headline and those rows,
+under its own version (export_schema; results/README.md, Exports).
 
 One value per run (decide.per_run): a sweep run's time is the mean step_ms
 of its copies (a data-parallel world: its slowest rank), its CPU the sum of
@@ -16,7 +21,7 @@ import shlex
 import statistics
 from dataclasses import dataclass, field
 
-from . import decide, fmt, keys, paths, results, schema
+from . import confirmation, decide, errors, fmt, keys, paths, results, schema
 
 VERDICT_SCHEMA = 1
 
@@ -349,3 +354,79 @@ def recorded(csv_path):
                 "objective": first.get("objective"), "margin": first.get("margin"), "file": data}
     except (OSError, ValueError, AttributeError, KeyError, TypeError):
         return {}
+
+
+# --- exports ----------------------------------------------------------------------
+
+EXPORT_SCHEMA = 1
+
+
+def add_export_options(p):
+    g = p.add_argument_group("exports (to paste into an issue; results/README.md, Exports)")
+    g.add_argument("--export-markdown", metavar="FILE", help="also write the verdict and the evidence per setting "
+                   "as a Markdown table")
+    g.add_argument("--export-json", metavar="FILE", help="also write them as JSON (the verdict file's data, "
+                   "with the rows per setting)")
+
+
+def export_json(entries, data):
+    """data: the verdict file's dict for these entries (to_json)."""
+    out = {"export_schema": EXPORT_SCHEMA}
+    out.update(data)
+    out["workloads"] = [dict(w, headline=headline(e), settings=setting_rows(e))
+                        for w, e in zip(data["workloads"], entries)]
+    return out
+
+
+def table_columns(e):
+    """The header of the per-setting table of an entry (also the report's)."""
+    d = e.decision
+    figure = {"step_ms": "step ms", "wall_ms": "wall ms", "your figure": "your figure"}[e.time_name]
+    time = "your figure" if e.higher_is_better else ("time" if e.time_name != "step_ms" else "step")
+    return ["setting", "verdict's view", "runs", f"{figure} (geo. mean)", f"{time} vs {d.baseline}",
+            "CPU ms (geo. mean)", f"CPU vs {d.baseline}"]
+
+
+def table_cells(e, row):
+    """One row of setting_rows as the table's cells (text)."""
+    return [row["setting"], row["role"], str(row["runs"]), fmt.number(row["time_geomean"], 4),
+            ratio_text(row["time_ratio"], e.higher_is_better), fmt.number(row["cpu_geomean"], 4),
+            ratio_text(row["cpu_ratio"])]
+
+
+def markdown(entries, data):
+    lines = [f"### threadburn verdict: `{data['source']}`", ""]
+    for e in entries:
+        d = e.decision
+        lines += [f"**{e.label}**", "", f"> {headline(e)}", ""]
+        lines += [f"- {ln.strip()}" for ln in evidence(e)]
+        if d.settings:
+            lines += ["", f"Ratios are setting / {d.baseline} as a change, [interval] after the correction "
+                          f"(alpha' {d.alpha_each:.2g} per side); margin {d.margin:.0%}.", ""]
+            lines += fmt.table(table_columns(e), [table_cells(e, r) for r in setting_rows(e)], fmt="md")
+        lines.append("")
+    if data.get("confirmation"):
+        conf = confirmation.text(data["confirmation"])
+        lines += [conf[0], ""] + [f"- {ln.strip()}" for ln in conf[1:]] + [""]
+    return "\n".join(lines)
+
+
+def _write(path, text):
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise errors.ThreadburnError(f"{path}: cannot write: {e.strerror}") from None
+    return path
+
+
+def write_exports(args, entries, data):
+    """The exports args asks for (--export-markdown, --export-json); the paths written."""
+    written = []
+    if getattr(args, "export_markdown", None):
+        written.append(_write(args.export_markdown, markdown(entries, data)))
+    if getattr(args, "export_json", None):
+        written.append(_write(args.export_json, json.dumps(export_json(entries, data), indent=1) + "\n"))
+    return written
