@@ -218,7 +218,7 @@ def machine_section(rows):
     dates = sorted(_distinct(rows, "date") + _distinct(rows, "started_at"))
     if dates:
         body.append(["measured", dates[0] if len(dates) == 1 else f"{dates[0]} .. {dates[-1]}"])
-    return f'<section id="machine"><h2>Machine</h2>{table(["", ""], body, numeric_from=99)}</section>'
+    return f'<section id="machine"><h2>Machine</h2>{table(["what", "value"], body, numeric_from=99)}</section>'
 
 
 def reproduce_lines(kind, rows, csv_path, rule):

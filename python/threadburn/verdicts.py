@@ -189,8 +189,7 @@ def _time_text(e, r):
     """The time ratio as people read it: a higher-is-better figure (samples/s)
     as its own change (the inverse of the cost ratio), else the time's."""
     if e.higher_is_better:
-        return (f"your figure {fmt.pct(1 / r.est - 1)} [{fmt.pct(1 / r.hi - 1)}, {fmt.pct(1 / r.lo - 1)}] "
-                f"(time per unit {fmt.pct(r.est - 1)})")
+        return f"your figure {ratio_text(r, True)} (time per unit {fmt.pct(r.est - 1)})"
     return f"{_time_word(e)} {_ci(r)}"
 
 
@@ -273,15 +272,14 @@ def setting_rows(e):
                                       x["time_ratio"]["estimate"] if x["time_ratio"] else 1.0, x["setting"]))
 
 
-def ratio_text(ratio_json, higher_is_better=False):
-    """A ratio of setting_rows as a change with its interval: -7.9% [-10.1%, -5.6%]
-    (a higher-is-better figure as its own change, like the headline)."""
-    if not ratio_json:
+def ratio_text(r, higher_is_better=False):
+    """A Ratio as a change with its interval, -7.9% [-10.1%, -5.6%], as the
+    headline writes it (a higher-is-better figure as its own change); "" for none."""
+    if r is None:
         return ""
-    est, lo, hi = ratio_json["estimate"], ratio_json["low"], ratio_json["high"]
     if higher_is_better:
-        est, lo, hi = 1 / est, 1 / hi, 1 / lo
-    return f"{fmt.pct(est - 1)} [{fmt.pct(lo - 1)}, {fmt.pct(hi - 1)}]"
+        return f"{fmt.pct(1 / r.est - 1)} [{fmt.pct(1 / r.hi - 1)}, {fmt.pct(1 / r.lo - 1)}]"
+    return _ci(r)
 
 
 def text(entries):
@@ -388,10 +386,11 @@ def table_columns(e):
 
 
 def table_cells(e, row):
-    """One row of setting_rows as the table's cells (text)."""
+    """One row of setting_rows as the table's cells (text; the ratios as the headline writes them)."""
+    r = e.decision.vs_baseline.get(row["setting"], {})
     return [row["setting"], row["role"], str(row["runs"]), fmt.number(row["time_geomean"], 4),
-            ratio_text(row["time_ratio"], e.higher_is_better), fmt.number(row["cpu_geomean"], 4),
-            ratio_text(row["cpu_ratio"])]
+            ratio_text(r.get("time"), e.higher_is_better), fmt.number(row["cpu_geomean"], 4),
+            ratio_text(r.get("cpu"))]
 
 
 def markdown(entries, data):
