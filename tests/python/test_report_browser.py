@@ -11,6 +11,7 @@ does not decode, a script error, no verdict, a blank page) are each caught.
 Run as a program (ctest report.browser) it exits 77 when chromium is
 missing; under unittest discover it skips.
 """
+import base64
 import os
 import re
 import shutil
@@ -63,10 +64,26 @@ def screenshot_problems(png, first_verdict):
     return problems
 
 
+def truncated_images(text):
+    """The embedded PNGs that do not decode to the end: a browser shows a cut
+    PNG's top rows and reports its full size (naturalWidth comes from the
+    header), so the page's own check cannot see those."""
+    import io
+    import matplotlib.image
+    bad = []
+    for i, data in enumerate(re.findall(r'src="data:image/png;base64,([^"]*)"', text)):
+        try:
+            matplotlib.image.imread(io.BytesIO(base64.b64decode(data)), format="png")
+        except Exception as e:  # noqa: BLE001 (any decoding failure)
+            bad.append(f"image {i + 1} does not decode: {type(e).__name__}")
+    return bad
+
+
 def check_page(path, tmp):
     """The problems a browser finds with the page at path ([] when none)."""
     url = "file://" + os.path.abspath(path)
-    problems = []
+    with open(path) as f:
+        problems = truncated_images(f.read())
     dom = chromium(tmp, "--dump-dom", url)
     if dom.returncode != 0 or "<body" not in dom.stdout:
         return [f"chromium --dump-dom failed ({dom.returncode}): {dom.stderr[-300:]}"]
@@ -115,13 +132,15 @@ class Browser(helpers.TempDir, unittest.TestCase):
             text = f.read()
         broken = {
             "images": re.sub(r'src="data:image/png;base64,[^"]*"', 'src="data:image/png;base64,AAAA"', text, 1),
+            "cut image": re.sub(r'src="data:image/png;base64,([^"]{400})[^"]*"', r'src="data:image/png;base64,\1"',
+                                text, 1),
             "console": text.replace("</body>", "<script>noSuchFunction();</script></body>"),
             "no verdict": re.sub(r'<section id="verdict">.*?</section>', '<section id="verdict"></section>', text,
                                  flags=re.S),
             "blank": text.replace("</head>", "<style>body { visibility: hidden; }</style></head>"),
             "outside load": text.replace("<h1>", '<img alt="remote" src="http://example.invalid/x.png"><h1>'),
         }
-        expect = {"images": "images: no", "console": "console: Uncaught ReferenceError", "no verdict": "no verdict",
+        expect = {"images": "images: no", "cut image": "image 1 does not decode", "console": "console: Uncaught ReferenceError", "no verdict": "no verdict",
                   "blank": "blank", "outside load": "violates the following Content Security Policy"}
         for what, page in broken.items():
             with self.subTest(broken=what):
