@@ -2,9 +2,10 @@
 (a sweep's or a tune's), recomputed from its rows by the rule of decide.py:
 change / keep / undecided against the baseline (the default environment in
 a sweep, plain in a tune), with the evidence; <stem>.verdict.json beside
-the CSV unless --no-write. Exit status: 0 when every workload is decided,
-3 when one is undecided (--require-decision makes CI gate on it), 2 on bad
-input.
+the CSV unless --no-write; --export-markdown FILE and --export-json FILE
+add the verdict and a row per setting to paste into an issue. Exit status:
+0 when every workload is decided, 3 when one is undecided
+(--require-decision makes CI gate on it), 2 on bad input.
 """
 import argparse
 
