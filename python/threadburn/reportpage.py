@@ -36,7 +36,8 @@ RUN_FIGURES = (("wall_ms", "wall time (ms)"), ("cpu_ms", "CPU, all threads and w
                ("cpu_omp_ms", "CPU of the OpenMP workers (ms)"), ("omp_between_regions_ms",
                                                                   "workers' CPU between regions (ms)"),
                ("regions", "OpenMP regions"), ("max_team", "largest team"), ("gaps", "gaps without a region"),
-               ("gap_tail_ms_median", "burn after a gap began, median (ms)"), ("sampler_cpu_ms", "probe's sampler (ms)"))
+               ("gap_tail_ms_median", "burn after a gap began, median (ms)"),
+               ("sampler_cpu_ms", "probe's sampler (ms)"))
 SCRIPT = """window.addEventListener("load", function () {
   var imgs = Array.prototype.slice.call(document.images);
   var bad = imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); });
@@ -133,7 +134,8 @@ def verdict_section(p):
         out.append(f'<div class="verdict run" style="background:{bg};border-color:{border}">'
                    f'<h3>{esc(row.get("command", ""))}</h3><p class="headline">ONE RUN: no verdict. A verdict compares '
                    "settings: <code>threadburn tune -- COMMAND</code> races them against your plain environment.</p>"
-                   f"<ul><li>status {esc(row.get('status'))}{': ' + esc(row.get('reason')) if row.get('reason') else ''}"
+                   f"<ul><li>status {esc(row.get('status'))}"
+                   f"{': ' + esc(row.get('reason')) if row.get('reason') else ''}"
                    f"; wall {esc(fmt.ms(schema.to_float(row.get('wall_ms'))))}, CPU "
                    f"{esc(fmt.ms(schema.to_float(row.get('cpu_ms'))))}; the OpenMP workers burned "
                    f"{esc(fmt.ms(schema.to_float(row.get('omp_between_regions_ms'))))} between regions</li></ul></div>")

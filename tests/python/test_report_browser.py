@@ -140,7 +140,8 @@ class Browser(helpers.TempDir, unittest.TestCase):
             "blank": text.replace("</head>", "<style>body { visibility: hidden; }</style></head>"),
             "outside load": text.replace("<h1>", '<img alt="remote" src="http://example.invalid/x.png"><h1>'),
         }
-        expect = {"images": "images: no", "cut image": "image 1 does not decode", "console": "console: Uncaught ReferenceError", "no verdict": "no verdict",
+        expect = {"images": "images: no", "cut image": "image 1 does not decode",
+                  "console": "console: Uncaught ReferenceError", "no verdict": "no verdict",
                   "blank": "blank", "outside load": "violates the following Content Security Policy"}
         for what, page in broken.items():
             with self.subTest(broken=what):
