@@ -5,7 +5,7 @@
 import argparse
 import sys
 
-from . import compare, doctor, findings, listing, monitor, plot, run, slurm_task, sweep, tune, verdict
+from . import compare, doctor, findings, listing, monitor, plot, report, run, slurm_task, sweep, tune, verdict
 from .errors import ThreadburnError
 
 DESCRIPTION = """threadburn measures how OpenMP, TBB and oneDNN worker threads behave around
@@ -38,6 +38,7 @@ def parser():
     listing.add_parser(sub)
     doctor.add_parser(sub)
     verdict.add_parser(sub)
+    report.add_parser(sub)
     slurm_task.add_parser(sub)
     return p
 

@@ -24,7 +24,8 @@ import socket
 import sys
 from datetime import datetime
 
-from . import argtypes, campaign, decide, exec_bench, exec_slurm, grid as gridmod, paths, results, schema, slurm, verdicts
+from . import (argtypes, campaign, decide, exec_bench, exec_slurm, grid as gridmod, paths, results, schema,
+               slurm, verdicts)
 from .errors import ThreadburnError
 from .programs import programs as build_programs
 from .resultsfile import ResultsFile
@@ -58,6 +59,7 @@ def add_parser(sub):
                    help=f"practical margin on time and CPU (default {decide.MARGIN:.2f}, i.e. {decide.MARGIN * 100:.0f} %%; give 0.05 or 5%%)")
     d.add_argument("--objective", choices=decide.OBJECTIVES, default="balanced",
                    help="time, cpu, or balanced: the least CPU among the fastest (default)")
+    verdicts.add_export_options(p)
     s = p.add_argument_group("Slurm: the runs as one job array, for a fleet (docs/slurm.md)")
     s.add_argument("--slurm", action="store_true", help="submit the runs as a Slurm job array, wait, merge "
                    "the rows into --out (with --resume: submit only the runs without rows)")
@@ -337,8 +339,11 @@ def finish(args, out, looks, budget=None):
     entries = verdicts.decide_all(rows, args.objective, args.margin, looks=looks or 1)
     print("verdicts: per workload, against the default environment (gomp, no env); docs/design.md, Decisions")
     print("\n".join(verdicts.text(entries)))
-    path = verdicts.write_json(out, verdicts.to_json(entries, out, budget.runs if budget else None))
+    data = verdicts.to_json(entries, out, budget.runs if budget else None)
+    path = verdicts.write_json(out, data)
     print(f"sweep: verdicts in {path}")
+    for written in verdicts.write_exports(args, entries, data):
+        print(f"sweep: exported {written}")
     return 0
 
 

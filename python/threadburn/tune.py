@@ -73,6 +73,7 @@ def add_parser(sub):
     p.add_argument("--seed", type=int, help="seed of the run order (default: random, printed)")
     p.add_argument("--timeout", type=argtypes.positive, default=3600, help="per-run timeout in s (default 3600)")
     p.add_argument("--dry-run", action="store_true", help="list the settings and the plan, run nothing")
+    verdicts.add_export_options(p)
     add_run_options(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
     p.set_defaults(run=main)
@@ -269,7 +270,10 @@ def report(args, out, race, ended, budget, confirmation):
     if confirmation:
         print("\n".join(conf.text(confirmation)))
         extra["confirmation"] = confirmation
-    path = verdicts.write_json(out, verdicts.to_json(entries, out, budget.runs if budget else None, extra))
+    data = verdicts.to_json(entries, out, budget.runs if budget else None, extra)
+    path = verdicts.write_json(out, data)
     print(f"tune: verdict in {path}")
+    for written in verdicts.write_exports(args, entries, data):
+        print(f"tune: exported {written}")
     return 0
 

@@ -2,9 +2,10 @@
 (a sweep's or a tune's), recomputed from its rows by the rule of decide.py:
 change / keep / undecided against the baseline (the default environment in
 a sweep, plain in a tune), with the evidence; <stem>.verdict.json beside
-the CSV unless --no-write. Exit status: 0 when every workload is decided,
-3 when one is undecided (--require-decision makes CI gate on it), 2 on bad
-input.
+the CSV unless --no-write; --export-markdown FILE and --export-json FILE
+add the verdict and a row per setting to paste into an issue. Exit status:
+0 when every workload is decided, 3 when one is undecided
+(--require-decision makes CI gate on it), 2 on bad input.
 """
 import argparse
 
@@ -28,20 +29,21 @@ def add_parser(sub):
     p.add_argument("--no-write", action="store_true", help="print only; write no .verdict.json")
     p.add_argument("--require-decision", action="store_true",
                    help=f"exit {UNDECIDED_EXIT} when a workload is undecided (for CI)")
+    verdicts.add_export_options(p)
     p.set_defaults(run=main)
     return p
 
 
 def main(args):
     rows = results.read_rows(args.csv, required=("status", "run_key"))
-    recorded = verdicts.recorded(args.csv)
-    looks = args.looks or recorded.get("looks") or 1
-    objective = args.objective or recorded.get("objective") or "balanced"
-    margin = args.margin or recorded.get("margin") or decide.MARGIN
+    objective, margin, looks, recorded = verdicts.rule_of(args.csv, args.objective, args.margin, args.looks)
     entries = verdicts.decide_all(rows, objective, margin, looks=looks)
     print("\n".join(verdicts.text(entries)))
+    extra = {k: v for k, v in recorded.get("file", {}).items() if k == "confirmation"}
+    data = verdicts.to_json(entries, args.csv, extra=extra)
     if not args.no_write:
-        extra = {k: v for k, v in recorded.get("file", {}).items() if k == "confirmation"}
-        print(f"verdict: {verdicts.write_json(args.csv, verdicts.to_json(entries, args.csv, extra=extra))}")
+        print(f"verdict: {verdicts.write_json(args.csv, data)}")
+    for path in verdicts.write_exports(args, entries, data):
+        print(f"verdict: {path}")
     undecided = [e for e in entries if not e.decision.decided]
     return UNDECIDED_EXIT if undecided and args.require_decision else 0

@@ -1,6 +1,11 @@
 """Per workload, one decision (decide.py) from a results file's rows, and the
 verdict as text (a line a user acts on, then the evidence) and as data
-(<stem>.verdict.json, results/README.md).
+(<stem>.verdict.json, results/README.md), and the exports to paste into an
+issue (hyperfine's --export-markdown FILE and --export-json FILE, on `tune`,
+`sweep` and `verdict`): per workload the headline, then one row per setting
+with its ratios to the baseline and their intervals (setting_rows); the JSON
+is the verdict file's data with, per workload, the headline and those rows,
+under its own version (export_schema; results/README.md, Exports).
 
 One value per run (decide.per_run): a sweep run's time is the mean step_ms
 of its copies (a data-parallel world: its slowest rank), its CPU the sum of
@@ -16,7 +21,7 @@ import shlex
 import statistics
 from dataclasses import dataclass, field
 
-from . import decide, fmt, keys, paths, results, schema
+from . import confirmation, decide, errors, fmt, keys, paths, results, schema
 
 VERDICT_SCHEMA = 1
 
@@ -184,8 +189,7 @@ def _time_text(e, r):
     """The time ratio as people read it: a higher-is-better figure (samples/s)
     as its own change (the inverse of the cost ratio), else the time's."""
     if e.higher_is_better:
-        return (f"your figure {fmt.pct(1 / r.est - 1)} [{fmt.pct(1 / r.hi - 1)}, {fmt.pct(1 / r.lo - 1)}] "
-                f"(time per unit {fmt.pct(r.est - 1)})")
+        return f"your figure {ratio_text(r, True)} (time per unit {fmt.pct(r.est - 1)})"
     return f"{_time_word(e)} {_ci(r)}"
 
 
@@ -230,6 +234,52 @@ def evidence(e):
 def _runs_range(d):
     ns = [len(s.time) for s in d.settings.values()]
     return f"{min(ns)}" if min(ns) == max(ns) else f"{min(ns)}-{max(ns)}"
+
+
+def role(e, name):
+    """What the verdict made of one setting: baseline, chosen, equivalent (to
+    the chosen), eliminated (slower than the best by the margin), open (a
+    comparison still straddles the margin), or "" (none of these)."""
+    d = e.decision
+    if name == d.baseline:
+        return "baseline" + (" (kept)" if d.verdict == "keep" else "")
+    if name == d.chosen:
+        return "chosen" if d.verdict == "change" else "leaning to"
+    if name in d.equivalent:
+        return "equivalent"
+    if name in d.eliminated:
+        return "eliminated"
+    return "open" if any(n == name for n, _, _ in d.open) else ""
+
+
+def setting_rows(e):
+    """The evidence per setting, as data: runs, the geometric means of the
+    per-run values the rule compared, each ratio to the baseline with its
+    interval (after the correction) and what the margin makes of it; the
+    chosen setting first, then the baseline, then by the ratio of time."""
+    d = e.decision
+    out = []
+    for name, s in d.settings.items():
+        r = d.vs_baseline.get(name, {})
+        out.append({"setting": name, "role": role(e, name), "runs": len(s.time),
+                    "time_geomean": s.geo("time"), "cpu_geomean": s.geo("cpu"),
+                    "time_ratio": _ratio_json(r.get("time")), "cpu_ratio": _ratio_json(r.get("cpu")),
+                    "time_word": r["time"].word(d.margin) if r.get("time") else None,
+                    "cpu_word": r["cpu"].word(d.margin) if r.get("cpu") else None,
+                    "env": e.env.get(name, {})})
+    first = {d.chosen: 0, d.baseline: 1}
+    return sorted(out, key=lambda x: (first.get(x["setting"], 2),
+                                      x["time_ratio"]["estimate"] if x["time_ratio"] else 1.0, x["setting"]))
+
+
+def ratio_text(r, higher_is_better=False):
+    """A Ratio as a change with its interval, -7.9% [-10.1%, -5.6%], as the
+    headline writes it (a higher-is-better figure as its own change); "" for none."""
+    if r is None:
+        return ""
+    if higher_is_better:
+        return f"{fmt.pct(1 / r.est - 1)} [{fmt.pct(1 / r.hi - 1)}, {fmt.pct(1 / r.lo - 1)}]"
+    return _ci(r)
 
 
 def text(entries):
@@ -282,6 +332,15 @@ def write_json(csv_path, data):
     return path
 
 
+def rule_of(csv_path, objective=None, margin=None, looks=None):
+    """The rule a file's verdict is recomputed by: what is asked, else what
+    its verdict.json recorded, else the defaults; (objective, margin,
+    looks, recorded(csv_path))."""
+    rec = recorded(csv_path)
+    return (objective or rec.get("objective") or "balanced", margin or rec.get("margin") or decide.MARGIN,
+            looks or rec.get("looks") or 1, rec)
+
+
 def recorded(csv_path):
     """What the verdict file beside csv_path recorded of its rule: looks,
     objective, margin (the first workload's), and the whole file."""
@@ -293,3 +352,80 @@ def recorded(csv_path):
                 "objective": first.get("objective"), "margin": first.get("margin"), "file": data}
     except (OSError, ValueError, AttributeError, KeyError, TypeError):
         return {}
+
+
+# --- exports ----------------------------------------------------------------------
+
+EXPORT_SCHEMA = 1
+
+
+def add_export_options(p):
+    g = p.add_argument_group("exports (to paste into an issue; results/README.md, Exports)")
+    g.add_argument("--export-markdown", metavar="FILE", help="also write the verdict and the evidence per setting "
+                   "as a Markdown table")
+    g.add_argument("--export-json", metavar="FILE", help="also write them as JSON (the verdict file's data, "
+                   "with the rows per setting)")
+
+
+def export_json(entries, data):
+    """data: the verdict file's dict for these entries (to_json)."""
+    out = {"export_schema": EXPORT_SCHEMA}
+    out.update(data)
+    out["workloads"] = [dict(w, headline=headline(e), settings=setting_rows(e))
+                        for w, e in zip(data["workloads"], entries)]
+    return out
+
+
+def table_columns(e):
+    """The header of the per-setting table of an entry (also the report's)."""
+    d = e.decision
+    figure = {"step_ms": "step ms", "wall_ms": "wall ms", "your figure": "your figure"}[e.time_name]
+    time = "your figure" if e.higher_is_better else ("time" if e.time_name != "step_ms" else "step")
+    return ["setting", "verdict's view", "runs", f"{figure} (geo. mean)", f"{time} vs {d.baseline}",
+            "CPU ms (geo. mean)", f"CPU vs {d.baseline}"]
+
+
+def table_cells(e, row):
+    """One row of setting_rows as the table's cells (text; the ratios as the headline writes them)."""
+    r = e.decision.vs_baseline.get(row["setting"], {})
+    return [row["setting"], row["role"], str(row["runs"]), fmt.number(row["time_geomean"], 4),
+            ratio_text(r.get("time"), e.higher_is_better), fmt.number(row["cpu_geomean"], 4),
+            ratio_text(r.get("cpu"))]
+
+
+def markdown(entries, data):
+    lines = [f"### threadburn verdict: `{data['source']}`", ""]
+    for e in entries:
+        d = e.decision
+        lines += [f"**{e.label}**", "", f"> {headline(e)}", ""]
+        lines += [f"- {ln.strip()}" for ln in evidence(e)]
+        if d.settings:
+            lines += ["", f"Ratios are setting / {d.baseline} as a change, [interval] after the correction "
+                          f"(alpha' {d.alpha_each:.2g} per side); margin {d.margin:.0%}.", ""]
+            lines += fmt.table(table_columns(e), [table_cells(e, r) for r in setting_rows(e)], fmt="md")
+        lines.append("")
+    if data.get("confirmation"):
+        conf = confirmation.text(data["confirmation"])
+        lines += [conf[0], ""] + [f"- {ln.strip()}" for ln in conf[1:]] + [""]
+    return "\n".join(lines)
+
+
+def _write(path, text):
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise errors.ThreadburnError(f"{path}: cannot write: {e.strerror}") from None
+    return path
+
+
+def write_exports(args, entries, data):
+    """The exports args asks for (--export-markdown, --export-json); the paths written."""
+    written = []
+    if getattr(args, "export_markdown", None):
+        written.append(_write(args.export_markdown, markdown(entries, data)))
+    if getattr(args, "export_json", None):
+        written.append(_write(args.export_json, json.dumps(export_json(entries, data), indent=1) + "\n"))
+    return written

@@ -10,7 +10,7 @@ import helpers
 
 PACKAGE = os.path.join(helpers.PYTHON_DIR, "threadburn")
 COMMANDS = {"cli", "sweep", "tune", "run", "verdict", "compare", "plot", "findings", "monitor", "listing", "doctor",
-            "slurm_task", "__main__"}
+            "slurm_task", "report", "__main__"}
 ENGINE = {"campaign", "exec_bench", "exec_probe", "exec_slurm"}
 MAX_FLOORS = 6
 

@@ -136,6 +136,25 @@ class Running(SweepTest):
                          ("change", "0", 4))
         self.assertIn("rows: 12 ok, 0 skipped, 0 failed", lines)
 
+    def test_exports_hold_the_verdict_file_and_the_printed_line(self):
+        md, js = self.path("v.md"), self.path("v.json")
+        result = self.sweep(self.grid("""
+            repetitions = 3
+            [[study]]
+            bench = "optimizer_step"
+            optimizer = "sgd"
+            gap_ms = 300
+            runtimes = [{name = "gomp"}, {name = "llvm", OMP_NUM_THREADS = 2, KMP_BLOCKTIME = [0, 50]}]
+        """), "--export-markdown", md, "--export-json", js)
+        self.assertIn(f"sweep: exported {md}", result.stdout)
+        with open(js) as f, open(os.path.splitext(self.out)[0] + ".verdict.json") as g, open(md) as h:
+            exported, written, text = json.load(f), json.load(g), h.read()
+        (w,) = exported["workloads"]
+        self.assertEqual({k: v for k, v in w.items() if k not in ("headline", "settings")}, written["workloads"][0])
+        self.assertIn("  " + w["headline"], result.stdout)
+        self.assertIn(f"> {w['headline']}", text)
+        self.assertEqual(len(w["settings"]), 3)
+
     def test_decide_races_and_writes_the_verdict(self):
         # repetitions 2: below the race's start; --decide says so and brings every setting to 3 runs
         # before its first look (the fake's values are exact: decided there).
