@@ -129,11 +129,13 @@ def check_prefix(build, work):
         if bench not in out:
             fail(f"list: {bench} missing")
     check_run(command, program, cwd)
-    # A tiny tune: 2 settings x 3 runs, 1 + 1 confirmation runs without the probe.
+    # A tiny tune: 2 settings x 3 runs (and 1 + 1 confirmation runs without the probe).
     points = os.path.join(cwd, "points.toml")
     with open(points, "w") as f:
-        f.write('[[point]]\nname = "plain"\nruntime = "gomp"\n'
-                '[[point]]\nname = "passive"\nruntime = "gomp"\nenv = {OMP_WAIT_POLICY = "passive"}\n')
+        # Teams of 2 on any machine: the settings differ in force (no duplicate dropped).
+        f.write('[[point]]\nname = "plain"\nruntime = "gomp"\nenv = {OMP_NUM_THREADS = "2"}\n'
+                '[[point]]\nname = "passive"\nruntime = "gomp"\n'
+                'env = {OMP_NUM_THREADS = "2", OMP_WAIT_POLICY = "passive"}\n')
     out = tb(command, ["tune", "--points", points, "--repetitions", "3", "--confirm", "1", "--seed", "1", "--",
                        program, "--bench=parallel", "--regions=40"], cwd)
     if not any(w in out for w in ("CHANGE to", "KEEP", "UNDECIDED")):
@@ -143,8 +145,8 @@ def check_prefix(build, work):
         fail(f"tune: expected one results CSV under {cwd}/runs, found {csvs}")
     with open(csvs[0]) as f:
         phases = [r["phase"] for r in csv.DictReader(l for l in f if not l.startswith("#"))]
-    # 2 settings x 3 probed runs; a decided verdict adds 1 + 1 runs without the probe.
-    confirm = 0 if "UNDECIDED" in out else 2
+    # 2 settings x 3 probed runs; a CHANGE verdict adds 1 + 1 runs without the probe.
+    confirm = 2 if "CHANGE to" in out else 0
     if sorted(phases) != ["confirm"] * confirm + ["race"] * 6:
         fail(f"tune: rows of phases {phases}, expected 6 race rows and {confirm} confirm rows")
     out = tb(command, ["sweep", os.path.join(HERE, "tiny_grid.toml"), "--seed", "1", "--strict", "--no-plot"], cwd)
