@@ -50,6 +50,8 @@ def program_dirs(build=None):
         dirs.append(os.environ["THREADBURN_PROGRAMS"])
     if build is None and INSTALLED_LIBEXEC:
         dirs.append(INSTALLED_LIBEXEC)
+        if not os.environ.get("THREADBURN_BUILD_DIR"):
+            return dirs  # an installed tree has no build/ beside it
     root = build_dir(build)
     dirs += [os.path.join(root, "bench"), os.path.join(root, "src", "monitor"), os.path.join(root, "src", "probe")]
     return dirs
