@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs exactly the Debian packages threadburn needs; safe to run again.
 # Usage: scripts/setup.sh [--check]   (--check: only report what is missing)
+# One line per step; apt's own output goes to a log ($THREADBURN_SETUP_LOG,
+# default a new /tmp/threadburn-setup.*.log), whose tail and the failing package are
+# printed when a step fails.
 set -euo pipefail
 
 PACKAGES=(
@@ -40,10 +43,56 @@ if [ "${1:-}" = "--check" ]; then
   exit 1
 fi
 
-echo "setup: installing ${missing[*]}"
+# A fresh log each time: two checkouts on one machine may set up at once.
+LOG=${THREADBURN_SETUP_LOG:-$(mktemp --suffix=.log /tmp/threadburn-setup.XXXXXX)}
+: >"$LOG"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-echo "setup: done"
+# Another apt on this machine (a colleague's setup) holds the lock: wait for it.
+APT=($SUDO apt-get -y -o DPkg::Lock::Timeout=900 -o Acquire::Retries=3)
+
+# step TEXT CMD...: one line on the terminal, the command's output in the log.
+step() {
+  local what=$1; shift
+  printf 'setup: %s ... ' "$what"
+  echo "== $what: $*" >>"$LOG"
+  local t0=$SECONDS
+  if "$@" >>"$LOG" 2>&1; then
+    echo "ok ($((SECONDS - t0)) s)"
+  else
+    echo "FAILED"
+    return 1
+  fi
+}
+
+# The package(s) a failed apt-get names in its error lines ("Unable to locate
+# package X", "Package 'X' has no installation candidate", "X : Depends: ...",
+# "dpkg: error processing package X").
+failed_packages() {
+  sed -nE -e "s/^E: Unable to locate package ([^ ]+).*/\1/p" \
+          -e "s/^E: Package '([^']+)' has no installation candidate.*/\1/p" \
+          -e "s/^ ([^ ]+) : (Pre)?Depends:.*/\1/p" \
+          -e "s/^dpkg: error processing package ([^ ]+) .*/\1/p" "$LOG" | sed 's/:amd64$//' | sort -u | tr '\n' ' ' | sed 's/ $//'
+}
+
+fail() {
+  echo "setup: the last lines of $LOG:"
+  tail -n 25 "$LOG" | sed 's/^/  | /'
+  echo "setup: $1"
+  exit 1
+}
+
+echo "setup: ${#missing[@]} of ${#PACKAGES[@]} packages to install: ${missing[*]} (full log: $LOG)"
+step "apt-get update" "${APT[@]}" update || fail "apt-get update failed (network, mirror or sources.list)"
+if ! step "apt-get install (${#missing[@]} packages)" "${APT[@]}" install --no-install-recommends "${missing[@]}"; then
+  bad=$(failed_packages)
+  if [ -z "$bad" ]; then
+    # apt named none: one package at a time finds the one that fails.
+    for p in "${missing[@]}"; do
+      step "apt-get install $p" "${APT[@]}" install --no-install-recommends "$p" || { bad=$p; break; }
+    done
+  fi
+  fail "installing failed; the failing package: ${bad:-none found (see the log)}"
+fi
+echo "setup: done, ${#missing[@]} packages installed"

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The test command: set up and build, then the unit, benchmark and Slurm tests.
-#   scripts/test.sh            unit, bench and slurm (a private local Slurm; skipped if not root)
+# The test command: set up and build, then the unit, benchmark, install and Slurm tests.
+#   scripts/test.sh            unit, bench, install (cmake --install and the .deb) and slurm
+#                              (a private local Slurm; skipped if not root)
 #   scripts/test.sh unit       one label only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${THREADBURN_BUILD_DIR:-build}
 bash scripts/build.sh
-labels=("${@:-unit bench slurm}")
+labels=("${@:-unit bench install slurm}")
 rc=0
 for label in ${labels[@]}; do
   echo "== ctest -L $label"

@@ -1,6 +1,6 @@
 """threadburn doctor: what this machine offers the measurements, and what is
 missing: CPUs (logical and physical), the OpenMP runtimes, the build and its
-programs, the settings in force by default, packages, perf events, GPU,
+programs, the preload probe of run/tune, the settings in force by default, packages, perf events, GPU,
 Python modules, Slurm. Each line says what was found and, when something is
 missing, what to do."""
 import argparse
@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 from .machine import physical_cores
-from . import paths
+from . import paths, probe
 from .errors import ThreadburnError
 from .programs import programs as build_programs
 
@@ -83,6 +83,10 @@ def main(args):
         say("monitor", paths.find_program("threadburn_monitor", args.build_dir))
     except ThreadburnError as e:
         say("monitor", str(e))
+    try:
+        say("probe", probe.library(args.build_dir))
+    except ThreadburnError as e:
+        say("probe", str(e))
     setup = os.path.join(paths.REPO, "scripts", "setup.sh")
     if os.path.exists(setup):
         p = subprocess.run(["bash", setup, "--check"], capture_output=True, text=True)

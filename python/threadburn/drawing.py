@@ -39,7 +39,8 @@ def moving_mean(points, window_ms):
     if len(points) < 2:
         return list(points)
     ts = [t for t, _ in points]
-    period = sorted(b - a for a, b in zip(ts, ts[1:]))[len(ts) // 2] or 1.0
+    # The median of the len(ts) - 1 intervals (a short run has 2 samples, 1 interval).
+    period = sorted(b - a for a, b in zip(ts, ts[1:]))[(len(ts) - 1) // 2] or 1.0
     half = max(0, int(round(window_ms / period / 2)))
     prefix = [0.0]
     for _, c in points:

@@ -76,7 +76,7 @@ def write_plan(jdir, args, g, seed, tasks, attempt):
     script = os.path.join(jdir, "task.sh")
     with open(script, "w") as f:
         f.write("#!/bin/sh\n# One task of a threadburn sweep's job array: its runs, one fresh process each.\n"
-                f"exec {shlex.quote(os.path.join(paths.REPO, 'bin', 'threadburn'))} slurm-task "
+                f"exec {shlex.quote(paths.command())} slurm-task "
                 f"{shlex.quote(jdir)} \"$SLURM_ARRAY_TASK_ID\"\n")
     os.chmod(script, 0o755)
     return script

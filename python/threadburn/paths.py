@@ -1,10 +1,15 @@
 """Where things are: the checkout or the installed tree, the build's programs,
 the folder for user runs, the LLVM OpenMP runtime.
 
-Programs are found in, first match wins: $THREADBURN_PROGRAMS (a folder), the
-installed libexec folder (written by `cmake --install` into _installed.py),
-then <checkout>/<build dir>/bench and <build dir>/src/monitor, the build dir
-being $THREADBURN_BUILD_DIR or "build".
+Programs (and the probe library) are found in, first match wins:
+$THREADBURN_PROGRAMS (a folder), the installed libexec folder (named in
+_installed.py, which `cmake --install` and cpack write), then
+<checkout>/<build dir>/bench, src/monitor and src/probe, the build dir being
+$THREADBURN_BUILD_DIR or "build".
+
+_installed.py holds the installed folders relative to this package, not
+absolute: the same tree then works wherever it lies (a --prefix, /usr from the
+.deb, or a `dpkg -x` root).
 """
 import glob
 import os
@@ -18,12 +23,12 @@ LIBOMP = "/usr/lib/x86_64-linux-gnu/libomp.so.5"
 PROGRAM_SUFFIX = "_bench"
 
 try:
-    from . import _installed  # written by cmake --install
-    INSTALLED_LIBEXEC = _installed.LIBEXEC
-    INSTALLED_DATA = _installed.DATA
+    from . import _installed  # written by cmake --install (CMakeLists.txt, its install rules)
+    INSTALLED_LIBEXEC = os.path.normpath(os.path.join(PACKAGE, _installed.LIBEXEC))
+    INSTALLED_DATA = os.path.normpath(os.path.join(PACKAGE, _installed.DATA))
+    INSTALLED_BIN = os.path.normpath(os.path.join(PACKAGE, _installed.BIN))
 except ImportError:
-    INSTALLED_LIBEXEC = None
-    INSTALLED_DATA = None
+    INSTALLED_LIBEXEC = INSTALLED_DATA = INSTALLED_BIN = None
 
 
 def data_dir():
@@ -45,16 +50,34 @@ def program_dirs(build=None):
         dirs.append(os.environ["THREADBURN_PROGRAMS"])
     if build is None and INSTALLED_LIBEXEC:
         dirs.append(INSTALLED_LIBEXEC)
+        if not os.environ.get("THREADBURN_BUILD_DIR"):
+            return dirs  # an installed tree has no build/ beside it
     root = build_dir(build)
     dirs += [os.path.join(root, "bench"), os.path.join(root, "src", "monitor"), os.path.join(root, "src", "probe")]
     return dirs
 
 
+def command():
+    """The threadburn command itself (what a Slurm task runs)."""
+    return os.path.join(INSTALLED_BIN or os.path.join(REPO, "bin"), "threadburn")
+
+
 def find_program(name, build=None):
     """Path of an executable the build made (e.g. "threadburn_monitor")."""
+    return _find(name, build, os.X_OK)
+
+
+def find_library(name, build=None):
+    """Path of a shared library the build made (the preload probe). Readable is
+    enough: the loader maps it, nobody executes it, and installed libraries
+    need not have the execute bit (CMake on Debian installs them 0644)."""
+    return _find(name, build, os.R_OK)
+
+
+def _find(name, build, mode):
     for d in program_dirs(build):
         path = os.path.join(d, name)
-        if os.access(path, os.X_OK):
+        if os.path.isfile(path) and os.access(path, mode):
             return path
     raise ThreadburnError(f"{name}: not found in {', '.join(program_dirs(build))}; build first "
                           "(scripts/build.sh) or pass --build-dir")

@@ -24,7 +24,7 @@ PROBE_LIBRARY = "libthreadburn_probe.so"
 
 
 def library(build=None):
-    return paths.find_program(PROBE_LIBRARY, build)
+    return paths.find_library(PROBE_LIBRARY, build)
 
 
 def check_command(cmd):

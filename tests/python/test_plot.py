@@ -34,6 +34,12 @@ class PureParts(unittest.TestCase):
     def test_slug(self):
         self.assertEqual(figures.slug("optimizer_step/sgd/params:4000000/gap_ms:300/manual_time"), OPT)
 
+    def test_moving_mean_of_short_runs(self):
+        # Two samples (a run shorter than a few sampler periods: `threadburn run`
+        # of a 20 ms program, seen by the install test) have one interval.
+        self.assertEqual(drawing.moving_mean([(0.0, 1.0), (5.0, 3.0)], 10), [(0.0, 2.0), (5.0, 2.0)])
+        self.assertEqual(drawing.moving_mean([(0.0, 1.0), (5.0, 3.0), (10.0, 5.0)], 0), [(0.0, 1.0), (5.0, 3.0), (10.0, 5.0)])
+
     def test_timeline_reading_and_window(self):
         tl = timeline.read(TIMELINE)
         self.assertEqual(tl.meta, {"version": "1", "origin": "step_end"})
