@@ -115,12 +115,6 @@ def build(args):
 def main(args):
     text = build(args)
     out = args.out or os.path.splitext(args.csv)[0] + ".report.html"
-    tmp = out + ".tmp"
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, out)
-    except OSError as e:
-        raise ThreadburnError(f"{out}: cannot write: {e.strerror}") from None
+    verdicts.write_text(out, text)
     print(f"report: {out}")
     return 0

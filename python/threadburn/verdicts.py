@@ -323,13 +323,7 @@ def verdict_path(csv_path):
 
 
 def write_json(csv_path, data):
-    path = verdict_path(csv_path)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
-    return path
+    return write_text(verdict_path(csv_path), json.dumps(data, indent=1) + "\n")
 
 
 def rule_of(csv_path, objective=None, margin=None, looks=None):
@@ -410,7 +404,8 @@ def markdown(entries, data):
     return "\n".join(lines)
 
 
-def _write(path, text):
+def write_text(path, text):
+    """path holds text whole or not at all (a .tmp renamed over it); one-line error."""
     tmp = path + ".tmp"
     try:
         with open(tmp, "w") as f:
@@ -425,7 +420,7 @@ def write_exports(args, entries, data):
     """The exports args asks for (--export-markdown, --export-json); the paths written."""
     written = []
     if getattr(args, "export_markdown", None):
-        written.append(_write(args.export_markdown, markdown(entries, data)))
+        written.append(write_text(args.export_markdown, markdown(entries, data)))
     if getattr(args, "export_json", None):
-        written.append(_write(args.export_json, json.dumps(export_json(entries, data), indent=1) + "\n"))
+        written.append(write_text(args.export_json, json.dumps(export_json(entries, data), indent=1) + "\n"))
     return written
