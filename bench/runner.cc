@@ -185,19 +185,7 @@ void StepLoop::write_files() {
         tl.add(p.t_ms, class_series(thread_class_name(cls)), p.cores[k]);
       }
     }
-    const auto snaps = sampler_->thread_window(from, to);
-    for (size_t i = 1; i < snaps.size(); ++i) {
-      const double dt = static_cast<double>(snaps[i].t_ns - snaps[i - 1].t_ns);
-      if (dt <= 0) continue;
-      std::map<pid_t, int64_t> before;
-      for (const auto& t : snaps[i - 1].threads) before[t.tid] = t.cpu_ns;
-      for (const auto& t : snaps[i].threads) {
-        if (!t.alive || t.cls == ThreadClass::kSampler) continue;
-        const int64_t d = t.cpu_ns - (before.count(t.tid) ? before[t.tid] : 0);
-        tl.add(ns_to_ms(snaps[i].t_ns - last.step_end_ns), thread_series(t.tid, thread_class_name(t.cls)),
-               static_cast<double>(d) / dt);
-      }
-    }
+    add_thread_series(sampler_->thread_window(from, to), last.step_end_ns, &tl);
     tl.save(o_.timeline_dir + "/" + file);  // the sweep notes a missing file
   }
   if (!o_.threads_csv.empty()) {

@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 
+#include "core/clock.h"
 #include "core/rules.h"
 
 namespace threadburn {
@@ -47,6 +49,22 @@ bool TimelineWriter::save(const std::string& path) const {
   std::ofstream out(path);
   out << text_;
   return static_cast<bool>(out.flush());
+}
+
+void add_thread_series(const std::vector<ThreadSnapshot>& snaps, int64_t origin_ns, TimelineWriter* tl) {
+  for (size_t i = 1; i < snaps.size(); ++i) {
+    const double dt = static_cast<double>(snaps[i].t_ns - snaps[i - 1].t_ns);
+    if (dt <= 0) continue;
+    std::map<pid_t, int64_t> before;
+    for (const auto& t : snaps[i - 1].threads) before[t.tid] = t.cpu_ns;
+    const double t_ms = ns_to_ms(snaps[i].t_ns - origin_ns);
+    for (const auto& t : snaps[i].threads) {
+      if (!t.alive || t.cls == ThreadClass::kSampler) continue;
+      const auto it = before.find(t.tid);
+      const int64_t used = t.cpu_ns - (it == before.end() ? 0 : it->second);
+      if (used > 0) tl->add(t_ms, thread_series(t.tid, thread_class_name(t.cls)), static_cast<double>(used) / dt);
+    }
+  }
 }
 
 bool parse_timeline_row(std::string_view line, double* t_ms, std::string* series, double* cores) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/burn.h"
+#include "core/sampler.h"
 
 namespace threadburn {
 
@@ -65,6 +66,13 @@ class TimelineWriter {
  private:
   std::string text_;
 };
+
+// The per-thread series (thread:<tid>:<class>) of a run of sampler snapshots:
+// each live thread's CPU rate over each interval, t_ms from origin_ns. The
+// sampler's own thread is left out (it measures, it is not measured), and so
+// are intervals in which a thread used no CPU. One rule for the programs
+// (--timeline_threads) and the probe.
+void add_thread_series(const std::vector<ThreadSnapshot>& snaps, int64_t origin_ns, TimelineWriter* tl);
 
 // One row back (the monitor reads its recording again for the tails):
 // false on the comment, the column line or a malformed line.

@@ -377,18 +377,7 @@ void write_timeline(const std::vector<BurnSample>& samples, const std::vector<Th
     // so their CPU lands in the interval of the read that saw it.
     tl.add(t, kSeriesChildren, static_cast<double>(b.extra_ns - a.extra_ns) / dt);
   }
-  for (size_t i = 1; i < snaps.size(); ++i) {
-    const double dt = static_cast<double>(snaps[i].t_ns - snaps[i - 1].t_ns);
-    if (dt <= 0) continue;
-    std::map<pid_t, int64_t> before;
-    for (const auto& t : snaps[i - 1].threads) before[t.tid] = t.cpu_ns;
-    for (const auto& t : snaps[i].threads) {
-      const int64_t d = t.cpu_ns - (before.count(t.tid) ? before[t.tid] : 0);
-      if (d <= 0) continue;
-      tl.add(ns_to_ms(snaps[i].t_ns - g_state->start_ns), thread_series(t.tid, thread_class_name(t.cls)),
-             static_cast<double>(d) / dt);
-    }
-  }
+  add_thread_series(snaps, g_state->start_ns, &tl);
   write_file(stem() + ".timeline.csv", tl.text());
 }
 

@@ -30,6 +30,30 @@ TEST(Timeline, HeaderRowsAndMarks) {
             "1.000,class:loader,0.1250\n");
 }
 
+// Snapshots 1 ms apart (origin 10 ms): main uses 0.5 ms then 0; an OpenMP
+// worker 1 ms, then nothing; the sampler 0.2 ms (never a series); a worker
+// born in the first interval 0.3 ms, dead by the second.
+TEST(Timeline, ThreadSeriesFromSnapshots) {
+  auto cpu = [](pid_t tid, ThreadClass cls, int64_t us, bool alive = true) {
+    return ThreadCpu{tid, cls, us * 1000, alive};
+  };
+  const std::vector<ThreadSnapshot> snaps = {
+      {10000000, {cpu(1, ThreadClass::kMain, 0), cpu(2, ThreadClass::kOmp, 0), cpu(3, ThreadClass::kSampler, 0)}},
+      {11000000, {cpu(1, ThreadClass::kMain, 500), cpu(2, ThreadClass::kOmp, 1000), cpu(3, ThreadClass::kSampler, 200),
+                  cpu(4, ThreadClass::kOmp, 300)}},
+      {12000000, {cpu(1, ThreadClass::kMain, 500), cpu(2, ThreadClass::kOmp, 1000), cpu(3, ThreadClass::kSampler, 400),
+                  cpu(4, ThreadClass::kOmp, 300, false)}},
+  };
+  TimelineWriter tl("step_end");
+  add_thread_series(snaps, 10000000, &tl);
+  const std::string text = tl.text();
+  EXPECT_EQ(text.substr(text.find("t_ms,series,cores\n")),
+            "t_ms,series,cores\n"
+            "1.000,thread:1:main,0.5000\n"
+            "1.000,thread:2:omp,1.0000\n"
+            "1.000,thread:4:omp,0.3000\n");
+}
+
 TEST(Timeline, QuotedSeriesRoundTrip) {
   const std::string row = timeline_row(3, thread_series(9, "say \"a,b\""), 0.75);
   EXPECT_EQ(row, "3.000,\"thread:9:say \"\"a,b\"\"\",0.7500\n");
