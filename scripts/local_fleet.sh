@@ -8,6 +8,7 @@
 #   scripts/local_fleet.sh status    [DIR]  daemons, namespaces, sinfo; exit 0 when everything runs, 3 if not
 #   scripts/local_fleet.sh env       [DIR]  the client settings, for: eval "$(scripts/local_fleet.sh env)"
 #   scripts/local_fleet.sh kill-node N [DIR]  node N (1 or 2) dies: SIGKILL to every process in its namespace
+#   scripts/local_fleet.sh revive-node N [DIR]  node N's slurmd again; wait until the node is idle
 #   scripts/local_fleet.sh leftovers [DIR]  what a stop left behind (namespaces, links, daemons); exit 1 if any
 #   scripts/local_fleet.sh on {1|2|x} CMD...  run CMD on node 1, 2 or the unreachable host (its network, name, /etc/hosts)
 #
@@ -54,13 +55,13 @@ if [ "$cmd" = on ]; then
     ON=("$ns" "$name" "$@")
     set -- on_host
 fi
-if [ "$cmd" = kill-node ]; then
+if [ "$cmd" = kill-node ] || [ "$cmd" = revive-node ]; then
     [ $# -ge 1 ] || usage
     NODE_ARG=$1; shift
     case "$NODE_ARG" in 1|2) ;; *) die "kill-node: N is 1 or 2, not '$NODE_ARG'" ;; esac
 fi
 [ "$cmd" = on ] || [ $# -le 1 ] || usage
-case "$cmd" in start|stop|status|env|leftovers|kill-node|on) ;; *) usage ;; esac
+case "$cmd" in start|stop|status|env|leftovers|kill-node|revive-node|on) ;; *) usage ;; esac
 [ "$cmd" = on ] && set --
 DIR=${1:-/tmp/threadburn-fleet}
 case "$DIR" in *[[:space:]]*|*'"'*|*"'"*|*'#'*|*%*) die "DIR must not contain spaces, quotes, '#' or '%': $DIR" ;; esac
@@ -193,6 +194,8 @@ net_up() {
 
 net_down() {
     local ns i _
+    # Only the DIR that brought the network up takes it down (net.env is its mark).
+    [ -e "$DIR/net.env" ] || return 0
     for ns in "${NETNS[@]}" "$ISOLATED"; do
         kill_namespace "$ns"
         ns_exists "$ns" && ip netns del "$ns" 2>/dev/null || true
@@ -204,10 +207,11 @@ net_down() {
     for _ in $(seq 50); do
         i=0
         for ns in "${HOSTVETH[@]}" "$BRIDGE"; do link_exists "$ns" && i=1; done
-        [ "$i" = 0 ] && return 0
+        [ "$i" = 0 ] && break
         sleep 0.1
     done
     for ns in "${HOSTVETH[@]}"; do link_exists "$ns" && ip link del "$ns" 2>/dev/null || true; done
+    rm -f "$DIR/net.env"
 }
 
 # ---- Slurm -----------------------------------------------------------------------
@@ -418,6 +422,18 @@ case "$cmd" in
         need_root
         kill_namespace "${NETNS[$((NODE_ARG - 1))]}"
         echo "local fleet in $DIR: node ${NODES[$((NODE_ARG - 1))]} killed (every process in ${NETNS[$((NODE_ARG - 1))]})"
+        ;;
+    revive-node)
+        need_root
+        i=$((NODE_ARG - 1))
+        [ -n "$(pid_of slurmd "$(slurmd_pidfile "${NODES[$i]}")")" ] || slurmd_in "$i" || die "slurmd of ${NODES[$i]} did not start"
+        # ReturnToService=2: a DOWN node comes back when its slurmd registers.
+        for _ in $(seq 300); do
+            [ "$(client sinfo -h -n "${NODES[$i]}" -o %t 2>/dev/null)" = idle ] && break
+            sleep 0.1
+        done
+        [ "$(client sinfo -h -n "${NODES[$i]}" -o %t 2>/dev/null)" = idle ] || die "node ${NODES[$i]} is not idle 30 s after its slurmd started"
+        echo "local fleet in $DIR: node ${NODES[$i]} is back"
         ;;
     env)
         [ -r "$DIR/net.env" ] || die "$DIR/net.env: no fleet was started in $DIR"
