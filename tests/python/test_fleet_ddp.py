@@ -97,7 +97,7 @@ class AcrossHosts(helpers.TempDir, unittest.TestCase):
                 w.writeheader()
             for report in reports:
                 ctx, (b,) = report["context"], report["benchmarks"]
-                w.writerow({"link": link, "launcher": launcher, "rank": b["rank"], "world_size": b["world_size"],
+                w.writerow({"link": link, "launcher": launcher, "rank": int(b["rank"]), "world_size": int(b["world_size"]),
                             "host_name": ctx["host_name"], "gloo_device": ctx["gloo_device"],
                             "dist_master": ctx["dist_master"], "model": "mnist_adadelta", "batch": 64,
                             "bucket_mb": 25, "allreduce_ms": f"{b['allreduce_ms']:.4f}",
