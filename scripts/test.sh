@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${THREADBURN_BUILD_DIR:-build}
 bash scripts/build.sh
-labels=("${@:-unit bench slurm}")
+labels=("${@:-unit bench slurm fleet}")
 rc=0
 for label in ${labels[@]}; do
   echo "== ctest -L $label"
