@@ -18,9 +18,16 @@ for t in slurmctld slurmd munged sbatch srun ip nsenter unshare bridge; do
 done
 dir=$(mktemp -d /tmp/threadburn-fleet-test.XXXXXX)
 export THREADBURN_FLEET_PORT=${THREADBURN_FLEET_TEST_PORT:-6957}
+tests=""
 teardown() {
     local rc=$?
     trap - EXIT INT TERM
+    # Interrupted: the tests' process group first (their sweeps, sruns, ranks), then the fleet.
+    if [ -n "$tests" ] && kill -0 "$tests" 2>/dev/null; then
+        kill -TERM -- "-$tests" 2>/dev/null
+        for _ in $(seq 50); do kill -0 "$tests" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL -- "-$tests" 2>/dev/null
+    fi
     bash "$fleet" stop "$dir"
     echo "== teardown check"
     if bash "$fleet" leftovers "$dir"; then rm -rf "$dir"; else echo "FAIL: the fleet left the above behind"; rc=1; fi
@@ -31,7 +38,12 @@ trap 'exit 130' INT TERM
 t0=$(date +%s)
 bash "$fleet" start "$dir" || { echo "the local fleet did not start (logs in $dir/log)"; exit 1; }
 eval "$(bash "$fleet" env "$dir")"
-"$python" -m unittest discover -s "$here" -p 'test_fleet*.py' -v
+# In a process group of its own, waited for in the background, so that an
+# interrupt reaches the trap at once and ends the tests with the fleet.
+setsid "$python" -m unittest discover -s "$here" -p 'test_fleet*.py' -v &
+tests=$!
+wait "$tests"
 rc=$?
+tests=""
 echo "== fleet tests: $(( $(date +%s) - t0 )) s"
 exit $rc
