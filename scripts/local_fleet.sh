@@ -39,7 +39,8 @@ set -euo pipefail
 
 die() { echo "local_fleet.sh: $*" >&2; exit 1; }
 usage() {
-    echo "usage: $0 {start|stop|status|env|leftovers} [DIR] | $0 kill-node N [DIR]   (DIR default: /tmp/threadburn-fleet)" >&2
+    echo "usage: $0 {start|stop|status|env|leftovers} [DIR] | $0 {kill-node|revive-node} N [DIR] | $0 on {1|2|x} CMD..." >&2
+    echo "       (DIR default: /tmp/threadburn-fleet)" >&2
     exit 2
 }
 
@@ -53,12 +54,11 @@ if [ "$cmd" = on ]; then
     shift
     [ -e "/run/netns/$ns" ] || die "on: namespace $ns does not exist (is the fleet started?)"
     ON=("$ns" "$name" "$@")
-    set -- on_host
 fi
 if [ "$cmd" = kill-node ] || [ "$cmd" = revive-node ]; then
     [ $# -ge 1 ] || usage
     NODE_ARG=$1; shift
-    case "$NODE_ARG" in 1|2) ;; *) die "kill-node: N is 1 or 2, not '$NODE_ARG'" ;; esac
+    case "$NODE_ARG" in 1|2) ;; *) die "$cmd: N is 1 or 2, not '$NODE_ARG'" ;; esac
 fi
 [ "$cmd" = on ] || [ $# -le 1 ] || usage
 case "$cmd" in start|stop|status|env|leftovers|kill-node|revive-node|on) ;; *) usage ;; esac
