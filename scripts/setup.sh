@@ -23,6 +23,7 @@ PACKAGES=(
   libgloo-dev             # headers that libtorch's c10d (distributed) headers include
   openmpi-bin             # mpirun: a launcher of data-parallel ranks
   slurm-wlm munge         # Slurm: job arrays of sweeps, srun of ranks (scripts/local_slurm.sh)
+  iproute2                # ip, bridge: the two-node fleet's namespaces and veths (scripts/local_fleet.sh)
   linux-perf              # perf, for doctor's check of hardware counters
   clang                   # clang -fopenmp: the probe's known answers for LLVM-native OpenMP (__kmpc_fork_call)
   patchelf                # a libgomp copy renamed like a pip wheel's (libgomp-<hash>.so.1), for the probe's test

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The test command: set up and build, then the unit, benchmark, install and Slurm tests.
-#   scripts/test.sh            unit, bench, install (cmake --install and the .deb) and slurm
-#                              (a private local Slurm; skipped if not root)
+# The test command: set up and build, then the unit, benchmark, install, Slurm and fleet tests.
+#   scripts/test.sh            unit, bench, install (cmake --install and the .deb), slurm
+#                              (a private one-node Slurm) and fleet (a private two-node Slurm
+#                              in network namespaces); slurm and fleet are skipped if not root
 #   scripts/test.sh unit       one label only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${THREADBURN_BUILD_DIR:-build}
 bash scripts/build.sh
-labels=("${@:-unit bench install slurm}")
+labels=("${@:-unit bench install slurm fleet}")
 rc=0
 for label in ${labels[@]}; do
   echo "== ctest -L $label"

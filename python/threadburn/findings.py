@@ -269,6 +269,37 @@ def overheads_table(rows):
     return t
 
 
+def fleet_table(rows):
+    """The two-node sweep (configs/fleet.toml through sweep --slurm on
+    scripts/local_fleet.sh): per node and setting, the runs it got."""
+    t = Table("Two nodes through Slurm (fleet.csv: configs/fleet.toml on the two namespace nodes of "
+              "scripts/local_fleet.sh; medians over runs)",
+              ["node", "workload", "OMP_NUM_THREADS", "runs", "tasks", "step_ms", "residual_cpu_ms"], key_cells=3)
+    by = groups(rows, lambda r: (r.get("host_name", ""), results.workload_label(r), r.get("OMP_NUM_THREADS", "")))
+    for (node, workload, threads), rs in sorted(by.items()):
+        t.add([node, workload, threads, len({r["run_key"] for r in rs}), len({r["slurm_job"] for r in rs}),
+               num(med(rs, "step_ms")), num(med(rs, "residual_cpu_ms"))])
+    return t
+
+
+def fleet_ddp_table(rows):
+    """fleet_ddp.csv (tests/python/test_fleet_ddp.py): two ranks over the veth
+    link between two namespace hosts against the same pair over loopback."""
+    t = Table("Two ranks across hosts (fleet_ddp.csv: ddp_step mnist_adadelta, batch 64, one 25 MB bucket, "
+              "OMP_NUM_THREADS=1; medians over ranks and runs)",
+              ["link", "launcher", "allreduce_ms", "allreduce_ms min", "allreduce_ms max", "step_ms",
+               "gloo CPU ms/step", "ranks x runs"],
+              key_cells=2)
+    by = {}
+    for r in rows:
+        by.setdefault((r["link"], r["launcher"]), []).append(r)
+    for (link, launcher), rs in sorted(by.items(), key=lambda kv: (kv[0][0] != "loopback", kv[0])):
+        values = results.metric_values(rs, "allreduce_ms")
+        t.add([link, launcher, num(med(rs, "allreduce_ms")), num(min(values)), num(max(values)),
+               num(med(rs, "step_ms")), num(med(rs, "step_cpu_gloo_ms")), len(rs)])
+    return t
+
+
 # name -> (CSV in results/, how to tabulate it)
 # name -> (CSV in results/, how to tabulate its rows and path)
 TABLES = {
@@ -284,6 +315,8 @@ TABLES = {
     "sampler": ("sampler", lambda r, p: sampler_table(r)),
     "ddp": ("ddp", lambda r, p: ddp_table(r)),
     "overheads": ("overheads", lambda r, p: overheads_table(r)),
+    "fleet": ("fleet", lambda r, p: fleet_table(r)),
+    "fleet_ddp": ("fleet_ddp", lambda r, p: fleet_ddp_table(r)),
     "verdict_default": ("default", lambda r, p: verdict_table(r, p, "Verdicts of the default study (default.csv)")),
     "verdict_tune_sleep": ("tune-sleep_step_sleep",
                            lambda r, p: verdict_table(r, p, "Verdict of the tune on sleep_step_sleep.py")),

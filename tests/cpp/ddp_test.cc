@@ -2,8 +2,10 @@
 // a world of 1 live (gloo's threads classed, one step with its all-reduce),
 // and the known answer of a world of 2 (two ranks on two threads of this
 // process): its averaged gradients and parameters after one step equal one
-// process's over the union of both ranks' batches. Ranks as processes, the
-// launchers and the faults: tests/bench/check_ddp.py.
+// process's over the union of both ranks' batches; the same answer checked by
+// each of two ranks in processes of their own, on hosts of their own
+// (AcrossProcesses: the fleet tests start it, tests/python/test_fleet_ddp.py).
+// Ranks as processes, the launchers and the faults: tests/bench/check_ddp.py.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -12,6 +14,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -153,6 +157,55 @@ TEST(DdpKnownAnswer, TwoRanksEqualOneProcessOverBothBatches) {
     EXPECT_LE((grads[0][i] - params[i].grad()).abs().max().item<double>(), 1e-5 * scale + 1e-7);
     EXPECT_LE((after[0][i] - params[i].detach()).abs().max().item<double>(), 1e-6);
   }
+}
+
+// One rank of a world of 2 started by a launcher (its variables: torchrun's,
+// or srun's), e.g. on two network namespaces: after one step, this rank's
+// averaged gradients and parameters equal those of one process over the
+// union of both batches, from the same start (rank 0's broadcast parameters,
+// which this rank holds). Each rank checks for itself; skipped unless
+// THREADBURN_DDP_KNOWN_ANSWER=1, so the unit label does not wait for a peer.
+TEST(DdpKnownAnswer, AcrossProcesses) {
+  const char* on = std::getenv("THREADBURN_DDP_KNOWN_ANSWER");
+  if (on == nullptr || std::string(on) != "1") {
+    GTEST_SKIP() << "set THREADBURN_DDP_KNOWN_ANSWER=1 and start two ranks (tests/python/test_fleet_ddp.py does)";
+  }
+  constexpr int64_t kPerRank = 16;
+  const Rendezvous rv = rendezvous_from_env();
+  ASSERT_EQ(rv.world_size, 2);
+  const ImageSet data = dataset_for("cifar_sgd", "", 2 * kPerRank);
+  DdpGroup group(rv, std::chrono::seconds(30));
+  DdpOptions o;
+  o.batch = kPerRank;
+  DdpWorkload work("cifar_sgd", shard_of(data, rv.rank, 2), group, o);
+  std::vector<torch::Tensor> before, grads, after;
+  for (const auto& p : work.parameters()) before.push_back(p.detach().clone());
+  work.step();
+  for (const auto& p : work.parameters()) {
+    grads.push_back(p.grad().clone());
+    after.push_back(p.detach().clone());
+  }
+  group.barrier();
+
+  PipelineOptions one;
+  one.batch = 2 * kPerRank;
+  TrainWorkload single("cifar_sgd", data, one);
+  const std::vector<torch::Tensor> params = single.parameters();
+  ASSERT_EQ(params.size(), before.size());
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < params.size(); ++i) params[i].copy_(before[i]);
+  }
+  single.step();
+  for (size_t i = 0; i < params.size(); ++i) {
+    SCOPED_TRACE("rank " + std::to_string(rv.rank) + ", parameter " + std::to_string(i));
+    const double scale = params[i].grad().abs().max().item<double>();
+    ASSERT_GT(scale, 0.0);
+    EXPECT_LE((grads[i] - params[i].grad()).abs().max().item<double>(), 1e-5 * scale + 1e-7);
+    EXPECT_LE((after[i] - params[i].detach()).abs().max().item<double>(), 1e-6);
+  }
+  std::printf("known answer: rank %d of 2, gloo device %s, master %s:%d, %zu parameters match one process\n",
+              rv.rank, group.device_address().c_str(), rv.master_addr.c_str(), rv.master_port, params.size());
 }
 
 }  // namespace
