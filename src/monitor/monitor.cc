@@ -67,6 +67,12 @@ std::vector<Row> interval_rows(const Snapshot& prev, const Snapshot& cur, int64_
   return rows;
 }
 
+std::vector<Row> exit_rows(const Snapshot& last, int64_t unix0_ns) {
+  std::vector<Row> out;
+  for (const auto& t : last.threads) out.push_back(make_row(last, last, unix0_ns, t.tid, t.name, 0, "gone"));
+  return out;
+}
+
 std::string recording_header(int64_t unix0_ns, pid_t pid, int64_t period_us, double threshold_cores) {
   char t0[64];
   std::snprintf(t0, sizeof t0, "%.3f", static_cast<double>(unix0_ns / 1000) / 1000.0);

@@ -50,6 +50,12 @@ struct Row {
 // at most one period). unix0_ns: CLOCK_REALTIME at monotonic t_ns == 0.
 std::vector<Row> interval_rows(const Snapshot& prev, const Snapshot& cur, int64_t unix0_ns);
 
+// The process ended while still listed (attached: a zombie leader, a thread
+// still in its exit): every thread of the last snapshot is gone. A zero "gone"
+// row for each at the last sample's time (after its row there, if it had
+// one), so that every thread's last row in the recording is its end.
+std::vector<Row> exit_rows(const Snapshot& last, int64_t unix0_ns);
+
 // The recording is a timeline in the one format (core/timeline.h): origin
 // monitor_start; the header names the pid, the period, the --threshold
 // (burn_threshold_cores) and t0_unix_ms, the wall-clock time of t_ms == 0 in

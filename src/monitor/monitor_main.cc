@@ -297,7 +297,12 @@ class Recorder {
       if (o_.launch()) exited_ = launched_child_exited();
       const auto rows = sample();
       if (!o_.launch() && rows[0].cpu_ms == 0 && (prev_.threads.empty() || is_zombie(o_.pid))) exited_ = true;
-      if (exited_) break;
+      if (exited_) {
+        // A zombie still lists its leader, and a thread whose exit has woken
+        // its joiner may still be listed: they are gone all the same.
+        for (const auto& r : mon::exit_rows(prev_, unix0_)) csv_->add(mon::recording_row(r));
+        break;
+      }
       const int64_t now = tb::wall_ns();
       if (now >= stop_at) {
         end_note_ = "stopped after --duration_s";

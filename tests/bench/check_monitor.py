@@ -86,7 +86,8 @@ def check_spin(rows, stderr):
     # A thread's row without CPU is written only when it was born, renamed or
     # gone: the spinner's last row is its exit.
     spinner = [r for r in rows if r["name"] == "spinner"]
-    check(spinner and spinner[-1]["cores"] == 0, "spinner's exit not recorded")
+    check(spinner and spinner[-1]["cores"] == 0,
+          f"spinner's exit not recorded: its last rows {spinner[-3:]}, the file's last {rows[-4:]}")
     check("spinner" in stderr and "[process]" in stderr, "summary missing:\n" + stderr)
 
 

@@ -88,6 +88,23 @@ TEST(Interval, ReusedTidCountsAsNewAndRenameIsAChange) {
   EXPECT_DOUBLE_EQ(rows[0].cpu_ms, 2.0);
 }
 
+TEST(Interval, AnEndedProcessEndsEveryThreadStillListed) {
+  // The last sample still lists the zombie leader (no CPU, so no row) and a
+  // thread in its exit (1 ms, a row): each gets a zero row after it.
+  Snapshot prev{10000000, {stat(1, "main", 10), stat(2, "spinner", 200)}};
+  Snapshot last{12000000, {stat(1, "main", 10), stat(2, "spinner", 201)}};
+  ASSERT_EQ(interval_rows(prev, last, 0).size(), 2u);  // process, spinner
+  const auto gone = exit_rows(last, 0);
+  ASSERT_EQ(gone.size(), 2u);
+  for (const auto& r : gone) {
+    EXPECT_EQ(r.change, "gone");
+    EXPECT_DOUBLE_EQ(r.cores, 0.0);
+    EXPECT_DOUBLE_EQ(r.t_ms, 12.0);
+  }
+  EXPECT_EQ(recording_row(gone[0]), "12.000,thread:1:main,0.0000\n");
+  EXPECT_EQ(recording_row(gone[1]), "12.000,thread:2:spinner,0.0000\n");
+}
+
 TEST(Interval, UnixMsIsTheFlooredEndOfTheInterval) {
   Snapshot prev{0, {stat(1, "a", 0)}};
   Snapshot cur{1999999, {stat(1, "a", 1)}};
