@@ -254,8 +254,12 @@ def run_example(a, tmp, extra_args, script_args):
     # The one timeline format (src/core/timeline.h): the probe's series, per-thread ones included.
     with open(os.path.join(out, stem + ".timeline.csv")) as f:
         lines = f.read().splitlines()
-    check(lines[:2] == ["# threadburn timeline 1; origin=program_start", "t_ms,series,cores"],
-          f"timeline header: {lines[:2]}")
+    # Its first line carries the burn threshold the run's rows state (the probe's one rule).
+    with open(os.path.join(out, "run.csv"), newline="") as f:
+        threshold = next(csv.DictReader(f))["burn_threshold_cores"]
+    header = f"# threadburn timeline 1; origin=program_start; burn_threshold_cores={threshold}"
+    check(threshold != "" and lines[:2] == [header, "t_ms,series,cores"],
+          f"timeline header: {lines[:2]} (threshold {threshold!r})")
     series = {ln.split(",")[1] for ln in lines[2:]}
     check({"in_region", "others", "main", "class:omp", "children"} <= series, f"timeline series: {sorted(series)[:8]}")
     check(any(s.startswith("thread:") and s.endswith(":omp") for s in series), "no per-thread OpenMP series")
