@@ -36,6 +36,8 @@
 # A node is declared DOWN SlurmdTimeout (10 s) after its slurmd stops answering.
 # Needs root, slurm-wlm, munge and iproute2.
 set -euo pipefail
+# shellcheck source=scripts/slurm_conf.sh
+source "$(dirname "${BASH_SOURCE[0]}")/slurm_conf.sh"
 
 die() { echo "local_fleet.sh: $*" >&2; exit 1; }
 usage() {
@@ -223,49 +225,25 @@ write_conf() {
     mem_kb=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
     # Each node claims half the memory (slurmd drains a node that finds less than configured).
     mem=$((mem_kb / 1024 / 2))
-    cat >"$CONF.tmp" <<EOF
-# Written by scripts/local_fleet.sh start; rewritten at every start.
-ClusterName=tbfleet
-SlurmctldHost=$host($net.1)
-SlurmctldPort=$PORT
-SlurmdPort=$((PORT + 1))
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$MUNGE_SOCKET
-CredType=cred/munge
-MpiDefault=none
-MailProg=/bin/true
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/backfill
-ReturnToService=2
-StateSaveLocation=$DIR/state
+    {
+        echo "# Written by scripts/local_fleet.sh start; rewritten at every start."
+        echo "ClusterName=tbfleet"
+        echo "SlurmctldHost=$host($net.1)"
+        slurm_conf_common "$DIR" "$MUNGE_SOCKET" "$PORT"
+        cat <<EOF
 # %n: the node's name, so the two slurmd of this machine keep apart.
 SlurmdSpoolDir=$DIR/spool/%n
 SlurmdPidFile=$DIR/run/slurmd-%n.pid
 SlurmdLogFile=$LOG/slurmd-%n.log
 SlurmctldPidFile=$PIDFILE_slurmctld
 SlurmctldLogFile=$LOG/slurmctld.log
-SlurmctldDebug=info
-SlurmdDebug=info
-PlugStackConfig=$DIR/plugstack.conf
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/filetxt
-JobCompLoc=$DIR/jobcomp.txt
-MinJobAge=3600
-KillWait=5
-InactiveLimit=0
 # A dead node is noticed within seconds, not minutes (the node-failure test).
 SlurmdTimeout=10
-SlurmctldTimeout=120
 NodeName=${NODES[0]} NodeAddr=$net.2 CPUs=$cpus RealMemory=$mem State=UNKNOWN
 NodeName=${NODES[1]} NodeAddr=$net.3 CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=tbfleet Nodes=${NODES[0]},${NODES[1]} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
+    } >"$CONF.tmp"
     mv "$CONF.tmp" "$CONF"
     : >"$DIR/plugstack.conf"
 }

@@ -27,6 +27,8 @@
 # packages slurm-wlm and munge. Ports: THREADBURN_SLURM_PORT (default 6917) for
 # slurmctld and that + 1 for slurmd, away from a system Slurm's 6817/6818.
 set -euo pipefail
+# shellcheck source=scripts/slurm_conf.sh
+source "$(dirname "${BASH_SOURCE[0]}")/slurm_conf.sh"
 
 die() { echo "local_slurm.sh: $*" >&2; exit 1; }
 
@@ -217,51 +219,24 @@ write_conf() {
         && [ "${BASH_REMATCH[1]}" = "$cpus" ]; then
         topo=" Boards=${BASH_REMATCH[2]} SocketsPerBoard=${BASH_REMATCH[3]} CoresPerSocket=${BASH_REMATCH[4]} ThreadsPerCore=${BASH_REMATCH[5]}"
     fi
-    cat >"$CONF.tmp" <<EOF
-# Written by scripts/local_slurm.sh start; rewritten at every start.
-ClusterName=threadburn
-SlurmctldHost=$node(127.0.0.1)
-SlurmctldPort=$PORT
-SlurmdPort=$((PORT + 1))
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$MUNGE_SOCKET
-CredType=cred/munge
-MpiDefault=none
-MailProg=/bin/true
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/backfill
-ReturnToService=2
-StateSaveLocation=$DIR/state
+    {
+        echo "# Written by scripts/local_slurm.sh start; rewritten at every start."
+        echo "ClusterName=threadburn"
+        echo "SlurmctldHost=$node(127.0.0.1)"
+        slurm_conf_common "$DIR" "$MUNGE_SOCKET" "$PORT"
+        cat <<EOF
 SlurmdSpoolDir=$DIR/spool
 SlurmctldPidFile=$PIDFILE_slurmctld
 SlurmdPidFile=$PIDFILE_slurmd
 SlurmctldLogFile=$LOG_slurmctld
 SlurmdLogFile=$LOG_slurmd
-SlurmctldDebug=info
-SlurmdDebug=info
-PlugStackConfig=$DIR/plugstack.conf
-# No accounting database: finished jobs stay in slurmctld's memory for
-# MinJobAge seconds (squeue -t all, scontrol show job) and are appended to the
-# job completion file for good, one line per job or array task.
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/filetxt
-JobCompLoc=$DIR/jobcomp.txt
-MinJobAge=3600
-KillWait=5
-InactiveLimit=0
 SlurmdTimeout=300
-SlurmctldTimeout=120
 NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus$topo RealMemory=$mem State=UNKNOWN
 # OverSubscribe=NO: CPUs are never shared, but jobs share the node CPU by CPU;
 # --exclusive takes the whole node.
 PartitionName=threadburn Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
+    } >"$CONF.tmp"
     mv "$CONF.tmp" "$CONF"
     : >"$DIR/plugstack.conf"
 }
