@@ -126,6 +126,19 @@ class TempDir:
         return os.path.join(self.tmp, *parts)
 
 
+def private_cluster(script, cluster, started_by, needs_build=False):
+    """(running, why not) of a private Slurm cluster that a test driver
+    started in the folder `cluster` with scripts/<script> (its `status`
+    answers); `started_by` names the driver for the skip reason."""
+    if not cluster:
+        return False, f"the cluster's folder is not set ({started_by} starts one)"
+    if needs_build and not real_build_dir():
+        return False, "needs the real build (scripts/build.sh)"
+    status = subprocess.run(["bash", os.path.join(REPO, "scripts", script), "status", cluster],
+                            capture_output=True, text=True, timeout=60)
+    return status.returncode == 0, f"no {script} cluster runs in {cluster}"
+
+
 def assert_one_line_error(test, result, *fragments, code=2):
     """A command that failed with exit code `code`, one line on stderr, holding fragments."""
     test.assertEqual(result.returncode, code, result.stdout + result.stderr)

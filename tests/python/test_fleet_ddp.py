@@ -35,16 +35,8 @@ RESULT_COLUMNS = ["link", "launcher", "rank", "world_size", "host_name", "gloo_d
                   "batch", "bucket_mb", "allreduce_ms", "step_ms", "step_cpu_gloo_ms", "param_checksum", "date"]
 
 
-def fleet_running():
-    if not CLUSTER or not NET:
-        return False, "THREADBURN_FLEET_DIR / THREADBURN_FLEET_NET are not set (tests/python/fleet_live.sh starts a fleet)"
-    if not BUILD:
-        return False, "needs the real build (scripts/build.sh)"
-    status = subprocess.run(FLEET + ["status", CLUSTER], capture_output=True, text=True, timeout=60)
-    return status.returncode == 0, f"no local fleet runs in {CLUSTER}"
-
-
-RUNNING, WHY_NOT = fleet_running()
+RUNNING, WHY_NOT = helpers.private_cluster("local_fleet.sh", CLUSTER and NET, "tests/python/fleet_live.sh",
+                                           needs_build=True)
 LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME")
 
 

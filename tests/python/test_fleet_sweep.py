@@ -30,16 +30,7 @@ NODES = ("tbfleet1", "tbfleet2")
 RESULTS = os.environ.get("THREADBURN_FLEET_RESULTS", "")
 
 
-def fleet_running():
-    if not CLUSTER:
-        return False, "THREADBURN_FLEET_DIR is not set (tests/python/fleet_live.sh starts a fleet)"
-    if not BUILD:
-        return False, "needs the real build (scripts/build.sh)"
-    status = subprocess.run(FLEET + ["status", CLUSTER], capture_output=True, text=True, timeout=60)
-    return status.returncode == 0, f"no local fleet runs in {CLUSTER}"
-
-
-RUNNING, WHY_NOT = fleet_running()
+RUNNING, WHY_NOT = helpers.private_cluster("local_fleet.sh", CLUSTER, "tests/python/fleet_live.sh", needs_build=True)
 
 # Slow runs (3 gaps of 1.5 s), so a node can be killed while its task runs.
 SLOW_GRID = """name = "fleet_slow"

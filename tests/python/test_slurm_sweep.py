@@ -9,30 +9,18 @@ that fails inside a task gives failed rows; sbatch's refusal is one line.
 The programs are the fake build (fake_program.py), so the tests take seconds.
 """
 import collections
-import json
 import os
-import shutil
-import subprocess
-import time
 import unittest
 
 import helpers
 from helpers import assert_one_line_error, threadburn
 
-from threadburn import keys, schema, slurm
+from threadburn import keys, slurm
 
 CLUSTER = os.environ.get("THREADBURN_SLURM_DIR", "")
 
 
-def cluster_running():
-    if not CLUSTER:
-        return False, "THREADBURN_SLURM_DIR is not set (tests/python/slurm_live.sh starts a cluster)"
-    status = subprocess.run(["bash", os.path.join(helpers.REPO, "scripts", "local_slurm.sh"), "status", CLUSTER],
-                            capture_output=True, text=True, timeout=60)
-    return status.returncode == 0, f"no local Slurm runs in {CLUSTER}"
-
-
-RUNNING, WHY_NOT = cluster_running()
+RUNNING, WHY_NOT = helpers.private_cluster("local_slurm.sh", CLUSTER, "tests/python/slurm_live.sh")
 
 GRID = """name = "tiny"
 repetitions = 2
