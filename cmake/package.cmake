@@ -21,8 +21,9 @@ set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 # from what the build linked.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # What dpkg-shlibdeps cannot see: the command is Python (Debian's
-# /usr/bin/python3, standard library only except for the plots).
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3")
+# /usr/bin/python3) whose decision rule takes its distributions from
+# scipy.stats (python3-scipy, which brings numpy).
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3, python3-scipy")
 # LLVM's OpenMP runtime for the runtime axis (--runtime llvm, preloaded, not
 # linked: paths.LIBOMP), numpy and matplotlib for the plots.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libomp5-14, python3-numpy, python3-matplotlib")

@@ -18,6 +18,7 @@ PACKAGES=(
   libopenblas0-openmp     # BLAS for libtorch's matmuls, threaded by the same OpenMP runtime
                           # (without it libblas.so.3 is netlib's single-threaded reference BLAS)
   python3 python3-numpy python3-matplotlib   # the threadburn command (Debian's /usr/bin/python3)
+  python3-scipy           # scipy.stats: the t and other distributions of the decision rule
   chromium fonts-dejavu-core   # a headless browser and the page's font: the test of threadburn report (tests/python/test_report_browser.py)
   python3-torch           # real Python trainings as subjects of threadburn run / tune (PyTorch 1.13.1)
   libgloo-dev             # headers that libtorch's c10d (distributed) headers include
