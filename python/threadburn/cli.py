@@ -5,8 +5,8 @@
 import argparse
 import sys
 
-from . import compare, doctor, findings, listing, monitor, plot, report, run, slurm_task, sweep, tune, verdict
-from .errors import ThreadburnError
+from .commands import compare, doctor, findings, listing, monitor, plot, report, run, slurm_task, sweep, tune, verdict
+from .lib.errors import ThreadburnError
 
 DESCRIPTION = """threadburn measures how OpenMP, TBB and oneDNN worker threads behave around
 training steps: step time, and the CPU threads keep burning after a step returned.

@@ -2,7 +2,7 @@
 // results/README.md, "Timelines and per-thread files"): a long CSV that the
 // benchmark programs (the last timed step) and the preload probe (a whole
 // command) write, and that
-// python/threadburn/timeline.py reads.
+// python/threadburn/lib/timeline.py reads.
 //
 //   # threadburn timeline 1; origin=step_end[; key=value ...]
 //   t_ms,series,cores

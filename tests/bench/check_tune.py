@@ -6,7 +6,7 @@
 Each case starts bin/threadburn on real processes under the preload probe
 (src/probe) and checks what it printed and wrote against what the processes
 did and against the rules the commands document (docs/probe.md,
-python/threadburn/decide.py):
+python/threadburn/analysis/decide.py):
 
   run_gomp      examples/sleep_step_sleep.py under libgomp: exit 0, the
                 summary (regions, CPU by class, gaps), the probe's files, and

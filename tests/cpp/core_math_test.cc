@@ -14,7 +14,7 @@
 namespace threadburn {
 namespace {
 
-// The one timeline format (src/core/timeline.h), as python/threadburn/timeline.py reads it.
+// The one timeline format (src/core/timeline.h), as python/threadburn/lib/timeline.py reads it.
 TEST(Timeline, HeaderRowsAndMarks) {
   TimelineWriter tl("step_end", {{"pid", "42"}});
   tl.mark(-12.5, kSeriesStepStart);

@@ -95,7 +95,7 @@ def recording(bench, device="cpu"):
 def recorded_descriptions():
     """programs.Description of each recorded program with its defaults (what a
     fake build's programs describe), in the order the sweep sees them."""
-    from threadburn import programs
+    from threadburn.lib import programs
     return [programs.Description.from_json(recording(b)) for b in BENCHES]
 
 

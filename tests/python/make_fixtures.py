@@ -26,7 +26,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import helpers  # noqa: E402  (puts the package on sys.path)
-from threadburn import schema  # noqa: E402
+from threadburn.lib import schema  # noqa: E402
 
 # What the programs report as omp_runtime under each runtime name (their --describe).
 RUNTIME_LIBRARY = {r["name"]: r["library"] for r in helpers.recording("train_step")["runtimes"]}

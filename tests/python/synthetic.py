@@ -11,7 +11,7 @@ spins longer) with its own small noise.
 import math
 import random
 
-from threadburn import decide
+from threadburn.analysis import decide
 
 
 class Truth:

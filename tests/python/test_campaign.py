@@ -1,4 +1,4 @@
-"""The run engine (python/threadburn/campaign.py) with a mock executor whose
+"""The run engine (python/threadburn/engine/campaign.py) with a mock executor whose
 runs come from synthetic.py (known true times and CPU): rounds as blocks,
 resume, the budget, and a race over decide.py whose decision rates are known
 (a clear winner found, no false change on a null)."""
@@ -8,7 +8,8 @@ import unittest
 
 import helpers  # noqa: F401  (puts python/ on the path)
 from synthetic import Truth, run_steps
-from threadburn import campaign, decide
+from threadburn.engine import campaign
+from threadburn.analysis import decide
 
 
 class Item:

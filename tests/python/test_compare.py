@@ -1,4 +1,4 @@
-"""`threadburn compare` and its statistics (python/threadburn/compare.py,
+"""`threadburn compare` and its statistics (python/threadburn/commands/compare.py,
 stats.py), on hand-checked fixtures (make_fixtures.compare_rows):
 
   G1 optimizer llvm T=2 bt=200: step A 10,11,12  B 13,14,15; residual A 200,201,202  B 0.5,1,1.5
@@ -14,7 +14,8 @@ import os
 import unittest
 
 import helpers
-from threadburn import compare, keys, schema, stats
+from threadburn.commands import compare
+from threadburn.lib import keys, schema, stats
 
 A = os.path.join(helpers.FIXTURES, "compare_a.csv")
 B = os.path.join(helpers.FIXTURES, "compare_b.csv")

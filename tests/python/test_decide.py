@@ -1,4 +1,4 @@
-"""The decision rule (python/threadburn/decide.py) on data whose truth is
+"""The decision rule (python/threadburn/analysis/decide.py) on data whose truth is
 known by construction (synthetic.py): decision rates over fixed seeds, and
 exact answers on hand-made edge cases. Each rate bound is the rule's
 promise (alpha = 0.05, margin 5 %) plus three binomial standard errors of
@@ -11,7 +11,7 @@ import unittest
 
 import helpers  # noqa: F401  (puts python/ on the path)
 from synthetic import Truth as T, rates, settings
-from threadburn import decide
+from threadburn.analysis import decide
 
 ALPHA = decide.ALPHA
 

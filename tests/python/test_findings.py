@@ -1,4 +1,4 @@
-"""`threadburn findings` (python/threadburn/findings.py): a tiny template
+"""`threadburn findings` (python/threadburn/commands/findings.py): a tiny template
 rendered against fixture CSVs; --check passes on a match and fails on a
 one-character difference; --write; one-line errors for bad placeholders."""
 import os
@@ -6,7 +6,7 @@ import shutil
 import unittest
 
 import helpers
-from threadburn import findings
+from threadburn.commands import findings
 
 OPT = "optimizer_step/sgd/params:4000000/gap_ms:300"
 TRAIN = "train_step/mnist_adadelta/preload:0/batch:64/workers:0/loader:torch/mkldnn:1/gap_ms:0"

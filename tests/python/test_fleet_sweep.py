@@ -21,7 +21,7 @@ import unittest
 import helpers
 from test_slurm_sweep import row_keys
 
-from threadburn import slurm
+from threadburn.engine import slurm
 
 CLUSTER = os.environ.get("THREADBURN_FLEET_DIR", "")
 BUILD = helpers.real_build_dir()

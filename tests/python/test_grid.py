@@ -1,4 +1,4 @@
-"""Grids (python/threadburn/grid.py): checked whole against the programs'
+"""Grids (python/threadburn/lib/grid.py): checked whole against the programs'
 own descriptions (here: fake_program.py serving the recorded ones), expanded
 into points."""
 import glob
@@ -9,7 +9,7 @@ import textwrap
 import unittest
 
 import helpers
-from threadburn import grid, programs, schema
+from threadburn.lib import grid, programs, schema
 
 OPT = 'bench = "optimizer_step"\n'
 TRAIN = 'bench = "train_step"\n'

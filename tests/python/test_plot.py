@@ -1,4 +1,4 @@
-"""`threadburn plot` (python/threadburn/plot.py, figures.py) and the one
+"""`threadburn plot` (python/threadburn/commands/plot.py, figures.py) and the one
 timeline reader (timeline.py), on fixtures/plot_results.csv
 (12 optimizer_step settings x 2 repetitions, 3 of them with timeline files; no
 processes > 1, so no oversubscription.png) and oversub_results.csv
@@ -10,8 +10,9 @@ import tempfile
 import unittest
 
 import helpers
-from threadburn import drawing, figures, timeline
-from threadburn.errors import ThreadburnError
+from threadburn.export import drawing, figures
+from threadburn.lib import timeline
+from threadburn.lib.errors import ThreadburnError
 
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 RESULTS = os.path.join(helpers.FIXTURES, "plot_results.csv")
@@ -145,7 +146,7 @@ class Pictures(helpers.TempDir, unittest.TestCase):
     def test_tune_file(self):
         """Runs of a command (threadburn tune, run: no steps): tune.png, the
         time of each setting against its CPU; nothing else."""
-        from threadburn import schema
+        from threadburn.lib import schema
         columns = schema.Columns.from_parts(["OMP_WAIT_POLICY"], ("command",), ("wall_ms", "cpu_ms", "metric"), [])
         lines = [",".join(columns.all)]
         for point, policy, status in (("plain", "unset", "ok"), ("passive", "passive", "ok"),

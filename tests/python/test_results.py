@@ -1,4 +1,4 @@
-"""Reading results (python/threadburn/results.py): best settings per workload
+"""Reading results (python/threadburn/analysis/results.py): best settings per workload
 and the oversubscription aggregate, on hand-checked rows (make_fixtures.py).
 
 oversub_results.csv, per run and copy (step_ms, samples_per_s, step_cpu_ms,
@@ -19,7 +19,8 @@ import unittest
 
 import helpers
 import make_fixtures
-from threadburn import paths, results, verdicts
+from threadburn.lib import paths
+from threadburn.analysis import results, verdicts
 
 FIXTURE = os.path.join(helpers.FIXTURES, "oversub_results.csv")
 TRAIN = "train_step/mnist_adadelta/preload:0/batch:64/workers:0/loader:torch/mkldnn:1/gap_ms:0"

@@ -8,8 +8,8 @@ import re
 import unittest
 
 import helpers
-from threadburn import programs, schema
-from threadburn.errors import ThreadburnError
+from threadburn.lib import programs, schema
+from threadburn.lib.errors import ThreadburnError
 
 BUILD = helpers.real_build_dir()
 README = os.path.join(helpers.REPO, "results", "README.md")

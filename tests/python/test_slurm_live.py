@@ -1,4 +1,4 @@
-"""python/threadburn/slurm.py against a real Slurm: the local cluster of
+"""python/threadburn/engine/slurm.py against a real Slurm: the local cluster of
 scripts/local_slurm.sh. Skipped unless THREADBURN_SLURM_DIR names one that runs:
 
     sudo scripts/local_slurm.sh start
@@ -15,7 +15,7 @@ import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "python"))
-from threadburn import slurm  # noqa: E402
+from threadburn.engine import slurm  # noqa: E402
 
 CLUSTER = os.environ.get("THREADBURN_SLURM_DIR", "")
 

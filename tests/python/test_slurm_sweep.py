@@ -15,7 +15,8 @@ import unittest
 import helpers
 from helpers import assert_one_line_error, threadburn
 
-from threadburn import keys, slurm
+from threadburn.lib import keys
+from threadburn.engine import slurm
 
 CLUSTER = os.environ.get("THREADBURN_SLURM_DIR", "")
 

@@ -1,4 +1,4 @@
-"""python/threadburn/slurm.py against fake Slurm commands: no Slurm needed.
+"""python/threadburn/engine/slurm.py against fake Slurm commands: no Slurm needed.
 
 Each test writes fake sbatch/squeue/scontrol/sacct/scancel executables into a
 temporary directory put first on PATH. A fake answers its n-th call with the
@@ -14,7 +14,7 @@ import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "python"))
-from threadburn import slurm  # noqa: E402
+from threadburn.engine import slurm  # noqa: E402
 
 FAKE = textwrap.dedent("""\
     #!{python}

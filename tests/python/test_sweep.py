@@ -8,7 +8,7 @@ import textwrap
 import unittest
 
 import helpers
-from threadburn import schema
+from threadburn.lib import schema
 
 TWO_POINTS = """
     repetitions = 2

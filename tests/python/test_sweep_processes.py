@@ -4,7 +4,7 @@ and left out of the oversubscription aggregate (results.oversubscription)."""
 import unittest
 
 from test_sweep import SweepTest
-from threadburn import results
+from threadburn.analysis import results
 
 # One benchmark with a long nominal timed window (10 steps x (10 + GAP) ms, reported,
 # not slept): copies released together overlap almost fully (with a gap of 1000 ms,

@@ -8,7 +8,7 @@ import collections
 import unittest
 
 from test_sweep import SweepTest
-from threadburn import results, verdicts
+from threadburn.analysis import results, verdicts
 
 GRID = """
     repetitions = 2
@@ -92,7 +92,7 @@ class Ranks(SweepTest):
                                                     for r in rows if r["run_key"] == three["row"]["run_key"]
                                                     and r["benchmark"] == three["row"]["benchmark"]))
         self.assertIn("W=3 T=1", results.summary_text(rows))
-        from threadburn import figures
+        from threadburn.export import figures
         try:
             plt = figures.pyplot()
         except Exception as e:  # no matplotlib: the plot half is skipped

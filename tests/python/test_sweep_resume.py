@@ -10,7 +10,7 @@ import unittest
 
 import helpers
 from test_sweep import TWO_POINTS, SweepTest
-from threadburn import schema
+from threadburn.lib import schema
 
 SLOW = """
     repetitions = 3

@@ -8,9 +8,10 @@ import shutil
 import subprocess
 import time
 
-from . import campaign, probe, schema, usercmd
-from .errors import ThreadburnError
-from .procs import Children, describe_exit, die_with_parent, utc_now
+from . import campaign
+from ..lib import probe, schema, usercmd
+from ..lib.errors import ThreadburnError
+from ..lib.procs import Children, describe_exit, die_with_parent, utc_now
 
 
 class TunePoint:

@@ -5,8 +5,9 @@ probe cost the user's program (its wall time probed / unprobed, same
 setting)?"""
 import statistics
 
-from . import decide, fmt, schema
-from .stats import median_ci
+from . import decide
+from ..lib import fmt, schema
+from ..lib.stats import median_ci
 
 
 def _values(rows, study, phase, key):

@@ -17,8 +17,8 @@ import os
 import shlex
 from dataclasses import dataclass, field
 
-from . import fmt, keys, paths, schema
-from .errors import ThreadburnError
+from ..lib import fmt, keys, paths, schema
+from ..lib.errors import ThreadburnError
 
 KINDS = ("sweep", "tune", "run")
 # The verdict band's colours (background, border), by verdict: the browser

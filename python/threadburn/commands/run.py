@@ -17,11 +17,12 @@ import os
 import shutil
 import sys
 
-from . import figures, fmt, probe, schema
-from .procs import describe_exit
-from .resultsfile import ResultsFile
-from .usercmd import add_run_options, command_of, default_out, parse_env, probe_extra, row_for
-from .errors import ThreadburnError
+from ..export import figures
+from ..lib import fmt, probe, schema
+from ..lib.procs import describe_exit
+from ..lib.resultsfile import ResultsFile
+from ..lib.usercmd import add_run_options, command_of, default_out, parse_env, probe_extra, row_for
+from ..lib.errors import ThreadburnError
 
 
 def add_parser(sub):

@@ -15,8 +15,9 @@ import os
 import re
 import statistics
 
-from . import keys, fmt, paths, results, schema
-from .errors import ThreadburnError
+from ..lib import keys, fmt, paths, schema
+from ..analysis import results
+from ..lib.errors import ThreadburnError
 
 
 def add_parser(sub):
@@ -151,7 +152,7 @@ def oversub_table(rows):
 
 def sampler_table(rows):
     """step_ms with the sampler on and off, per workload and thread count."""
-    from . import stats
+    from ..lib import stats
     t = Table("The sampler's cost (sampler.csv: the same steps with the sampler on and off, interleaved runs)",
               ["workload", "OMP_NUM_THREADS", "step_ms on", "step_ms off", "change", "p (Mann-Whitney)",
                "sampler CPU share", "runs on/off"], key_cells=2)
@@ -188,7 +189,8 @@ def tune_table(rows, title):
     setting the runs, the median and 95 % CI of the time figure (the
     --metric column when the tune had one, else the wall time) and of the
     CPU, the workers' CPU between regions; ordered by the time figure."""
-    from . import stats, verdicts
+    from ..lib import stats
+    from ..analysis import verdicts
     dropped = verdicts.duplicates(rows)
     rows = [r for r in rows if r.get("phase", "race") in ("race", "") and r.get("study") not in dropped]
     has_metric = any(schema.to_float(r.get("metric")) is not None for r in rows)
@@ -215,7 +217,7 @@ def tune_table(rows, title):
 def verdict_table(rows, path, title):
     """The verdict per workload of a sweep's or tune's CSV, as `threadburn
     verdict` computes it (with the looks its verdict.json recorded)."""
-    from . import verdicts
+    from ..analysis import verdicts
     recorded = verdicts.recorded(path)
     entries = verdicts.decide_all(rows, recorded.get("objective") or "balanced",
                                   recorded.get("margin") or 0.05, looks=recorded.get("looks") or 1)

@@ -16,14 +16,15 @@ import os
 
 from .errors import ThreadburnError
 
-PACKAGE = os.path.dirname(os.path.abspath(__file__))
+# The package root (python/threadburn): this file is in its lib/.
+PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO = os.path.dirname(os.path.dirname(PACKAGE))
 LIBOMP = "/usr/lib/x86_64-linux-gnu/libomp.so.5"
 # The suffix of every benchmark program; the grids' `bench` is the name before it.
 PROGRAM_SUFFIX = "_bench"
 
 try:
-    from . import _installed  # written by cmake --install (CMakeLists.txt, its install rules)
+    from .. import _installed
     INSTALLED_LIBEXEC = os.path.normpath(os.path.join(PACKAGE, _installed.LIBEXEC))
     INSTALLED_DATA = os.path.normpath(os.path.join(PACKAGE, _installed.DATA))
     INSTALLED_BIN = os.path.normpath(os.path.join(PACKAGE, _installed.BIN))

@@ -21,8 +21,11 @@ import os
 import shlex
 import tempfile
 
-from . import argtypes, confirmation, decide, drawing, figures, keys, probe, reportpage, results, verdicts
-from .errors import ThreadburnError
+from . import options
+from ..analysis import confirmation, decide, results, verdicts
+from ..export import drawing, figures, reportpage
+from ..lib import keys, probe
+from ..lib.errors import ThreadburnError
 
 
 def add_parser(sub):
@@ -30,9 +33,9 @@ def add_parser(sub):
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("csv", help="a results CSV of threadburn sweep or tune, or a run's run.csv")
     p.add_argument("-o", "--out", help="the HTML file (default: <csv without .csv>.report.html)")
-    p.add_argument("--margin", type=argtypes.margin, help="as `threadburn verdict --margin` (default: as recorded)")
+    p.add_argument("--margin", type=options.margin, help="as `threadburn verdict --margin` (default: as recorded)")
     p.add_argument("--objective", choices=decide.OBJECTIVES, help="as `threadburn verdict --objective`")
-    p.add_argument("--looks", type=argtypes.positive, help="as `threadburn verdict --looks`")
+    p.add_argument("--looks", type=options.positive, help="as `threadburn verdict --looks`")
     p.set_defaults(run=main)
     return p
 

@@ -23,8 +23,9 @@ import socket
 import sys
 import time
 
-from . import campaign, exec_bench, fmt, paths, schema, slurm
-from .errors import ThreadburnError
+from . import campaign, exec_bench, slurm
+from ..lib import fmt, paths, schema
+from ..lib.errors import ThreadburnError
 
 PLAN = "plan.json"
 
@@ -183,9 +184,9 @@ def read_rows_file(jdir, run_key):
 def task_main(args):
     """Runs this task's runs; each run's rows go to rows/<run_key>.csv, put in
     place whole (written aside, then renamed)."""
-    from . import grid as gridmod
-    from .programs import programs as build_programs
-    from .resultsfile import ResultsFile
+    from ..lib import grid as gridmod
+    from ..lib.programs import programs as build_programs
+    from ..lib.resultsfile import ResultsFile
     with open(os.path.join(args.job_dir, PLAN)) as f:
         plan = json.load(f)
     if args.task >= len(plan["tasks"]):

@@ -15,8 +15,9 @@ import io
 import os
 import subprocess
 
-from . import figures, paths, timeline
-from .errors import ThreadburnError
+from ..export import figures
+from ..lib import paths, timeline
+from ..lib.errors import ThreadburnError
 
 
 def add_parsers(sub):

@@ -9,7 +9,8 @@ add the verdict and a row per setting to paste into an issue. Exit status:
 """
 import argparse
 
-from . import argtypes, decide, results, verdicts
+from . import options
+from ..analysis import decide, results, verdicts
 
 UNDECIDED_EXIT = 3
 
@@ -18,13 +19,13 @@ def add_parser(sub):
     p = sub.add_parser("verdict", help="the decision for each workload of a results CSV, recomputed",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("csv", help="a results CSV of threadburn sweep or tune")
-    p.add_argument("--margin", type=argtypes.margin,
+    p.add_argument("--margin", type=options.margin,
                    help="practical margin on time and CPU (default: the one the file's verdict.json records, "
                    f"else {decide.MARGIN:.2f}, i.e. {decide.MARGIN * 100:.0f} %%)")
     p.add_argument("--objective", choices=decide.OBJECTIVES,
                    help="time, cpu, or balanced: the least CPU among the fastest (default: as recorded, else "
                    "balanced)")
-    p.add_argument("--looks", type=argtypes.positive, default=None,
+    p.add_argument("--looks", type=options.positive, default=None,
                    help="looks the race took (default: the file's verdict.json says, else 1)")
     p.add_argument("--no-write", action="store_true", help="print only; write no .verdict.json")
     p.add_argument("--require-decision", action="store_true",

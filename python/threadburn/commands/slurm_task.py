@@ -1,6 +1,6 @@
 """threadburn slurm-task JOB_DIR TASK: inside a Slurm job array, run one
 task of a `sweep --slurm` (exec_slurm.task_main). Not for direct use."""
-from . import exec_slurm
+from ..engine import exec_slurm
 
 
 def add_parser(sub):

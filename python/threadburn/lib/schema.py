@@ -14,7 +14,7 @@ import os
 
 from .errors import ThreadburnError
 
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema_version.txt")) as _f:
+with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schema_version.txt")) as _f:
     SCHEMA_VERSION = _f.read().strip()
 
 # Versions whose files are still read: 3 lacks only the columns 4 added

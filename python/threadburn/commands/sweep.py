@@ -24,11 +24,13 @@ import socket
 import sys
 from datetime import datetime
 
-from . import (argtypes, campaign, decide, exec_bench, exec_slurm, grid as gridmod, paths, results, schema,
-               slurm, verdicts)
-from .errors import ThreadburnError
-from .programs import programs as build_programs
-from .resultsfile import ResultsFile
+from . import options
+from ..engine import campaign, exec_bench, exec_slurm, slurm
+from ..analysis import decide, results, verdicts
+from ..lib import grid as gridmod, paths, schema
+from ..lib.errors import ThreadburnError
+from ..lib.programs import programs as build_programs
+from ..lib.resultsfile import ResultsFile
 
 def add_parser(sub):
     p = sub.add_parser("sweep", help="run a grid of settings, one fresh process per point",
@@ -43,8 +45,8 @@ def add_parser(sub):
                       "runs/<grid>-<host>-*.csv), skipping the runs it already holds")
     mode.add_argument("--force", action="store_true", help="replace an existing --out")
     p.add_argument("--seed", type=int, help="seed of the run order (printed; default: random)")
-    p.add_argument("--repetitions", type=argtypes.positive, help="override the grid's repetitions")
-    p.add_argument("--timeout", type=argtypes.positive, help="per-run timeout in s (default: the grid's)")
+    p.add_argument("--repetitions", type=options.positive, help="override the grid's repetitions")
+    p.add_argument("--timeout", type=options.positive, help="per-run timeout in s (default: the grid's)")
     p.add_argument("--timeline", action="store_true", help="save burn timelines for every point")
     p.add_argument("--match", help="only points whose label or repro line matches this regex")
     p.add_argument("--dry-run", action="store_true", help="list the points and their benchmarks, run nothing")
@@ -53,9 +55,9 @@ def add_parser(sub):
     d = p.add_argument_group("deciding (docs/design.md, Decisions)")
     d.add_argument("--decide", action="store_true", help="after the grid, more rounds for each undecided "
                    "workload's contenders, until decided or --budget is spent")
-    d.add_argument("--budget", type=argtypes.budget, help="with --decide: runs in all (e.g. 200) or a duration "
+    d.add_argument("--budget", type=options.budget, help="with --decide: runs in all (e.g. 200) or a duration "
                    "(e.g. 8m); default: twice the grid's runs")
-    d.add_argument("--margin", type=argtypes.margin, default=decide.MARGIN,
+    d.add_argument("--margin", type=options.margin, default=decide.MARGIN,
                    help=f"practical margin on time and CPU (default {decide.MARGIN:.2f}, i.e. {decide.MARGIN * 100:.0f} %%; give 0.05 or 5%%)")
     d.add_argument("--objective", choices=decide.OBJECTIVES, default="balanced",
                    help="time, cpu, or balanced: the least CPU among the fastest (default)")
@@ -69,8 +71,8 @@ def add_parser(sub):
     s.add_argument("--time", dest="time_limit", help="sbatch --time per task (e.g. 30, 1:00:00)")
     s.add_argument("--sbatch", action="append", default=[], metavar="OPTIONS",
                    help="more sbatch options, shell-quoted (repeatable)")
-    s.add_argument("--runs-per-task", type=argtypes.positive, default=1, help="runs per array task (default 1)")
-    s.add_argument("--max-parallel", type=argtypes.positive, help="at most this many tasks at once (array %%N)")
+    s.add_argument("--runs-per-task", type=options.positive, default=1, help="runs per array task (default 1)")
+    s.add_argument("--max-parallel", type=options.positive, help="at most this many tasks at once (array %%N)")
     s.add_argument("--shared", action="store_true", help="no --exclusive: tasks may share a node "
                    "(their numbers then include each other's load)")
     s.add_argument("--detach", action="store_true", help="submit and return; collect later with --merge")
@@ -223,7 +225,7 @@ def registered_name(point, reported):
 
 
 def make_plots(out):
-    from . import figures
+    from ..export import figures
     plot_dir = os.path.splitext(out)[0] + ".plots"
     try:
         figures.make_all(results.read_rows(out), os.path.dirname(os.path.abspath(out)), plot_dir)

@@ -16,8 +16,9 @@ import socket
 import subprocess
 import time
 
-from . import campaign, schema
-from .procs import Children, describe_exit, die_with_parent, last_line, utc_now
+from . import campaign
+from ..lib import schema
+from ..lib.procs import Children, describe_exit, die_with_parent, last_line, utc_now
 
 # Google Benchmark's own numeric entry fields: not counters.
 GB_FIELDS = {"family_index", "per_family_instance_index", "repetitions", "repetition_index",

@@ -21,7 +21,8 @@ import shlex
 import statistics
 from dataclasses import dataclass, field
 
-from . import confirmation, decide, errors, fmt, keys, paths, results, schema
+from . import confirmation, decide, results
+from ..lib import errors, fmt, keys, paths, schema
 
 VERDICT_SCHEMA = 1
 

@@ -4,8 +4,8 @@ one timeline figure (timeline_figure) that `threadburn plot`, `run` and
 builds every other plot on it."""
 import math
 
-from . import timeline
-from .errors import ThreadburnError
+from ..lib import timeline
+from ..lib.errors import ThreadburnError
 
 # Timelines also get a moving mean over this window: the CPU time of a thread
 # running on another CPU may only advance at scheduler ticks (4 ms at HZ=250),

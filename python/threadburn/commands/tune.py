@@ -38,12 +38,15 @@ import random
 import re
 import shutil
 
-from . import argtypes, campaign, decide, probe, results, schema, verdicts
-from .errors import ThreadburnError
-from .exec_probe import ProbeExecutor, TunePoint
-from .machine import physical_cores, usable_cpus
-from .resultsfile import ResultsFile
-from .usercmd import add_run_options, command_of, default_out, parse_env
+from . import options
+from ..engine import campaign
+from ..analysis import decide, results, verdicts
+from ..lib import probe, schema
+from ..lib.errors import ThreadburnError
+from ..engine.exec_probe import ProbeExecutor, TunePoint
+from ..lib.machine import physical_cores, usable_cpus
+from ..lib.resultsfile import ResultsFile
+from ..lib.usercmd import add_run_options, command_of, default_out, parse_env
 
 LAUNCHER_AFFINITY = "granularity=fine,compact,1,0"
 RUNS_PER_SETTING_BUDGET = 10   # the default budget: this many runs a setting, on average
@@ -53,10 +56,10 @@ CONFIRM_RUNS = 5
 def add_parser(sub):
     p = sub.add_parser("tune", help="your program under many thread settings: a verdict, with its evidence",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--budget", type=argtypes.budget, help="runs in all (e.g. 120) or a duration (e.g. 15m); "
+    p.add_argument("--budget", type=options.budget, help="runs in all (e.g. 120) or a duration (e.g. 15m); "
                    f"default: {RUNS_PER_SETTING_BUDGET} runs a setting")
-    p.add_argument("--repetitions", type=argtypes.positive, help="a fixed design: this many runs a setting, no race")
-    p.add_argument("--margin", type=argtypes.margin, default=decide.MARGIN,
+    p.add_argument("--repetitions", type=options.positive, help="a fixed design: this many runs a setting, no race")
+    p.add_argument("--margin", type=options.margin, default=decide.MARGIN,
                    help=f"practical margin on time and CPU (default {decide.MARGIN:.2f}, i.e. {decide.MARGIN * 100:.0f} %%)")
     p.add_argument("--objective", choices=decide.OBJECTIVES, default="balanced",
                    help="time, cpu, or balanced: the least CPU among the fastest (default)")
@@ -71,7 +74,7 @@ def add_parser(sub):
     mode.add_argument("--resume", action="store_true", help="continue --out, skipping the runs it holds")
     mode.add_argument("--force", action="store_true", help="replace an existing --out")
     p.add_argument("--seed", type=int, help="seed of the run order (default: random, printed)")
-    p.add_argument("--timeout", type=argtypes.positive, default=3600, help="per-run timeout in s (default 3600)")
+    p.add_argument("--timeout", type=options.positive, default=3600, help="per-run timeout in s (default 3600)")
     p.add_argument("--dry-run", action="store_true", help="list the settings and the plan, run nothing")
     verdicts.add_export_options(p)
     add_run_options(p)
@@ -235,7 +238,7 @@ def main(args):
 def confirm(args, cmd, columns, work, seed, out, results_file, done, points, looks):
     """The chosen setting and plain, interleaved, without the probe (the
     verdict as the race's looks give it: the one the report prints)."""
-    from . import confirmation
+    from ..analysis import confirmation
     if args.confirm == 0:
         return None
     entries = verdicts.decide_all(results.read_rows(out), args.objective, args.margin, looks=looks)
@@ -253,7 +256,7 @@ def confirm(args, cmd, columns, work, seed, out, results_file, done, points, loo
 
 
 def report(args, out, race, ended, budget, confirmation):
-    from . import confirmation as conf
+    from ..analysis import confirmation as conf
     rows = results.read_rows(out)
     looks = race.looks if race and race.looks else 1
     entries = verdicts.decide_all(rows, args.objective, args.margin, looks=looks)

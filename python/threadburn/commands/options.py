@@ -2,7 +2,7 @@
 says what it expected (one line, as every error)."""
 import argparse
 
-from . import campaign
+from ..engine import campaign
 
 
 def positive(text):

@@ -9,10 +9,10 @@ import os
 import shutil
 import subprocess
 
-from .machine import physical_cores
-from . import paths, probe
-from .errors import ThreadburnError
-from .programs import programs as build_programs
+from ..lib.machine import physical_cores
+from ..lib import paths, probe
+from ..lib.errors import ThreadburnError
+from ..lib.programs import programs as build_programs
 
 
 def add_parser(sub):

@@ -30,8 +30,9 @@ The runs of a command that `threadburn tune` (and `run`) write have no steps:
 import argparse
 import os
 
-from . import figures, results
-from .errors import ThreadburnError
+from ..export import figures
+from ..analysis import results
+from ..lib.errors import ThreadburnError
 
 
 def add_parser(sub):

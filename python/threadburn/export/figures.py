@@ -7,9 +7,10 @@ Needs matplotlib (Debian's python3-matplotlib, for /usr/bin/python3).
 import os
 import re
 
-from . import keys, fmt, results, schema, stats
-from .drawing import pyplot, save_figure, timeline_figure  # noqa: F401 (pyplot, timeline_figure: for the commands)
-from .errors import ThreadburnError
+from ..lib import keys, fmt, schema, stats
+from ..analysis import results
+from .drawing import pyplot, save_figure, timeline_figure
+from ..lib.errors import ThreadburnError
 
 MAX_PANELS_PER_FIGURE = 9
 MAX_LABELLED_POINTS = 30

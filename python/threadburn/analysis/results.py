@@ -4,8 +4,8 @@ import csv
 import re
 import statistics
 
-from . import fmt, keys, schema
-from .errors import ThreadburnError
+from ..lib import fmt, keys, schema
+from ..lib.errors import ThreadburnError
 
 OVERLAP_MIN = schema.OVERLAP_MIN
 

@@ -27,8 +27,9 @@ columns, another schema version, nothing in common) exits 2 with one line.
 import argparse
 import sys
 
-from . import keys, fmt, results, schema, stats
-from .errors import ThreadburnError
+from ..lib import keys, fmt, schema, stats
+from ..analysis import results
+from ..lib.errors import ThreadburnError
 
 METRICS = ("step_ms", "residual_cpu_ms", "samples_per_s")
 # Rows of your own command under the preload probe (`threadburn tune` and

@@ -5,7 +5,7 @@ import argparse
 import json
 import textwrap
 
-from .programs import programs as build_programs
+from ..lib.programs import programs as build_programs
 
 
 def add_parser(sub):
@@ -41,7 +41,7 @@ def all_counters(descriptions):
 def schema_markdown(progs, build=None):
     """The columns of a results CSV that come from the programs and the probe,
     as Markdown: the one place results/README.md learns them from."""
-    from . import fmt, probe
+    from ..lib import fmt, probe
     descriptions = [p.describe() for p in progs.values()]
     lines = [BEGIN, "", "#### Program flags (knob columns; `threadburn list PROGRAM` shows defaults)", ""]
     seen = {}
@@ -92,7 +92,7 @@ def main(args):
         return 0
     if args.program:
         if args.program not in progs:
-            from .errors import ThreadburnError
+            from ..lib.errors import ThreadburnError
             raise ThreadburnError(f"{args.program}: not a program of this build; expected one of {', '.join(progs)}")
         progs = {args.program: progs[args.program]}
     descriptions = {bench: p.describe() for bench, p in progs.items()}

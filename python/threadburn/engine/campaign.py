@@ -16,7 +16,7 @@ shuffled by the seed and the round's number, so slow drift of the machine
 spreads over all items alike. Run r of item k has the key "k-r<r>"; a run
 whose key the results file holds is not run again (resume). After the
 planned rounds a race (a callable given the rows so far) may name the items
-the next round needs; it is asked at looks (decide.LOOK_SCHEDULE: when the
+the next round needs; it is asked at looks (rule.LOOK_SCHEDULE: when the
 items it named have that many runs) and stops the campaign by naming none.
 The budget (runs, or seconds) bounds the whole campaign: a round that would
 not fit is not started.
@@ -26,7 +26,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from . import decide, fmt, schema
+from ..lib import fmt, rule, schema
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def parse_budget(text):
 class Race:
     """What a race asks at each look: needed() -> the items the next round
     needs, [] when decided. Its looks are fixed at the first look, from what
-    the budget allows then (decide.looks_for_budget): the alpha of every
+    the budget allows then (rule.looks_for_budget): the alpha of every
     comparison is split over them, and Campaign.run takes no more."""
 
     def __init__(self, c, keys):
@@ -95,8 +95,8 @@ class Race:
 
     def __call__(self):
         if self.looks is None:
-            start = min(self.c.runs.get(k, 0) for k in self.keys) or decide.START_RUNS
-            self.looks = decide.looks_for_budget(len(self.keys), self.c.runs_possible(), start)
+            start = min(self.c.runs.get(k, 0) for k in self.keys) or rule.START_RUNS
+            self.looks = rule.looks_for_budget(len(self.keys), self.c.runs_possible(), start)
         return self.needed()
 
     def needed(self):
@@ -193,7 +193,7 @@ class Campaign:
             self.run_round(planned, total)
         if race is None:
             return "planned"
-        looks = iter(n for n in decide.LOOK_SCHEDULE if n > min(reps.values(), default=0))
+        looks = iter(n for n in rule.LOOK_SCHEDULE if n > min(reps.values(), default=0))
         taken = 0
         while True:
             needed = race()
