@@ -152,3 +152,9 @@ def glob_one(pattern):
     if len(found) != 1:
         raise AssertionError(f"{pattern}: {len(found)} matches")
     return found[0]
+
+
+def typed(rows):
+    """Rows read as dicts (read_rows) as the package takes them (records.Row)."""
+    from threadburn.lib.records import Row
+    return [Row(r) for r in rows]

@@ -56,9 +56,12 @@ class MannWhitney(unittest.TestCase):
         b = list(range(1, 43, 2))
         self.assertEqual(stats.mann_whitney_u(a, b)[2], "normal")
 
-    def test_u_distribution_counts(self):
-        self.assertEqual(stats._u_counts(2, 2), (1, 1, 2, 1, 1))
-        self.assertEqual(sum(stats._u_counts(5, 7)), math.comb(12, 5))
+    def test_exact_u_distribution(self):
+        # 2 against 2: the 6 arrangements give U = 0, 1, 2, 2, 3, 4; complete separation has
+        # probability 1/6 a side. 5 against 7: complete separation 1 / C(12, 5) a side.
+        self.assertAlmostEqual(stats.mann_whitney_u([1, 2], [3, 4])[1], 2 / 6, places=12)
+        self.assertAlmostEqual(stats.mann_whitney_u([1, 2, 3, 4, 5], list(range(6, 13)))[1],
+                               2 / math.comb(12, 5), places=12)
 
     def test_cv_and_geomean(self):
         self.assertAlmostEqual(stats.coefficient_of_variation([10, 11, 12]), 1 / 11, places=15)
@@ -319,7 +322,8 @@ class BadInput(helpers.TempDir, unittest.TestCase):
             i = header.index("run_key")
             return ["2" if c == "schema_version" and row[i].endswith("r0") else v for c, v in zip(header, row)]
         path = self.rewrite("mixed.csv", edit_row=half)
-        self.assert_exit_2([path, B], f"{path}: mixes schema versions 2, {schema.SCHEMA_VERSION}")
+        own = helpers.read_rows(A)[0]["schema_version"]
+        self.assert_exit_2([path, B], f"{path}: mixes schema versions 2, {own}")
 
     def test_no_common_rows(self):
         def other_steps(header, row):

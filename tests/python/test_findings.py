@@ -117,7 +117,8 @@ class TuneTable(unittest.TestCase):
     def rows(study, walls, cpus, metric=None):
         out = []
         for i, (w, c) in enumerate(zip(walls, cpus)):
-            r = {"study": study, "status": "ok", "wall_ms": str(w), "cpu_ms": str(c), "omp_between_regions_ms": "1.5"}
+            r = {"study": study, "grid": "tune", "status": "ok", "wall_ms": str(w), "cpu_ms": str(c),
+                 "omp_between_regions_ms": "1.5", "run_key": f"{study}-r{i}"}
             if metric is not None:
                 r["metric"] = str(metric[i])
             out.append(r)
@@ -129,7 +130,7 @@ class TuneTable(unittest.TestCase):
                 + self.rows("passive", [120, 121, 122, 123, 124, 125, 126, 127], [110] * 8)
                 + [{"study": "broken", "status": "failed", "wall_ms": "", "cpu_ms": ""}]
                 + [dict(r, phase="confirm", wall_ms="1") for r in self.rows("plain", [1] * 5, [1] * 5)])
-        t = findings.tune_table(rows, "t")
+        t = findings.tune_table(helpers.typed(rows), "t")
         self.assertEqual([r[0] for r in t.rows], ["launcher", "plain", "passive"])  # fastest first; failed left out
         self.assertEqual(t.cell("plain", "wall ms median"), "104")  # 103.5, whole ms from 100 up
         # n = 8: x(1)..x(8) covers 99.2 %, x(2)..x(7) only 93 %: the full range.
@@ -140,7 +141,7 @@ class TuneTable(unittest.TestCase):
     def test_a_metric_replaces_the_wall_time(self):
         rows = (self.rows("plain", [1, 1, 1, 1, 1], [5] * 5, metric=[10, 11, 12, 13, 14])
                 + self.rows("threads=1", [1, 1, 1, 1, 1], [5] * 5, metric=[10, 11, 12, 13, 14]))
-        t = findings.tune_table(rows, "t")
+        t = findings.tune_table(helpers.typed(rows), "t")
         self.assertIn("figure median", t.header)
         self.assertEqual(t.cell("plain", "figure median"), "12.00")
         # n = 5 cannot reach 95 %: the full range, with its coverage.
@@ -154,7 +155,7 @@ class TuneTable(unittest.TestCase):
             for i, w in enumerate(walls):
                 rows.append({"study": name, "grid": "tune", "status": "ok", "run_key": f"{name}-r{i}",
                              "wall_ms": str(w * scale), "cpu_ms": "50", "command": "python3 x.py", "phase": "race"})
-        t = findings.verdict_table(rows, "/nonexistent/t.csv", "t")
+        t = findings.verdict_table(helpers.typed(rows), "/nonexistent/t.csv", "t")
         self.assertEqual(t.cell("python3 x.py", "verdict"), "change")
         self.assertEqual(t.cell("python3 x.py", "setting"), "fast")
         self.assertTrue(t.cell("python3 x.py", "time (figure) vs baseline").startswith("-20.0% ["))  # exact ratio, spread of plain
@@ -165,7 +166,7 @@ class OverheadsTable(unittest.TestCase):
         rows = [{"figure": "probe_region_ns", "median": "812.3", "min": "700", "max": "900", "runs": "9", "unit": "ns"},
                 {"figure": "monitor_share_training", "median": "0.0123", "min": "0.011", "max": "0.02", "runs": "9",
                  "unit": "cores"}]
-        t = findings.overheads_table(rows)
+        t = findings.overheads_table(helpers.typed(rows))
         self.assertEqual(t.cell("probe_region_ns", "median"), "812")
         self.assertEqual(t.cell("monitor_share_training", "max"), "2.00%")
         self.assertEqual(t.cell("monitor_share_training", "unit"), "of a core")

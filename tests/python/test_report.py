@@ -11,18 +11,23 @@ import shutil
 import unittest
 
 import helpers
+from threadburn.lib import rule as rules
 
 RESULTS = os.path.join(helpers.REPO, "results")
 REFERENCES = ("default.csv", "tune-sleep_step_sleep.csv", "tune-mnist_adadelta.csv")
 RUN_FIXTURE = os.path.join(helpers.FIXTURES, "report_run")
 SYNTHETIC_COLUMNS = ("schema_version", "run_key", "status", "reason", "grid", "study", "preset", "benchmark", "bench",
                      "runtime", "OMP_NUM_THREADS", "processes", "command", "metric_better", "repetition", "proc_index",
-                     "wall_ms", "cpu_ms", "regions", "max_team", "omp_runtime", "metric", "point_key", "seed", "phase")
+                     "wall_ms", "cpu_ms", "regions", "max_team", "omp_runtime", "metric", "point_key", "seed", "phase",
+                     "rule")
+# The rule of `tune --repetitions 3`: a fixed design (one look), on runs that record no rounds.
+SYNTHETIC_RULE = rules.Rule(design="fixed", method="welch").text()
 
 
 def synthetic_tune(path, fast_ms=50.0):
-    """A tune of three runs each: plain near 100 ms, `fast` near fast_ms, the
-    same CPU: with fast_ms 50 the verdict is CHANGE to fast."""
+    """A tune of three runs each (a fixed design): plain near 100 ms, `fast`
+    near fast_ms, the same CPU: with fast_ms 50 the verdict is CHANGE to fast,
+    with 100 KEEP plain."""
     rows = []
     for study, base, threads in (("plain", 100.0, ""), ("fast", fast_ms, "2")):
         for rep, jitter in enumerate((-1.0, 0.0, 1.0)):
@@ -32,7 +37,7 @@ def synthetic_tune(path, fast_ms=50.0):
                          "command": "python3 train.py", "metric_better": "higher", "repetition": str(rep),
                          "proc_index": "0", "wall_ms": str(base + jitter), "cpu_ms": str(80.0 + jitter),
                          "regions": "10", "max_team": threads or "1", "omp_runtime": "libgomp", "metric": "",
-                         "point_key": study, "seed": "7", "phase": "race"})
+                         "point_key": study, "seed": "7", "phase": "race", "rule": SYNTHETIC_RULE})
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, SYNTHETIC_COLUMNS, restval="")
         w.writeheader()
@@ -50,33 +55,31 @@ class Exports(helpers.TempDir, unittest.TestCase):
             return result.stdout, f.read(), json.load(g)
 
     def test_exports_agree_with_what_verdict_prints_and_the_verdict_file(self):
+        # `threadburn verdict CSV` reproduces the committed verdict file exactly, from the rule
+        # recorded in the file; the exports are that data with the headline printed and a row
+        # per setting, and the Markdown holds both.
         for name in REFERENCES:
             with self.subTest(file=name):
                 printed, md, data = self.verdict(os.path.join(RESULTS, name))
                 with open(os.path.join(RESULTS, name.replace(".csv", ".verdict.json"))) as f:
                     committed = json.load(f)
-                self.assertEqual(data["export_schema"], 1)
-                self.assertEqual(data["verdict_schema"], committed["verdict_schema"])
-                self.assertEqual(len(data["workloads"]), len(committed["workloads"]))
+                self.assertEqual(data["export_schema"], 2)
+                bare = {k: v for k, v in data.items() if k != "export_schema"}
+                bare["workloads"] = [{k: v for k, v in w.items() if k not in ("headline", "settings")}
+                                     for w in data["workloads"]]
+                self.assertEqual(bare, committed)
                 headlines = [ln.strip() for ln in printed.splitlines() if re.match(r"  (CHANGE|KEEP|UNDECIDED)", ln)]
                 self.assertEqual([w["headline"] for w in data["workloads"]], headlines)
-                for w, c in zip(data["workloads"], committed["workloads"]):
-                    for key in ("workload", "verdict", "setting", "baseline", "env", "time_ratio", "cpu_ratio", "why",
-                                "runs_per_setting", "equivalent", "eliminated"):
-                        self.assertEqual(w[key], c[key], (name, w["workload"], key))
-                    self.assertEqual({s["setting"] for s in w["settings"]}, set(c["runs_per_setting"]))
-                    chosen = next(s for s in w["settings"] if s["setting"] == w["setting"])
+                for w in data["workloads"]:
+                    self.assertEqual({s["setting"] for s in w["settings"]}, set(w["runs_per_setting"]))
                     if w["verdict"] == "change":
-                        self.assertEqual(chosen["time_ratio"], {k: v for k, v in w["time_ratio"].items()})
+                        chosen = next(s for s in w["settings"] if s["setting"] == w["setting"])
                         self.assertEqual(chosen["role"], "chosen")
                     # Markdown: the headline as a quote, a row per setting with its ratio and interval.
                     self.assertIn(f"> {w['headline']}", md)
                     for s in w["settings"]:
                         self.assertRegex(md, rf"\n\| {re.escape(s['setting'])} \| {re.escape(s['role'])} \| "
                                              rf"{s['runs']} \|")
-                if committed.get("confirmation"):
-                    self.assertEqual(data["confirmation"], committed["confirmation"])
-                    self.assertIn("the gain holds", md)
 
     def test_a_synthetic_tune_whose_verdict_is_known(self):
         csv_path = synthetic_tune(self.path("tune-x.csv"))
@@ -86,7 +89,7 @@ class Exports(helpers.TempDir, unittest.TestCase):
         self.assertEqual(w["env"], {"OMP_NUM_THREADS": "2"})
         self.assertAlmostEqual(w["time_ratio"]["estimate"], 0.5, delta=0.01)
         self.assertIn("CHANGE to fast: time -50.0%", printed)
-        self.assertIn("| fast | chosen | 3 | 49.99 | -50.0% [-51.5%, -48.4%] | 80 | +0.0% [-2.2%, +2.2%] |", md)
+        self.assertIn("| fast | chosen | 3 | 49.99 | -50.0% [-52.0%, -47.9%] | 80 | +0.0% [-2.8%, +2.9%] |", md)
         self.assertIn("| plain | baseline | 3 | 100 |  | 80 |  |", md)
         same = synthetic_tune(self.path("tune-y.csv"), fast_ms=100.0)
         self.assertEqual(self.verdict(same)[2]["workloads"][0]["verdict"], "keep")

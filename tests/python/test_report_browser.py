@@ -21,7 +21,7 @@ import tempfile
 import unittest
 
 import helpers
-from threadburn.export import reportpage
+from threadburn.export import html as reportpage
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SKIP = "chromium is not installed (apt install chromium; scripts/setup.sh lists it)"

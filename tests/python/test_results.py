@@ -19,7 +19,8 @@ import unittest
 
 import helpers
 import make_fixtures
-from threadburn.lib import paths
+from threadburn.lib import paths, records
+from threadburn.lib.records import Row
 from threadburn.analysis import results, verdicts
 
 FIXTURE = os.path.join(helpers.FIXTURES, "oversub_results.csv")
@@ -30,7 +31,7 @@ A, B = "gomp OMP_NUM_THREADS=2", "llvm OMP_NUM_THREADS=2 KMP_BLOCKTIME=200"
 
 class Aggregate(unittest.TestCase):
     def setUp(self):
-        self.rows = results.read_rows(FIXTURE)
+        self.rows = records.read_rows(FIXTURE)
         self.entries = results.oversubscription(self.rows)
 
     def test_points_and_values(self):
@@ -58,24 +59,24 @@ class Aggregate(unittest.TestCase):
         self.assertAlmostEqual(ratio[5], 1300 / 2200, places=12)
 
     def test_poorly_overlapped_runs_are_left_out(self):
-        late = [r for r in self.rows if r["overlap"] == "0.5"]
+        late = [r for r in self.rows if r.text("overlap") == "0.5"]
         self.assertEqual(len(late), 2)
         self.assertTrue(all(results.poorly_overlapped(r) for r in late))
         self.assertFalse(any(results.poorly_overlapped(r) for r in self.rows if r not in late))
         # counted in, the 5000 ms run would make the median of A P=2's three runs 68
-        on_time = [dict(r, overlap="0.95") if r in late else r for r in self.rows]
+        on_time = [r.copy(overlap="0.95") if r in late else r for r in self.rows]
         a2 = next(e for e in results.oversubscription(on_time)
                   if (e["workload"], e["setting"], e["processes"]) == (TRAIN, A, 2))
         self.assertEqual((a2["runs"], a2["step_ms"]), (3, 68.0))
 
     def test_run_aggregate_needs_every_copy(self):
-        rows = [dict(bench="optimizer_step", step_ms="4", step_cpu_ms="8", residual_cpu_ms="7", invol_ctxsw="1"),
-                dict(bench="optimizer_step", step_ms="5", step_cpu_ms="9", residual_cpu_ms="", invol_ctxsw="2")]
+        rows = [Row(bench="optimizer_step", step_ms="4", step_cpu_ms="8", residual_cpu_ms="7", invol_ctxsw="1"),
+                Row(bench="optimizer_step", step_ms="5", step_cpu_ms="9", residual_cpu_ms="", invol_ctxsw="2")]
         self.assertEqual(results.run_aggregate(rows), {"step_ms": 4.5, "throughput": 450.0,
                                                        "cpu_ms": None, "invol_ctxsw": 3.0})
 
     def test_no_crowded_point_no_aggregate(self):
-        rows = [r for r in self.rows if r["processes"] == "1"]
+        rows = [r for r in self.rows if r.processes == 1]
         self.assertEqual(results.oversubscription(rows), [])
         self.assertNotIn("oversubscription", results.summary_text(rows))
 
@@ -100,8 +101,8 @@ class Throughput(unittest.TestCase):
     program's own rule), summed over its copies; steps/s without a counter."""
 
     def copies(self, counter, unit):
-        return [{"step_ms": "20", "samples_per_s": "3000", "step_cpu_ms": "1", "residual_cpu_ms": "1",
-                 "invol_ctxsw": "0", "throughput_counter": counter, "throughput_unit": unit}] * 2
+        return [Row({"step_ms": "20", "samples_per_s": "3000", "step_cpu_ms": "1", "residual_cpu_ms": "1",
+                     "invol_ctxsw": "0", "throughput_counter": counter, "throughput_unit": unit})] * 2
 
     def test_the_rows_rule(self):
         self.assertEqual(results.run_aggregate(self.copies("samples_per_s", "samples/s"))["throughput"], 6000)
@@ -112,17 +113,18 @@ class Throughput(unittest.TestCase):
 
 
 class Verdicts(unittest.TestCase):
-    """verdicts.decide_all: per workload, decide.py over its settings (time =
-    step_ms, CPU = step_cpu_ms + residual_cpu_ms per run)."""
+    """verdicts.decide_rows: per workload, decide.py over its settings (time =
+    step_ms in rows older than the loop rule, CPU = step_cpu_ms +
+    residual_cpu_ms per run), by the defaults for a file that records no rule."""
 
     def rows(self, settings):
         """settings: [(runtime, env, preset, [(step_ms, step_cpu_ms + residual_cpu_ms) per run])]"""
         out = []
         for runtime, env, preset, runs in settings:
             for rep, (step, cpu) in enumerate(runs):
-                out.append(make_fixtures.as_read(make_fixtures.row(
+                out.append(Row(make_fixtures.as_read(make_fixtures.row(
                     "optimizer_step", make_fixtures.SGD300, runtime, env, rep=rep, preset=preset, step_ms=step,
-                    step_cpu_ms=cpu - 1, residual_cpu_ms=1)))
+                    step_cpu_ms=cpu - 1, residual_cpu_ms=1))))
         return out
 
     SETTINGS = [
@@ -137,9 +139,9 @@ class Verdicts(unittest.TestCase):
 
     def test_balanced_changes_to_the_frugal_one_among_the_fastest(self):
         rows = self.rows(self.SETTINGS)
-        bt200 = next(r for r in rows if r["KMP_BLOCKTIME"] == "200")
-        rows.append(dict(bt200, status="failed", step_ms="1", run_key="failed-r9"))
-        (e,) = verdicts.decide_all(rows)
+        bt200 = next(r for r in rows if r.text("KMP_BLOCKTIME") == "200")
+        rows.append(bt200.copy(status="failed", step_ms="1", run_key="failed-r9"))
+        (e,) = verdicts.decide_rows(rows).entries
         d = e.decision
         # A setting with a failed run is no answer: left out, and said so.
         self.assertNotIn(self.BT200, d.settings)
@@ -148,45 +150,45 @@ class Verdicts(unittest.TestCase):
         # blocktime 200 and 0 are equivalent on time (within 5 %); 0 uses the least CPU of the two,
         # 22 % less than the default, and is not slower than it by 5 %: change.
         self.assertEqual((d.verdict, d.chosen), ("change", self.BT0))
-        self.assertEqual(len(d.settings[self.BT0].time), 5)
+        self.assertEqual(d.settings[self.BT0].n, 5)
         r = d.vs_baseline[self.BT0]
         geo = lambda v: math.exp(statistics.fmean(math.log(x) for x in v))
-        self.assertAlmostEqual(r["time"].est, geo([10.05, 10.15, 10.1, 10.2, 10.0]) / geo([10.6, 10.8, 10.7, 10.9, 10.5]))
-        self.assertAlmostEqual(r["cpu"].est, geo([21, 22, 21, 21, 20]) / geo([27, 27.5, 27, 26.5, 27]))
-        self.assertTrue(r["cpu"].better(0.05) and r["time"].not_worse(0.05))
+        self.assertAlmostEqual(r.time.est, geo([10.05, 10.15, 10.1, 10.2, 10.0]) / geo([10.6, 10.8, 10.7, 10.9, 10.5]))
+        self.assertAlmostEqual(r.cpu.est, geo([21, 22, 21, 21, 20]) / geo([27, 27.5, 27, 26.5, 27]))
+        self.assertTrue(r.cpu.better(0.05) and r.time.not_worse(0.05))
         self.assertEqual(e.env[self.BT0], {"KMP_BLOCKTIME": "0", "LD_PRELOAD": paths.LIBOMP})
         text = [" ".join(ln.split()) for ln in results.summary_text(rows).splitlines()]
         self.assertEqual(text[0], "rows: 20 ok, 0 skipped, 1 failed")
 
     def test_cpu_objective(self):
-        (e,) = verdicts.decide_all(self.rows(self.SETTINGS), "cpu")
+        (e,) = verdicts.decide_rows(self.rows(self.SETTINGS), asked={"objective": "cpu"}).entries
         self.assertEqual((e.decision.verdict, e.decision.chosen), ("change", self.PASSIVE))
 
     def test_without_the_default_point(self):
-        (e,) = verdicts.decide_all(self.rows(self.SETTINGS[1:3]))
+        (e,) = verdicts.decide_rows(self.rows(self.SETTINGS[1:3])).entries
         self.assertEqual(e.decision.verdict, "undecided")
         self.assertIn("the baseline", e.decision.why)
 
 
 class Labels(unittest.TestCase):
     def test_workload_label_drops_gb_suffixes_and_settings_carry_cuda_sync(self):
-        self.assertEqual(results.workload_label({"benchmark": "runtime_region/omp/n:5/gap_ms:0/iterations:8"
-                                                              "/manual_time"}), "runtime_region/omp/n:5/gap_ms:0")
-        self.assertEqual(results.workload_label({"benchmark": "x/y", "processes": "4"}), "x/y (4 processes)")
+        self.assertEqual(results.workload_label(Row({"benchmark": "runtime_region/omp/n:5/gap_ms:0/iterations:8"
+                                                                  "/manual_time"})), "runtime_region/omp/n:5/gap_ms:0")
+        self.assertEqual(results.workload_label(Row({"benchmark": "x/y", "processes": "4"})), "x/y (4 processes)")
         header = ["benchmark", "bench", "runtime", "OMP_NUM_THREADS", "processes", "device", "cuda_sync",
                   "repetition"]
-        row = dict(zip(header, ["x", "train_step", "gomp", "2", "1", "cuda", "spin", "0"]))
-        other = dict(row, cuda_sync="blocking_sync")
+        row = Row(dict(zip(header, ["x", "train_step", "gomp", "2", "1", "cuda", "spin", "0"])))
+        other = row.copy(cuda_sync="blocking_sync")
         self.assertEqual(results.workload_key(row), results.workload_key(other))
         self.assertNotEqual(results.env_key(row), results.env_key(other))
-        self.assertNotEqual(results.workload_key(row), results.workload_key(dict(row, device="cpu")))
+        self.assertNotEqual(results.workload_key(row), results.workload_key(row.copy(device="cpu")))
 
     def test_bad_files(self):
-        with self.assertRaises(results.ResultsError) as caught:
-            results.read_rows(os.path.join(helpers.FIXTURES, "none.csv"))
+        with self.assertRaises(records.ResultsError) as caught:
+            records.read_rows(os.path.join(helpers.FIXTURES, "none.csv"))
         self.assertIn("none.csv: cannot read: No such file or directory", str(caught.exception))
-        with self.assertRaises(results.ResultsError) as caught:
-            results.read_rows(FIXTURE, ("status", "no_such_column"))
+        with self.assertRaises(records.ResultsError) as caught:
+            records.read_rows(FIXTURE, ("status", "no_such_column"))
         self.assertEqual(str(caught.exception), f"{FIXTURE}: missing columns: no_such_column")
 
 

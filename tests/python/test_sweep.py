@@ -115,8 +115,9 @@ class Running(SweepTest):
         self.assertEqual(sorted(os.listdir(self.tmp)), ["build", "g.toml", "libomp.so.5", "res.csv", "res.verdict.json"])
 
     def test_summary_recommends_a_setting_against_the_default(self):
-        # Equal step times (the fake has no noise); CPU per step 20 + burn: 20 (blocktime 0)
-        # against 23 (libgomp's default spin) and 70 (blocktime 50), distinguishable in 4 runs.
+        # Equal step times (the fake has no noise; its figures with all their digits); CPU per
+        # step 20 + burn: 20 (blocktime 0) against 23 (libgomp's default spin) and 70
+        # (blocktime 50), distinguishable in 4 runs.
         result = self.sweep(self.grid("""
             repetitions = 4
             [[study]]
@@ -124,7 +125,7 @@ class Running(SweepTest):
             optimizer = "sgd"
             gap_ms = 300
             runtimes = [{name = "gomp"}, {name = "llvm", OMP_NUM_THREADS = 2, KMP_BLOCKTIME = [0, 50]}]
-        """))
+        """), env=self.env(FAKE_MEASURED=1))
         lines = [" ".join(ln.split()) for ln in result.stdout.splitlines()]
         start = lines.index("optimizer_step/sgd/params:4000000/gap_ms:300")
         self.assertTrue(lines[start + 1].startswith("CHANGE to llvm OMP_NUM_THREADS=2 KMP_BLOCKTIME=0: step +0.0% "
@@ -157,7 +158,8 @@ class Running(SweepTest):
 
     def test_decide_races_and_writes_the_verdict(self):
         # repetitions 2: below the race's start; --decide says so and brings every setting to 3 runs
-        # before its first look (the fake's values are exact: decided there).
+        # before its first look (the fake's values are exact: decided there); the change is then
+        # confirmed in fresh runs (phase confirm, rounds of their own) whose ratio is the headline.
         grid = self.grid("""
             repetitions = 2
             [[study]]
@@ -166,16 +168,22 @@ class Running(SweepTest):
             gap_ms = 300
             runtimes = [{name = "gomp"}, {name = "llvm", OMP_NUM_THREADS = 2, KMP_BLOCKTIME = [0, 50]}]
         """)
-        result = self.sweep(grid, "--decide", "--budget", "30")
+        result = self.sweep(grid, "--decide", "--budget", "30", env=self.env(FAKE_MEASURED=1))
         self.assertIn("start below 3 runs; --decide runs them 3 times before its first look", result.stdout)
-        self.assertIn("(9 runs; race decided)", result.stdout)
-        self.assertEqual(collections.Counter(r["round"] for r in self.rows()), {"0": 3, "1": 3, "2": 3})
+        self.assertIn("(9 race runs; race decided)", result.stdout)
+        race = [r for r in self.rows() if r["phase"] == "race"]
+        self.assertEqual(collections.Counter(r["round"] for r in race), {"0": 3, "1": 3, "2": 3})
+        confirm = [r for r in self.rows() if r["phase"] == "confirm"]
+        self.assertTrue(confirm and all(int(r["round"]) >= 1000 for r in confirm), result.stdout)
         with open(os.path.splitext(self.out)[0] + ".verdict.json") as f:
-            (w,) = json.load(f)["workloads"]
-        self.assertEqual((w["verdict"], w["budget_runs"], w["looks"]), ("change", 30, 4))
+            data = json.load(f)
+        (w,) = data["workloads"]
+        self.assertEqual((w["verdict"], w["gain_from"], w["confirmation"]["holds"]), ("change", "confirmation", "yes"))
+        self.assertEqual(data["rule"]["design"], "race")
+        self.assertTrue(all(r["rule"] == race[0]["rule"] and r["rule"] for r in self.rows()))
 
     def test_a_race_reruns_only_the_undecided_workloads(self):
-        # gap 300 (the second benchmark): every setting's step has +-20 % luck per run (undecided
+        # gap 300 (the second benchmark): every setting's step has +-60 % luck per run (undecided
         # for long); gap 0: exact values, decided at the first look. The race's rounds after the
         # grid run only the gap-300 benchmark (--benchmark_filter), one ok row a run: Google
         # Benchmark numbers a filtered run's families from 0, so rows match by name there.
@@ -188,9 +196,10 @@ class Running(SweepTest):
             runtimes = [{name = "gomp"}, {name = "llvm", OMP_NUM_THREADS = 2, KMP_BLOCKTIME = [0, 50]}]
         """)
         log = self.path("log.jsonl")
-        result = self.sweep(grid, "--decide", "--budget", "24", env=self.env(FAKE_JITTER="0.2", FAKE_JITTER_GAP_MS="300", FAKE_LOG=log))
+        result = self.sweep(grid, "--decide", "--budget", "24", env=self.env(FAKE_JITTER="0.6", FAKE_JITTER_GAP_MS="300", FAKE_LOG=log,
+                                                                      FAKE_MEASURED=1))
         rows = self.rows()
-        later = [r for r in rows if int(r["round"]) >= 3]
+        later = [r for r in rows if int(r["round"]) >= 3 and r["phase"] == "race"]
         self.assertTrue(later, result.stdout)
         filters = [c for c in self.runs_logged(log) if any(a.startswith("--benchmark_filter=") for a in c["argv"])]
         self.assertEqual(len(filters), len({r["run_key"] for r in later}))

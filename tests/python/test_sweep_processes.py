@@ -5,6 +5,7 @@ import unittest
 
 from test_sweep import SweepTest
 from threadburn.analysis import results
+from threadburn.lib import records
 
 # One benchmark with a long nominal timed window (10 steps x (10 + GAP) ms, reported,
 # not slept): copies released together overlap almost fully (with a gap of 1000 ms,
@@ -44,7 +45,7 @@ class Processes(SweepTest):
         paths = {b[0] for b in barriers if b}
         self.assertEqual(len(paths), 1)  # both copies wait on one file
         self.assertTrue(paths.pop().endswith(":2"))
-        (entry,) = [e for e in results.oversubscription(rows) if e["processes"] == 2]
+        (entry,) = [e for e in results.oversubscription(records.read_rows(self.out)) if e["processes"] == 2]
         self.assertEqual((entry["runs"], entry["step_ms"], entry["throughput"], entry["slowdown"]),
                          (1, 10.0, 200.0, 1.0))
 
@@ -58,9 +59,10 @@ class Processes(SweepTest):
             self.assertEqual(r["status"], "ok")
             self.assertLess(float(r["overlap"]), results.OVERLAP_MIN, r)
             self.assertRegex(r["reason"], r"^note: the other copies overlapped only \d+% of its timed steps$")
-            self.assertTrue(results.poorly_overlapped(r))
-        self.assertEqual([e["processes"] for e in results.oversubscription(rows)], [1])
-        self.assertNotIn("P=2", results.summary_text(rows))
+        typed = records.read_rows(self.out)
+        self.assertTrue(all(results.poorly_overlapped(r) for r in typed if r.processes == 2))
+        self.assertEqual([e["processes"] for e in results.oversubscription(typed)], [1])
+        self.assertNotIn("P=2", results.summary_text(typed))
 
 
 if __name__ == "__main__":

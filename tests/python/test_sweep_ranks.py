@@ -8,7 +8,9 @@ import collections
 import unittest
 
 from test_sweep import SweepTest
+import helpers
 from threadburn.analysis import results, verdicts
+from threadburn.lib import records
 
 GRID = """
     repetitions = 2
@@ -54,31 +56,31 @@ class Ranks(SweepTest):
             self.assertIn("RANK=$r WORLD_SIZE=3", r["repro"])
         alone = [r for r in rows if r["processes"] == "1"]
         self.assertTrue(all(r["rank_spread"] == "0" for r in alone), [r["rank_spread"] for r in alone])
-        self.assertEqual(results.workload_label(big[0]), "ddp_step/mnist_adadelta/batch:64/bucket_mb:25/gap_ms:0"
+        self.assertEqual(results.workload_label(helpers.typed(big)[0]), "ddp_step/mnist_adadelta/batch:64/bucket_mb:25/gap_ms:0"
                                                          " (world_size 3)")
         # A world is no set of copies: not in the oversubscription aggregate.
-        self.assertEqual(results.oversubscription(rows), [])
+        self.assertEqual(results.oversubscription(helpers.typed(rows)), [])
 
     def test_a_world_is_one_sample(self):
         self.sweep(self.grid(GRID))
         rows = self.rows()
-        worlds = [w for w in results.world_rows(rows) if w["processes"] == "3"]
+        worlds = [w for w in records.world_rows(helpers.typed(rows)) if w.processes == 3]
         self.assertEqual(len(worlds), 2)  # two runs, one world each
         for w in worlds:
-            ranks = [r for r in rows if r["run_key"] == w["run_key"]]
-            self.assertEqual(float(w["step_ms"]), max(float(r["step_ms"]) for r in ranks))
-            self.assertAlmostEqual(float(w["step_cpu_ms"]), sum(float(r["step_cpu_ms"]) for r in ranks))
-            self.assertEqual(w["samples_per_s"], ranks[0]["world_samples_per_s"])
+            ranks = [r for r in rows if r["run_key"] == w.run_key]
+            self.assertEqual(w.number("step_ms"), max(float(r["step_ms"]) for r in ranks))
+            self.assertAlmostEqual(w.number("step_cpu_ms"), sum(float(r["step_cpu_ms"]) for r in ranks))
+            self.assertEqual(w.text("samples_per_s"), ranks[0]["world_samples_per_s"])
         # A world that lost a rank measured nothing.
-        broken = [r for r in rows if not (r["run_key"] == worlds[0]["run_key"] and r["rank"] == "2")]
-        self.assertEqual(len([w for w in results.world_rows(broken) if w["processes"] == "3"]), 1)
-        (e,) = [e for e in verdicts.decide_all(rows) if "world_size 3" in e.label]
-        self.assertEqual({len(s.time) for s in e.decision.settings.values()}, {2})  # one sample per run, not per rank
+        broken = [r for r in rows if not (r["run_key"] == worlds[0].run_key and r["rank"] == "2")]
+        self.assertEqual(len([w for w in records.world_rows(helpers.typed(broken)) if w.processes == 3]), 1)
+        (e,) = [e for e in verdicts.decide_rows(helpers.typed(rows)).entries if "world_size 3" in e.label]
+        self.assertEqual({s.n for s in e.decision.settings.values()}, {2})  # one sample per run, not per rank
 
     def test_world_scaling_and_its_plot(self):
         self.sweep(self.grid(GRID))
         rows = self.rows()
-        entries = results.world_scaling(rows)
+        entries = results.world_scaling(helpers.typed(rows))
         self.assertEqual([(e["world_size"], e["runs"], e["threads"]) for e in entries], [(1, 2, "1"), (3, 2, "1")])
         one, three = entries
         self.assertEqual(one["setting"], "gomp OMP_NUM_THREADS=1")
@@ -89,15 +91,15 @@ class Ranks(SweepTest):
         self.assertAlmostEqual(three["step_ms"], base * 1.2 + 3.0)                     # the slowest rank
         self.assertAlmostEqual(three["allreduce_ms"], (3 * 2.0 + base * 0.1 * (2 + 1 + 0)) / 3)  # the ranks' mean
         self.assertAlmostEqual(three["cpu_ms"], sum(float(r["step_cpu_ms"]) + float(r["residual_cpu_ms"])
-                                                    for r in rows if r["run_key"] == three["row"]["run_key"]
-                                                    and r["benchmark"] == three["row"]["benchmark"]))
-        self.assertIn("W=3 T=1", results.summary_text(rows))
+                                                    for r in rows if r["run_key"] == three["row"].run_key
+                                                    and r["benchmark"] == three["row"].benchmark))
+        self.assertIn("W=3 T=1", results.summary_text(helpers.typed(rows)))
         from threadburn.export import figures
         try:
             plt = figures.pyplot()
         except Exception as e:  # no matplotlib: the plot half is skipped
             self.skipTest(f"no matplotlib: {e}")
-        written = figures.world_size(rows, plt, self.tmp)
+        written = figures.world_size(helpers.typed(rows), plt, self.tmp)
         self.assertEqual([p.rsplit("/", 1)[1] for p in written], ["world_size.png"])
 
     def test_a_dead_rank_fails_the_run_and_the_sweep_goes_on(self):
@@ -106,7 +108,7 @@ class Ranks(SweepTest):
         failed = [r for r in rows if r["status"] == "failed"]
         self.assertEqual({(r["processes"], r["rank"]) for r in failed}, {("3", "1")})
         self.assertTrue(all("exit code 3" in r["reason"] for r in failed))
-        self.assertEqual([w["processes"] for w in results.world_rows(rows)], ["1", "1"])
+        self.assertEqual([w.processes for w in records.world_rows(helpers.typed(rows))], [1, 1])
         self.assertIn("rows: ", result.stdout)
 
 

@@ -51,7 +51,7 @@ class ResultsFile(SweepTest):
         with open(self.out) as f:
             self.assertEqual(f.read(), "precious\n")
         result = self.sweep(self.grid(TWO_POINTS), "--resume", ok=False)
-        helpers.assert_one_line_error(self, result, "its header differs from what this sweep writes")
+        helpers.assert_one_line_error(self, result, "its header differs from what this campaign writes")
         with open(self.out) as f:
             self.assertEqual(f.read(), "precious\n")
         both = self.sweep(self.grid(TWO_POINTS), "--force", "--resume", ok=False)
@@ -174,7 +174,7 @@ class Header(SweepTest):
         with open(self.out, "w") as f:
             f.write(text.replace(",repro\n", ",repro_line\n", 1))
         result = self.sweep(self.grid(TWO_POINTS), "--resume", ok=False)
-        helpers.assert_one_line_error(self, result, f"{self.out}: its header differs from what this sweep writes "
+        helpers.assert_one_line_error(self, result, f"{self.out}: its header differs from what this campaign writes "
                                       f"(schema {schema.SCHEMA_VERSION}")
 
 

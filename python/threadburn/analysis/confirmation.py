@@ -1,85 +1,114 @@
-"""A tune's evidence per setting (medians with intervals) and its
-confirmation: the chosen setting and the baseline run again, interleaved,
-without the probe. Does the gain hold where nobody watches, and what did the
-probe cost the user's program (its wall time probed / unprobed, same
-setting)?"""
-import statistics
+"""The confirmation of a change: fresh runs of the chosen setting and the
+baseline, interleaved in rounds of two (and in a tune without the probe),
+that the race did not use to choose. Their ratio is the gain a user can
+expect: the race's own estimate of the setting it picked is biased toward
+luck (the winner's curse), these runs are not. Does the gain the change was
+claimed on hold there, and what did the probe cost the program (its wall
+time probed / not, same setting)?
+
+One planned comparison per claim, each side one-sided at
+Rule.confirm_alpha: the interval is the two-sided 1 - 2 x confirm_alpha
+one (90 %). The claim holds ("yes") when the fresh runs show it, is
+contradicted ("no") when they show its opposite (not better by the
+margin), and is open ("undecided") otherwise.
+"""
+import math
+from dataclasses import dataclass
 
 from . import decide
-from ..lib import fmt, schema
-from ..lib.stats import median_ci
+from ..lib.rule import MIN_RUNS
+from ..lib.stats import normal_quantile
+
+# The confirmation runs of each side, at least (a t interval from 5 pairs
+# has 4 degrees of freedom) and by default at most.
+CONFIRM_MIN = 5
+CONFIRM_MAX = 30
+# The power a confirmation is sized for, at the race's spread, if the true
+# gain were a third of the way from the margin to the race's estimate (the
+# race's estimate of the setting it picked is too good: the winner's curse).
+CONFIRM_POWER = 0.9
+HEDGE = 1 / 3
 
 
-def _values(rows, study, phase, key):
-    return [schema.to_float(r.get(key)) for r in rows if r.get("study") == study and r.get("status") == "ok"
-            and r.get("phase", "race") in ((phase, "") if phase == "race" else (phase,))
-            and schema.to_float(r.get(key)) is not None]
+@dataclass
+class Confirmation:
+    chosen: str
+    baseline: str
+    claim: str                  # time | cpu: what the change was claimed on
+    runs: tuple                 # (runs of chosen, of baseline)
+    time: object                # decide.Ratio (chosen / baseline as a cost) or None
+    cpu: object
+    holds: str                  # yes | no | undecided | None (no usable fresh runs)
+    margin: float
+    cpu_margin: float
+    coverage: float             # of the two-sided interval
+    probe_cost: object = None   # decide.Ratio: probed / unprobed wall time of the chosen setting (tune)
+
+    @property
+    def headline_ratio(self):
+        return self.cpu if self.claim == "cpu" else self.time
 
 
-def analyse(rows, d, margin):
-    """{chosen, baseline, key, ratio (chosen/baseline as a cost, on time or
-    the user's figure), holds (better by the margin), probe_cost (probed /
-    unprobed wall time of the chosen setting)} from the confirm rows."""
-    has_metric = any(r.get("metric", "") != "" for r in rows if r.get("phase") == "confirm")
-    key = "metric" if has_metric else "wall_ms"
-    higher = has_metric and any(r.get("metric_better") == "higher" for r in rows)
-    chosen = _values(rows, d.chosen, "confirm", key)
-    base = _values(rows, d.baseline, "confirm", key)
-    r = decide.ratio(chosen, base, decide.ALPHA, higher)
-    probed = _values(rows, d.chosen, "race", "wall_ms")
-    bare = _values(rows, d.chosen, "confirm", "wall_ms")
-    cost = decide.ratio(probed, bare, decide.ALPHA)
-    out = {"chosen": d.chosen, "baseline": d.baseline, "metric": key, "runs": [len(chosen), len(base)],
-           "ratio": None, "holds": None, "probe_cost": None, "margin": margin}
-    if r:
-        out["ratio"] = {"estimate": round(r.est, 5), "low": round(r.lo, 5), "high": round(r.hi, 5)}
-        out["holds"] = "yes" if r.better(margin) else ("no" if r.not_better(margin) else "undecided")
-    if cost:
-        out["probe_cost"] = {"estimate": round(cost.est, 5), "low": round(cost.lo, 5), "high": round(cost.hi, 5)}
+def _values(recs, name, attr):
+    out, seen = {}, set()
+    for r in sorted(recs, key=lambda r: (r.round if r.round is not None else -1, r.run_key)):
+        if r.name != name or r.status != "ok" or getattr(r, attr) is None:
+            continue
+        block = r.round if r.round is not None and r.round not in seen else r.run_key
+        seen.add(r.round)
+        out[block] = getattr(r, attr)
     return out
 
 
-def text(c):
-    lines = [f"confirmation without the probe ({c['runs'][0]} + {c['runs'][1]} runs, interleaved):"]
-    if c["ratio"]:
-        r = c["ratio"]
-        what = "time" if c["metric"] == "wall_ms" else "time per unit of your figure"
-        verdict = {"yes": f"the gain holds (better by more than {c['margin']:.0%})",
-                   "no": "the gain does NOT hold without the probe",
-                   "undecided": "these runs cannot tell whether the gain holds"}[c["holds"]]
-        lines.append(f"  {c['chosen']} against {c['baseline']}: {what} {fmt.pct(r['estimate'] - 1)} "
-                     f"[{fmt.pct(r['low'] - 1)}, {fmt.pct(r['high'] - 1)}] (95 % two-sided): {verdict}")
-    if c["probe_cost"]:
-        p = c["probe_cost"]
-        lines.append(f"  the probe's cost on your program ({c['chosen']}, wall time probed / not): "
-                     f"{fmt.pct(p['estimate'] - 1)} [{fmt.pct(p['low'] - 1)}, {fmt.pct(p['high'] - 1)}]")
-    return lines
+def analyse(recs, d, rule):
+    """The Confirmation of decision d's candidate from the confirm-phase run
+    records (None without MIN_RUNS fresh runs of it and of the baseline)."""
+    chosen = d.candidate
+    mine = [r for r in recs if r.phase == "confirm" and r.name in (chosen, d.baseline)]
+    if chosen is None or min(len(_values(mine, n, "time")) for n in (chosen, d.baseline)) < MIN_RUNS:
+        return None  # no fresh runs of this candidate (and its baseline) to speak of
+    a = rule.confirm_alpha
+    t = decide.ratio(_values(mine, chosen, "time"), _values(mine, d.baseline, "time"), a, d.higher_is_better,
+                     rule.method)
+    c = decide.ratio(_values(mine, chosen, "cpu"), _values(mine, d.baseline, "cpu"), a, False, rule.method)
+    claim = d.candidate_claim
+    m, mc = rule.margin, d.cpu_margin
+    if claim == "time":
+        holds = None if t is None else "yes" if t.better(m) else "no" if t.not_better(m) else "undecided"
+    elif rule.objective == "cpu":
+        holds = None if c is None else "yes" if c.better(mc) else "no" if c.not_better(mc) else "undecided"
+    else:
+        holds = None if t is None or c is None else (
+            "yes" if c.better(mc) and t.not_worse(m) else "no" if c.not_better(mc) or t.worse(m) else "undecided")
+    n = (len(_values(mine, chosen, "time")), len(_values(mine, d.baseline, "time")))
+    return Confirmation(chosen, d.baseline, claim, n, t, c, holds, m, mc, 1 - 2 * a, probe_cost(recs, chosen, rule))
 
 
-def settings_table(rows, args):
-    """Per setting: runs, median and distribution-free interval of time (or
-    the figure) and CPU, and the workers' CPU between regions."""
-    race = [r for r in rows if r.get("phase", "race") in ("race", "") and r.get("status") == "ok"]
-    key = "metric" if args.metric else "wall_ms"
-    names = []
-    for r in race:
-        if r["study"] not in names:
-            names.append(r["study"])
-    body = []
-    medians = {n: statistics.median(v) for n in names for v in [_values(race, n, "race", key)] if v}
-    names = sorted(medians, key=medians.get, reverse=bool(args.metric and args.metric_better == "higher"))
-    for name in names:
-        t = _values(race, name, "race", key)
-        c = _values(race, name, "race", "cpu_ms")
-        b = _values(race, name, "race", "omp_between_regions_ms")
-        if not t:
-            continue
-        lo, hi, cov = median_ci(t)
-        clo, chi, _ = median_ci(c)
-        body.append([name, str(len(t)), fmt.number(sorted(t)[len(t) // 2], 4),
-                     f"{fmt.number(lo, 4)}..{fmt.number(hi, 4)}" + ("" if cov >= 0.95 else f" ({cov:.0%})"),
-                     fmt.number(sorted(c)[len(c) // 2], 4) if c else "", f"{fmt.number(clo, 4)}..{fmt.number(chi, 4)}",
-                     fmt.number(sorted(b)[len(b) // 2], 4) if b else ""])
-    name = "your figure" if args.metric else "wall ms"
-    return fmt.table(["setting", "runs", f"{name} median", "CI (coverage)", "CPU ms median", "CI", "between regions ms"],
-                     body, right_from=1)
+def probe_cost(recs, name, rule):
+    """Probed / unprobed wall time of one setting (a tune's race runs ran
+    under the probe, its confirmation runs without): the probe's cost on the
+    user's program. None where both phases are not there (a sweep)."""
+    probed = [r.wall_ms for r in recs if r.name == name and r.phase == "race" and r.status == "ok" and r.wall_ms]
+    bare = [r.wall_ms for r in recs if r.name == name and r.phase == "confirm" and r.status == "ok" and r.wall_ms]
+    if not probed or not bare or not recs[0].rows[0].is_tune:
+        return None
+    return decide.ratio(dict(enumerate(probed)), dict(enumerate(bare)), rule.confirm_alpha, method="welch")
+
+
+def runs_for(d, rule, available):
+    """Runs per side the confirmation of decision d's candidate needs: enough
+    for its claim to show again in fresh runs with CONFIRM_POWER, at the
+    spread the race saw between it and the baseline, if the true gain
+    were HEDGE of the way from the margin to the race's estimate. Within
+    CONFIRM_MIN and the smaller of CONFIRM_MAX and the runs available."""
+    r = d.candidate_ratio
+    top = max(CONFIRM_MIN, min(available, CONFIRM_MAX))
+    if r is None:
+        return min(top, CONFIRM_MIN)
+    edge = math.log1p(rule.margin if d.candidate_claim == "time" else d.cpu_margin)
+    room = (abs(math.log(r.est)) - edge) * HEDGE
+    if room <= 0 or r.sd == 0:
+        return CONFIRM_MIN if r.sd == 0 else top
+    z = normal_quantile(1 - rule.confirm_alpha) + normal_quantile(CONFIRM_POWER)
+    need = math.ceil((z * r.sd / room) ** 2) + 1
+    return max(CONFIRM_MIN, min(top, need))

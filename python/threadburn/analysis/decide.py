@@ -1,130 +1,97 @@
-"""Decisions: which setting to use, or to keep what you have, with a margin.
+"""Decisions: which setting to use, or to keep what you have, with a margin
+(docs/design.md, Decisions). Pure functions on per-run values.
 
-Pure functions on per-run values (docs/design.md, "Decisions"). The unit is
-the run, a fresh process: steps inside a run and the copies of one run are
-reduced to one value per run before anything is compared (per_run), because
-they share that process's luck (placement, frequency, neighbours) and are
-not independent samples.
+The unit is the run, a fresh process: steps inside a run and the copies of
+one run are reduced to one value per run before anything is compared,
+because they share that process's luck. Each run carries its round (the
+shuffled block it ran in); with the rule's "paired" method two settings are
+compared on the rounds they both ran in, pair by pair, so drift shared by
+a round cancels.
 
-Each comparison is a ratio, setting / reference, of the geometric means of
-the per-run values, with a confidence interval from Welch's t on the log
-values. Against a practical margin delta (default 5 %) a ratio's interval
-says, one-sided at alpha' each:
+Each comparison is a ratio, setting / reference, of per-run values as a
+cost (a higher-is-better figure is turned around), with a t interval on the
+logs at one-sided level alpha' per side (Rule.alpha_per_test: alpha over
+settings x looks x the metrics a change may be claimed on). Against the
+margin m a ratio's interval says: better (all below 1/(1+m)), worse (all
+above 1+m), not worse (all below 1+m: non-inferior), not better (all above
+1/(1+m)); a test that does not reject says nothing ("not significant" is
+never read as "the same").
 
-  better      the whole interval below 1/(1+delta)
-  worse       the whole interval above 1+delta
-  equivalent  the whole interval inside [1/(1+delta), 1+delta] (TOST)
-  undecided   anything else: "not significant" is never read as "the same".
-
-alpha' = alpha / (comparisons x looks) (Bonferroni): comparisons = the
-settings compared with the baseline; looks = the times a race may look at
-its data before stopping (looks_for_budget). Why Welch t and no bootstrap:
-after that correction each one-sided test works at alpha' ~ 1e-3..1e-4; a
-percentile bootstrap of 8-30 runs cannot resolve tails that thin (and
-covers too little at small n), and the per-step values behind a run's mean
-are already in the spread of the run means.
-
-Objectives (lower is better for both metrics; a higher-is-better figure is
-turned around by Metric.higher_is_better):
-  time      the fastest; cpu: the least CPU;
-  balanced  the least CPU among the fastest: the best on time and every
-            setting shown equivalent to it on time, then the least CPU.
-Verdict against the baseline b:
-  change     some setting among those beats b by more than the margin
-             (time: faster; cpu: less CPU; balanced: faster, or not slower
-             and less CPU), the least-CPU (or fastest) such one is chosen;
-  keep       every setting is shown not to beat b by the margin: "your
-             settings are within the margin of the best tried" (an
-             intersection of one-sided tests: no correction needed for it);
+Objectives, with the baseline b:
+  time      a setting beats b when it is faster by more than m;
+  cpu       when it uses less CPU by more than the CPU margin;
+  balanced  when it is faster by more than m, or not slower by m and
+            cheaper by more than the CPU margin.
+The CPU margin is m, or the CPU floor (Rule.cpu_floor_cores of a core over
+the baseline's loop time) when that is larger: burn below a twentieth of a
+core is no cost worth a change.
+Verdict:
+  change     some setting beats b (a winner). Among the winners: time, the
+             fastest; cpu, the cheapest; balanced, the cheapest of those not
+             slower than the fastest winner by m (non-inferior, one-sided).
+             Settings not yet shown unable to beat the chosen one are named
+             (contenders: more runs would tell);
+  keep       every setting is shown unable to beat b (an intersection of
+             one-sided tests);
   undecided  neither, with the runs each open comparison would need.
 """
-import functools
 import math
 import statistics
 from dataclasses import dataclass, field
 
-from ..lib.rule import (ALPHA, FLOOR, LOOK_SCHEDULE, MARGIN, METHOD, MIN_RUNS, OBJECTIVES, START_RUNS,  # noqa: F401
-                        alpha_each, looks_for_budget)
+from ..lib import rule as rules
+from ..lib.rule import FLOOR, MIN_RUNS
+from ..lib.stats import t_quantile
 
 
-# --- Student's t, from the regularized incomplete beta function ------------------
+# --- one setting's runs -------------------------------------------------------------
 
-def _betacf(a, b, x):
-    """Continued fraction of the incomplete beta function (Lentz)."""
-    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-15:
-            break
-    return h
+@dataclass
+class Runs:
+    """One setting's per-run values, each with its block (the round it ran
+    in; unique per run of the setting): {block: value}."""
+    name: str
+    time: dict
+    cpu: dict
+    set_aside: list = field(default_factory=list)   # [(block, why)] disturbed runs not compared
+
+    @property
+    def n(self):
+        return len(self.time)
+
+    def geo(self, which):
+        values = list((self.time if which == "time" else self.cpu).values())
+        if not values:
+            return None
+        return math.exp(statistics.fmean(math.log(max(v, FLOOR)) for v in values))
 
 
-def _betainc(a, b, x):
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    ln = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1) / (a + b + 2):
-        return math.exp(ln) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(ln) * _betacf(b, a, 1 - x) / b
+def quantum(values):
+    """The resolution the values were written with: a unit of the last
+    decimal any of them needs (12.34 and 12.3: 0.01; whole numbers: 1, a
+    trailing zero being a digit too). A figure printed with few digits
+    varies at least by this, however alike its runs look."""
+    digits = 0
+    for v in values:
+        for d in range(0, 10):
+            if abs(v * 10 ** d - round(v * 10 ** d)) < 1e-6 * max(1.0, abs(v) * 10 ** d) * 1e-3:
+                break
+        digits = max(digits, d)
+    return 10.0 ** -digits
 
 
-def t_sf(t, df):
-    """P(T > t) for Student's t with df degrees of freedom (df may be fractional)."""
-    if math.isinf(df):
-        return 0.5 * math.erfc(t / math.sqrt(2))
-    tail = 0.5 * _betainc(df / 2, 0.5, df / (df + t * t))
-    return tail if t >= 0 else 1 - tail
-
-
-@functools.lru_cache(maxsize=4096)
-def t_quantile(p, df):
-    """The t with P(T <= t) = p, by bisection on t_sf (p in (0, 1))."""
-    if p == 0.5:
-        return 0.0
-    if p < 0.5:
-        return -t_quantile(1 - p, df)
-    lo, hi = 0.0, 1.0
-    while t_sf(hi, df) > 1 - p:
-        hi *= 2
-        if hi > 1e12:
-            return math.inf
-    while hi - lo > 1e-10 * hi:
-        mid = (lo + hi) / 2
-        if t_sf(mid, df) > 1 - p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
-# --- one value per run ------------------------------------------------------------
-
-def per_run(values_by_run, combine=statistics.fmean):
-    """{run key: [values of that run's steps or copies]} -> one value per
-    run (combine: the mean by default; a world's CPU is a sum). The only
-    way samples enter a comparison: never steps or copies as units."""
-    return [combine(v) for v in values_by_run.values() if v]
-
-
-def _logs(values, higher_is_better):
+def _log_cost(values, higher_is_better):
     sign = -1.0 if higher_is_better else 1.0
-    return [sign * math.log(max(v, FLOOR)) for v in values]
+    return {k: sign * math.log(max(v, FLOOR)) for k, v in values.items()}
+
+
+def _var_floor(values):
+    """The variance of a log value that a resolution of q alone gives
+    (uniform rounding error, q^2/12 over the value squared)."""
+    vs = list(values.values())
+    q = quantum(vs)
+    g = math.exp(statistics.fmean(math.log(max(v, FLOOR)) for v in vs))
+    return (q / max(g, FLOOR)) ** 2 / 12
 
 
 # --- ratios -------------------------------------------------------------------------
@@ -132,263 +99,327 @@ def _logs(values, higher_is_better):
 @dataclass
 class Ratio:
     """setting / reference as a cost ratio (below 1: the setting is better),
-    with a two-sided 1 - 2 alpha' interval (each side a one-sided test)."""
+    with a two-sided 1 - 2 alpha interval (each side a one-sided test)."""
     est: float
     lo: float
     hi: float
-    n: int
+    n: int          # runs (or pairs) of the setting
     n_ref: int
     alpha: float
     df: float
+    sd: float       # the spread the interval came from (log scale: of the pair differences, or pooled)
 
-    def better(self, margin):
-        return self.hi < 1 / (1 + margin)
+    def better(self, m):
+        return self.hi < 1 / (1 + m)
 
-    def worse(self, margin):
-        return self.lo > 1 + margin
+    def worse(self, m):
+        return self.lo > 1 + m
 
-    def not_better(self, margin):
-        return self.lo > 1 / (1 + margin)
+    def not_better(self, m):
+        return self.lo > 1 / (1 + m)
 
-    def not_worse(self, margin):
-        return self.hi < 1 + margin
+    def not_worse(self, m):
+        return self.hi < 1 + m
 
-    def equivalent(self, margin):
-        return self.not_better(margin) and self.not_worse(margin)
-
-    def word(self, margin):
-        if self.better(margin):
+    def word(self, m):
+        if self.better(m):
             return "better"
-        if self.worse(margin):
+        if self.worse(m):
             return "worse"
-        if self.equivalent(margin):
+        if self.not_better(m) and self.not_worse(m):
             return "equivalent"
         return "undecided"
 
 
-def ratio(values, ref, alpha_each, higher_is_better=False):
-    """Ratio of geometric means, values / ref, as a cost (for a
-    higher-is-better figure: ref / values), with Welch's interval at one
-    -sided level alpha_each per side. None with fewer than MIN_RUNS a side."""
-    if len(values) < MIN_RUNS or len(ref) < MIN_RUNS:
-        return None
-    x, y = _logs(values, higher_is_better), _logs(ref, higher_is_better)
-    d = statistics.fmean(x) - statistics.fmean(y)
-    vx, vy = statistics.variance(x) / len(x), statistics.variance(y) / len(y)
-    se = math.sqrt(vx + vy)
-    if se == 0:  # both constant: the difference is known exactly
-        return Ratio(math.exp(d), math.exp(d), math.exp(d), len(x), len(y), alpha_each, math.inf)
-    df = (vx + vy) ** 2 / ((vx ** 2 / (len(x) - 1) if vx else 0) + (vy ** 2 / (len(y) - 1) if vy else 0))
-    half = t_quantile(1 - alpha_each, df) * se
-    return Ratio(math.exp(d), math.exp(d - half), math.exp(d + half), len(x), len(y), alpha_each, df)
-
-
-def runs_needed(values, ref, margin, alpha_each, higher_is_better=False, cap=10000):
-    """Runs per side that would likely settle this comparison at the margin:
-    the n at which the interval's half width, with the spread seen so far
-    and the estimate as it is, no longer straddles a margin boundary. None
-    when the estimate sits on a boundary (no n settles it) or the spread is
-    unknown."""
-    if len(values) < MIN_RUNS or len(ref) < MIN_RUNS:
-        return START_RUNS
-    x, y = _logs(values, higher_is_better), _logs(ref, higher_is_better)
-    d = abs(statistics.fmean(x) - statistics.fmean(y))
-    s = math.sqrt((statistics.variance(x) + statistics.variance(y)) / 2)
-    edge = math.log1p(margin)
-    room = abs(edge - d)  # to prove equivalence (d < edge) or a difference (d > edge)
-    if room < 1e-12:
-        return None
-    if s == 0:
-        return MIN_RUNS
-    # n = 2 (t s / room)^2 with t at 2n - 2 degrees of freedom: a fixed point,
-    # reached from the normal quantile's n in a few steps (t falls as n grows).
-    n = MIN_RUNS
-    for _ in range(8):
-        t = t_quantile(1 - alpha_each, max(1, 2 * n - 2))
-        new = max(MIN_RUNS, math.ceil(2 * (t * s / room) ** 2))
-        if new == n or new > cap:
-            break
-        n = new
-    return None if n > cap or new > cap else n
-
-
-# --- the family of tests ------------------------------------------------------------
-
-@dataclass
-class Metric:
-    name: str
-    higher_is_better: bool = False
-
-
-@dataclass
-class Setting:
-    """One setting's per-run values (one value per run: per_run)."""
-    name: str
-    time: list
-    cpu: list
-    env: str = ""
-
-    def geo(self, which, higher_is_better=False):
-        values = self.time if which == "time" else self.cpu
-        if not values:
+def ratio(values, ref, alpha, higher_is_better=False, method="paired"):
+    """Ratio of values / ref ({block: value} each) as a cost, with the
+    interval at one-sided level alpha per side; None with fewer than MIN_RUNS
+    runs (pairs) a side. paired: on the blocks both have; welch: all runs."""
+    x, y = _log_cost(values, higher_is_better), _log_cost(ref, higher_is_better)
+    floor = _var_floor(values) + _var_floor(ref) if x and y else 0.0
+    if method == "paired":
+        common = [k for k in x if k in y]
+        if len(common) < MIN_RUNS:
             return None
-        g = math.exp(statistics.fmean(math.log(max(v, FLOOR)) for v in values))
-        return 1 / g if higher_is_better else g  # as a cost
+        d = [x[k] - y[k] for k in common]
+        n = len(d)
+        mean = statistics.fmean(d)
+        var = max(statistics.variance(d), floor)
+        se, df = math.sqrt(var / n), n - 1
+        sd = math.sqrt(var)
+        n_x = n_y = n
+    else:
+        if len(x) < MIN_RUNS or len(y) < MIN_RUNS:
+            return None
+        xs, ys = list(x.values()), list(y.values())
+        mean = statistics.fmean(xs) - statistics.fmean(ys)
+        vx = max(statistics.variance(xs), _var_floor(values)) / len(xs)
+        vy = max(statistics.variance(ys), _var_floor(ref)) / len(ys)
+        se = math.sqrt(vx + vy)
+        df = (vx + vy) ** 2 / (vx ** 2 / (len(xs) - 1) + vy ** 2 / (len(ys) - 1))
+        sd = math.sqrt((vx * len(xs) + vy * len(ys)) / 2)
+        n_x, n_y = len(xs), len(ys)
+    half = min(t_quantile(1 - alpha, df) * se, 700.0)  # with 2 runs and a tiny alpha the bound is astronomical
+    return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n_x, n_y, alpha, df, sd)
 
+
+@dataclass(frozen=True)
+class Ratios:
+    """A setting against a reference on both metrics (None: too few runs)."""
+    time: Ratio
+    cpu: Ratio
+
+
+def runs_needed(r, margin, alpha, method="paired", cap=100000):
+    """Runs per side (pairs) at which this comparison's interval, with the
+    spread and estimate seen so far, would no longer straddle the margin
+    boundary nearest its estimate: the smallest n whose half width fits in
+    the room between them. None when the estimate sits on the boundary."""
+    if r is None:
+        return rules.START_RUNS
+    d = abs(math.log(r.est))
+    edge = math.log1p(margin)
+    room = abs(edge - d)
+    if room < 1e-9:
+        return None
+    if r.sd == 0:
+        return MIN_RUNS
+
+    def fits(n):
+        df = n - 1 if method == "paired" else 2 * n - 2
+        k = 1.0 if method == "paired" else math.sqrt(2)
+        return t_quantile(1 - alpha, df) * k * r.sd / math.sqrt(n) < room
+    lo, hi = MIN_RUNS, MIN_RUNS
+    while not fits(hi):
+        if hi >= cap:
+            return None
+        lo, hi = hi, min(cap, hi * 2)
+    while lo < hi:  # the half width falls as n grows: bisect for the first n that fits
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
+# --- the decision -------------------------------------------------------------------
 
 @dataclass
 class Decision:
     verdict: str                   # change | keep | undecided
-    objective: str
-    margin: float
-    alpha: float
+    rule: object                   # lib.rule.Rule
+    look: int                      # the race's look this decision is (1: the first; a fixed design: 1)
     alpha_each: float
-    looks: int
     baseline: str
-    chosen: str = None             # the setting to use (the baseline when keep)
-    best: str = None               # the best on the objective's key metric
+    cpu_margin: float
+    chosen: str = None             # the setting to use (the baseline when keep; the leaning when undecided)
+    fastest: str = None            # the fastest setting by its estimate
+    cheapest_within: str = None    # the least CPU among those not slower than the fastest by the margin
     why: str = ""
-    vs_baseline: dict = field(default_factory=dict)   # name -> {"time": Ratio, "cpu": Ratio}
-    vs_chosen: dict = field(default_factory=dict)     # name -> {"time": Ratio, "cpu": Ratio}
-    equivalent: list = field(default_factory=list)    # shown within the margin of the chosen
-    eliminated: list = field(default_factory=list)    # shown worse than the best by the margin
-    open: list = field(default_factory=list)          # [(name, what is open, runs needed or None)]
+    vs_baseline: dict = field(default_factory=dict)   # name -> Ratios
+    vs_chosen: dict = field(default_factory=dict)     # name -> Ratios
+    winners: list = field(default_factory=list)       # shown to beat the baseline (at alpha_each)
+    candidates: list = field(default_factory=list)    # shown to beat it at the selection level
+    candidate: str = None                             # the pick among them: what fresh runs confirm
+    candidate_claim: str = None                       # time | cpu: what it beat the baseline on
+    candidate_ratio: Ratio = None                     # that ratio, at the selection level
+    contenders: list = field(default_factory=list)    # [(name, runs needed)] might still beat the candidate
+    eliminated: list = field(default_factory=list)    # shown slower than the fastest by the margin
+    open: list = field(default_factory=list)          # [(name, runs needed)] undecided against the baseline
+    behind: list = field(default_factory=list)        # open, but shown behind the leader: the race runs them no more
     needs: list = field(default_factory=list)         # settings the next round should run
-    method: str = METHOD
-    settings: dict = field(default_factory=dict)      # name -> Setting
+    settings: dict = field(default_factory=dict)      # name -> Runs
+    higher_is_better: bool = False
 
     @property
     def decided(self):
         return self.verdict in ("change", "keep")
 
+    @property
+    def margin(self):
+        return self.rule.margin
 
-class Rule:
-    """The decision rule for one objective, margin and alpha'."""
+    @property
+    def objective(self):
+        return self.rule.objective
 
-    def __init__(self, objective="balanced", margin=MARGIN, alpha=ALPHA, looks=1, time_higher_is_better=False):
-        if objective not in OBJECTIVES:
-            raise ValueError(f"objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
-        if not margin > 0:
-            raise ValueError("margin must be > 0: with none, equivalence can never be shown")
-        self.objective, self.margin, self.alpha, self.looks = objective, margin, alpha, looks
-        self.thb = time_higher_is_better
-        self.key = "cpu" if objective == "cpu" else "time"
 
-    def compare(self, s, ref, a):
-        return {"time": ratio(s.time, ref.time, a, self.thb), "cpu": ratio(s.cpu, ref.cpu, a)}
+class Decider:
+    """The rule applied to one workload's settings."""
 
-    def beats(self, r):
-        """r: ratios of a setting against a reference: does it beat it?"""
-        m = self.margin
-        if r["time"] is None or r["cpu"] is None:
-            return False
-        if self.objective == "time":
-            return r["time"].better(m)
-        if self.objective == "cpu":
-            return r["cpu"].better(m)
-        return r["time"].better(m) or (r["time"].not_worse(m) and r["cpu"].better(m))
-
-    def cannot_beat(self, r):
-        m = self.margin
-        if r["time"] is None or r["cpu"] is None:
-            return False
-        if self.objective == "time":
-            return r["time"].not_better(m)
-        if self.objective == "cpu":
-            return r["cpu"].not_better(m)
-        return r["time"].not_better(m) and (r["time"].worse(m) or r["cpu"].not_better(m))
-
-    def decide(self, settings, baseline):
-        """settings: [Setting]; baseline: the name of one of them."""
+    def __init__(self, rule, settings, baseline, time_higher_is_better=False, cpu_margin=None, look=1):
         by = {s.name: s for s in settings}
         if baseline not in by:
             raise ValueError(f"baseline {baseline!r} is not among the settings")
-        a = alpha_each(self.alpha, len(settings), self.looks)
-        d = Decision("undecided", self.objective, self.margin, self.alpha, a, self.looks, baseline,
-                     settings=by)
-        ready = [s for s in settings if len(s.time) >= MIN_RUNS and len(s.cpu) >= MIN_RUNS]
-        short = [s.name for s in settings if s not in ready]
-        if len(settings) < 2:
-            d.why = "one setting only: nothing to compare it with"
-            return d
-        if by[baseline] not in ready or len(ready) < 2:
-            d.needs = [s.name for s in settings]
-            d.why = f"fewer than {MIN_RUNS} runs of {', '.join(short)}"
-            return d
-        b = by[baseline]
-        key_cost = lambda s: s.geo(self.key, self.thb if self.key == "time" else False)
-        best = min(ready, key=key_cost)
-        d.best = best.name
-        vs_best = {s.name: self.compare(s, best, a) for s in ready if s is not best}
-        pool = [best] + [s for s in ready if s is not best and vs_best[s.name][self.key].equivalent(self.margin)]
-        d.vs_baseline = {s.name: self.compare(s, b, a) for s in ready if s is not b}
-        winners = [s for s in pool if s is not b and self.beats(d.vs_baseline[s.name])]
-        order = (lambda s: s.geo("cpu")) if self.objective == "balanced" else key_cost
-        if winners:
-            chosen = min(winners, key=order)
-            d.verdict = "change"
-        elif all(self.cannot_beat(r) for r in d.vs_baseline.values()) and not short:
-            chosen = b
-            d.verdict = "keep"
-        else:
-            chosen = min(pool, key=order)
-        d.chosen = chosen.name
-        d.vs_chosen = {s.name: self.compare(s, chosen, a) for s in ready if s is not chosen}
-        d.equivalent = [n for n, r in d.vs_chosen.items()
-                        if r["time"].equivalent(self.margin) and r["cpu"].equivalent(self.margin)]
-        d.eliminated = [n for n, r in vs_best.items() if r[self.key].worse(self.margin)]
-        self._open_and_needs(d, ready, short, a)
-        d.why = self._why(d)
-        return d
+        self.rule, self.by, self.baseline, self.thb, self.look = rule, by, baseline, time_higher_is_better, look
+        self.a = rule.alpha_per_test(len(settings), look)
+        self.m = rule.margin
+        self.mc = max(rule.margin, cpu_margin or 0.0)
 
-    def _open_and_needs(self, d, ready, short, a):
-        """What is still open, and which settings the next round should run:
-        when undecided, every setting whose comparison with the baseline is
-        open (with the baseline and the current choice); when decided
-        (change), the settings not yet shown unable to beat the chosen one."""
-        by = d.settings
-        needs = set(short)
-        if d.verdict == "keep":
-            d.needs = sorted(needs)
-            return
-        for s in ready:
-            if s.name == d.baseline or (d.verdict == "change" and s.name == d.chosen):
-                continue
-            r_b = d.vs_baseline[s.name]
-            r_c = d.vs_chosen.get(s.name)
-            if d.verdict == "undecided" and not (self.beats(r_b) or self.cannot_beat(r_b)):
-                d.open.append((s.name, f"against {d.baseline}",
-                               self._runs_needed(s, by[d.baseline], a)))
-                needs.update({s.name, d.baseline})
-            elif d.verdict == "change" and not self.cannot_beat(r_c):
-                d.open.append((s.name, f"against {d.chosen}", self._runs_needed(s, by[d.chosen], a)))
-                needs.add(s.name)
-        if needs - {d.chosen}:
-            needs.add(d.chosen)
-        d.needs = sorted(needs)
+    def compare(self, s, ref, alpha=None):
+        a, method = alpha or self.a, self.rule.method
+        return Ratios(ratio(s.time, ref.time, a, self.thb, method), ratio(s.cpu, ref.cpu, a, False, method))
 
-    def _runs_needed(self, s, ref, a):
-        """The runs per side the metric that matters here would need."""
-        if self.objective == "cpu":
-            return runs_needed(s.cpu, ref.cpu, self.margin, a)
-        t = runs_needed(s.time, ref.time, self.margin, a, self.thb)
-        if self.objective == "time":
+    def beats(self, r):
+        t, c = r.time, r.cpu
+        if self.rule.objective == "time":
+            return t is not None and t.better(self.m)
+        if self.rule.objective == "cpu":
+            return c is not None and c.better(self.mc)
+        return t is not None and (t.better(self.m) or (c is not None and t.not_worse(self.m) and c.better(self.mc)))
+
+    def cannot_beat(self, r):
+        t, c = r.time, r.cpu
+        if self.rule.objective == "time":
+            return t is not None and t.not_better(self.m)
+        if self.rule.objective == "cpu":
+            return c is not None and c.not_better(self.mc)
+        return t is not None and c is not None and t.not_better(self.m) and (t.worse(self.m) or c.not_better(self.mc))
+
+    def runs_needed(self, s, ref):
+        r = self.compare(s, ref)
+        method = self.rule.method
+        t = runs_needed(r.time, self.m, self.a, method)
+        if self.rule.objective == "time":
             return t
-        c = runs_needed(s.cpu, ref.cpu, self.margin, a)
+        c = runs_needed(r.cpu, self.mc, self.a, method)
+        if self.rule.objective == "cpu":
+            return c
         return None if t is None or c is None else max(t, c)
 
-    def _why(self, d):
-        pct = f"{d.margin:.0%}"
+    def pick(self, names, ratios):
+        """The objective's choice among names, by their ratios to one
+        reference: the fastest (time), the cheapest (cpu), or the cheapest
+        of those not slower than the fastest by the margin (balanced)."""
+        t = lambda n: ratios[n].time.est if ratios[n].time else math.inf
+        c = lambda n: ratios[n].cpu.est if ratios[n].cpu else math.inf
+        if self.rule.objective == "time":
+            return min(names, key=lambda n: (t(n), c(n)))
+        if self.rule.objective == "cpu":
+            return min(names, key=lambda n: (c(n), t(n)))
+        fastest = min(names, key=lambda n: (t(n), c(n)))
+        pool = [fastest] + [n for n in names if n != fastest and
+                            (r := self.compare(self.by[n], self.by[fastest]).time) is not None
+                            and r.not_worse(self.m)]
+        return min(pool, key=lambda n: (c(n), t(n)))
+
+    def decide(self):
+        b = self.baseline
+        by = self.by
+        d = Decision("undecided", self.rule, self.look, self.a, b, self.mc, settings=by, higher_is_better=self.thb)
+        ready = [n for n, s in by.items() if s.n >= MIN_RUNS and len(s.cpu) >= MIN_RUNS]
+        short = [n for n in by if n not in ready]
+        if len(by) < 2:
+            d.why = "one setting only: nothing to compare it with"
+            return d
+        if b not in ready:
+            d.needs = sorted(by)
+            d.why = f"fewer than {MIN_RUNS} runs of {', '.join(short)}"
+            return d
+        d.vs_baseline = {n: self.compare(by[n], by[b]) for n in ready if n != b}
+        ratios = dict(d.vs_baseline, **{b: Ratios(_one(), _one())})
+        d.fastest = min(ratios, key=lambda n: ratios[n].time.est if ratios[n].time else math.inf)
+        d.cheapest_within = self.pick_balanced_view(ratios)
+        d.winners = sorted(n for n, r in d.vs_baseline.items() if self.beats(r))
+        # The candidate: the objective's pick among the settings that beat the
+        # baseline at the selection level (alpha over the settings, no split
+        # over looks or claims). The race stops there: fresh runs the race did
+        # not use to choose confirm it (analysis/confirmation.py), and that
+        # test, planned once, is the claim of a confirmed change.
+        self.a_sel = self.rule.alpha_select(len(by))
+        selection = {n: self.compare(by[n], by[b], self.a_sel) for n in ready if n != b}
+        d.candidates = sorted(n for n, r in selection.items() if self.beats(r))
+        if d.candidates:
+            d.candidate = self.pick(d.candidates, ratios)
+            r = selection[d.candidate]
+            d.candidate_claim = ("cpu" if self.rule.objective == "cpu" or not (r.time and r.time.better(self.m))
+                                 else "time")
+            d.candidate_ratio = getattr(r, d.candidate_claim)
+            d.contenders = [(n, None) for n in ready if n not in (b, d.candidate)
+                            and not self.cannot_beat(self.compare(by[n], by[d.candidate], self.a_sel))]
+        if d.winners:
+            d.verdict, d.chosen = "change", self.pick(d.winners, ratios)
+        elif not short and all(self.cannot_beat(r) for r in d.vs_baseline.values()):
+            d.verdict, d.chosen = "keep", b
+        else:
+            d.chosen = self.pick(list(ratios), ratios)
+        chosen = by[d.chosen]
+        d.vs_chosen = {n: self.compare(by[n], chosen) for n in ready if n != d.chosen}
+        fastest = by[d.fastest]
+        d.eliminated = sorted(n for n in ready if n != d.fastest
+                              and (r := self.compare(by[n], fastest).time) is not None and r.worse(self.m))
+        needs = set(short)
+        if d.candidate is not None:
+            d.contenders = [(n, self.runs_needed(by[n], by[d.candidate])) for n, _ in d.contenders]
+        elif d.verdict == "undecided":
+            for n, r in d.vs_baseline.items():
+                if not self.beats(r) and not self.cannot_beat(r):
+                    d.open.append((n, self.runs_needed(by[n], by[b])))
+            # The race runs the baseline, the leader and the open settings not
+            # shown behind the leader: those could still be the change.
+            d.behind = sorted(n for n, _ in d.open if n != d.chosen and self.behind(by[n], by[d.chosen]))
+            needs |= {n for n, _ in d.open if n not in d.behind} | {b}
+            if d.open and d.chosen != b:
+                needs.add(d.chosen)
+        d.needs = sorted(needs)
+        d.why = self.why(d, short)
+        return d
+
+    def behind(self, s, leader):
+        """Is s shown unable to be preferred to the leader? Racing only, no
+        claim to the user: at rule.RACE_ALPHA per comparison, uncorrected
+        (a wrong call costs runs, never a false change: every claim is
+        tested at alpha'). time: s slower; cpu: s costlier; balanced: s
+        slower by the margin, or slower and not cheaper."""
+        a, method = rules.RACE_ALPHA, self.rule.method
+        t = ratio(s.time, leader.time, a, self.thb, method)
+        c = ratio(s.cpu, leader.cpu, a, False, method)
+        if self.rule.objective == "time":
+            return t is not None and t.lo > 1
+        if self.rule.objective == "cpu":
+            return c is not None and c.lo > 1
+        return t is not None and (t.lo > 1 + self.m or (t.lo > 1 and c is not None and c.lo > 1))
+
+    def pick_balanced_view(self, ratios):
+        """The cheapest setting not slower than the fastest by the margin,
+        whatever the objective: shown beside the choice."""
+        fastest = min(ratios, key=lambda n: ratios[n].time.est if ratios[n].time else math.inf)
+        pool = [fastest] + [n for n in ratios if n != fastest and
+                            (r := self.compare(self.by[n], self.by[fastest]).time) is not None
+                            and r.not_worse(self.m)]
+        return min(pool, key=lambda n: ratios[n].cpu.est if ratios[n].cpu else math.inf)
+
+    def why(self, d, short):
+        pct = f"{self.m:.0%}"
         if d.verdict == "keep":
             return f"every setting tried is shown not to beat {d.baseline} by more than {pct}"
         if d.verdict == "change":
             r = d.vs_baseline[d.chosen]
-            if r["time"].better(d.margin):
+            if r.time is not None and r.time.better(self.m):
                 return f"{d.chosen} is faster than {d.baseline} by more than {pct}"
-            return f"{d.chosen} is not slower than {d.baseline} by {pct} and uses over {pct} less CPU"
-        return f"{len(d.open)} comparison(s) still straddle the {pct} margin"
+            return (f"{d.chosen} is not slower than {d.baseline} by {pct} and uses over {self.mc:.0%} less CPU")
+        if short:
+            return f"fewer than {MIN_RUNS} runs of {', '.join(short)}"
+        return f"{len(d.open)} comparison(s) with {d.baseline} still straddle the {pct} margin"
 
 
-def decide(settings, baseline, objective="balanced", margin=MARGIN, alpha=ALPHA, looks=1,
-           time_higher_is_better=False):
-    return Rule(objective, margin, alpha, looks, time_higher_is_better).decide(settings, baseline)
+def _one():
+    return Ratio(1.0, 1.0, 1.0, 0, 0, 0.0, math.inf, 0.0)
+
+
+def decide(rule, settings, baseline, time_higher_is_better=False, cpu_margin=None, look=1):
+    """settings: [Runs]; baseline: the name of one of them; look: the
+    race's look (rule.look_of the most runs a setting has)."""
+    return Decider(rule, settings, baseline, time_higher_is_better, cpu_margin, look).decide()
+
+
+def cpu_margin(rule, baseline_runs, time_is_ms=True):
+    """The CPU margin of a workload: the rule's margin, or the CPU floor
+    (rule.cpu_floor_cores of a core over the baseline's loop time) as a
+    share of the baseline's CPU when that is larger. None without a time
+    in ms (a user's figure in other units)."""
+    t, c = baseline_runs.geo("time"), baseline_runs.geo("cpu")
+    if not time_is_ms or not t or not c:
+        return None
+    return rule.cpu_floor_cores * t / c

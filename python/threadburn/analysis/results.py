@@ -1,43 +1,13 @@
-"""Reading results CSVs, grouping rows into points, the oversubscription
-aggregate, and the end-of-sweep summary."""
-import csv
+"""Aggregates of a results file's rows: grouping rows into points, the
+oversubscription aggregate, data-parallel worlds by size, and the
+end-of-sweep summary (the rows come typed from lib/records.py)."""
 import re
 import statistics
 
 from ..lib import fmt, keys, schema
-from ..lib.errors import ThreadburnError
+from ..lib.records import metric_values, world_rows
 
 OVERLAP_MIN = schema.OVERLAP_MIN
-
-
-class ResultsError(ThreadburnError):
-    """A results file that cannot be used; str() is the one line to print."""
-
-
-def read_rows(path, required=()):
-    """Rows of a results CSV as dicts; checks the columns named in required."""
-    header, rows = read_table(path)
-    check_columns(path, header, required)
-    return rows
-
-
-def check_columns(path, header, required):
-    missing = [c for c in required if c not in header]
-    if missing:
-        raise ResultsError(f"{path}: missing columns: {', '.join(missing)}")
-
-
-def read_table(path):
-    """(header, rows as dicts) of a results CSV."""
-    try:
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            rows = list(reader)
-            return list(reader.fieldnames or []), rows
-    except OSError as e:
-        raise ResultsError(f"{path}: cannot read: {e.strerror}") from None
-    except (csv.Error, UnicodeDecodeError) as e:
-        raise ResultsError(f"{path}: not a readable CSV: {e}") from None
 
 
 def workload_key(row):
@@ -53,17 +23,12 @@ def env_key(row):
     return keys.setting_of(row)
 
 
-def metric_values(rows, metric):
-    values = [schema.to_float(r.get(metric)) for r in rows]
-    return [v for v in values if v is not None]
-
-
 def group_points(rows):
     """{workload key: {env key: [ok rows]}}: repetitions and concurrent
     processes of one setting are pooled as samples of that setting."""
     groups = {}
     for row in rows:
-        if row.get("status") != "ok":
+        if not row.ok:
             continue
         groups.setdefault(workload_key(row), {}).setdefault(env_key(row), []).append(row)
     return groups
@@ -77,38 +42,6 @@ def point_medians(rows):
     return out
 
 
-def world_rows(rows):
-    """Rows with each data-parallel world (the ranks of one run, per
-    benchmark) made one row: the metrics of WORLD_METRICS combined over the
-    ranks (step_ms of the slowest rank, CPU summed: what the whole world
-    spends per step), samples_per_s = world_samples_per_s; other columns rank
-    0's. A world missing a rank's ok row is left out: it measured no world.
-    Rows of independent copies pass unchanged."""
-    out, worlds = [], {}
-    for row in rows:
-        if schema.is_ranks_row(row):
-            worlds.setdefault((row.get("run_key"), row.get("benchmark")), []).append(row)
-        else:
-            out.append(row)
-    for ranks in worlds.values():
-        size = int(float(ranks[0]["world_size"]))
-        if len(ranks) != size or any(r.get("status") != "ok" for r in ranks):
-            continue
-        ranks.sort(key=lambda r: int(float(r.get("rank") or 0)))
-        world = dict(ranks[0])
-        for metric, combine in WORLD_METRICS.items():
-            values = metric_values(ranks, metric)
-            world[metric] = schema.fmt_value(combine(values)) if len(values) == size else ""
-        world["samples_per_s"] = ranks[0].get("world_samples_per_s", "")
-        out.append(world)
-    return out
-
-
-# How a world's row combines its ranks' values (world_rows): the step goes at
-# the slowest rank's pace, CPU adds up, the all-reduce is the ranks' mean.
-WORLD_METRICS = {"step_ms": max, "step_cpu_ms": sum, "residual_cpu_ms": sum, "residual_omp_ms": sum,
-                 "residual_gloo_ms": sum, "step_cpu_gloo_ms": sum, "tail_ms": max,
-                 "allreduce_ms": lambda v: sum(v) / len(v)}
 SCALING_METRICS = ("samples_per_s", "step_ms", "allreduce_ms", "cpu_ms", "residual_cpu_ms", "step_cpu_gloo_ms")
 
 
@@ -122,21 +55,21 @@ def world_scaling(rows):
     threads in force. Sorted by workload, setting, world size."""
     groups = {}
     for w in world_rows(rows):
-        if not schema.is_ranks_row(w):
+        if w.world_size is None:
             continue
-        base = dict(w, world_size="", processes="1")
+        base = w.copy(world_size="", processes="1")
         setting = keys.env_label(base)
-        if w.get("preset"):  # a preset is one line across world sizes, its thread count may vary with them
+        if w.preset:  # a preset is one line across world sizes, its thread count may vary with them
             setting = re.sub(r" OMP_NUM_THREADS=\S+", "", setting)
-        key = (workload_label(base), setting, int(float(w["world_size"])))
+        key = (workload_label(base), setting, w.world_size)
         groups.setdefault(key, []).append(w)
     entries = {}
     for (workload, setting, size), worlds in groups.items():
         e = {"workload": workload, "setting": setting, "world_size": size, "runs": len(worlds), "row": worlds[0],
-             "threads": worlds[0].get("OMP_NUM_THREADS", "")}
+             "threads": worlds[0].text("OMP_NUM_THREADS")}
         for w in worlds:
-            a, b = schema.to_float(w.get("step_cpu_ms")), schema.to_float(w.get("residual_cpu_ms"))
-            w["cpu_ms"] = "" if a is None or b is None else schema.fmt_value(a + b)
+            a, b = w.number("step_cpu_ms"), w.number("residual_cpu_ms")
+            w.set("cpu_ms", "" if a is None or b is None else schema.fmt_value(a + b))
         for metric in SCALING_METRICS:
             values = metric_values(worlds, metric)
             e[metric] = statistics.median(values) if values else None
@@ -193,7 +126,7 @@ def run_aggregate(copies):
     copies (step_cpu_ms + residual_cpu_ms, summed) and involuntary context
     switches (summed). A metric some copy lacks is None."""
     def col(name):
-        return [schema.to_float(r.get(name)) for r in copies]
+        return [r.number(name) for r in copies]
     steps = col("step_ms")
     step_ms = None if None in steps else sum(steps) / len(steps)
     counter, _ = keys.throughput(copies[0])
@@ -211,7 +144,7 @@ AGGREGATE_METRICS = ("step_ms", "throughput", "cpu_ms", "invol_ctxsw")
 
 
 def poorly_overlapped(row):
-    share = schema.to_float(row.get("overlap"))
+    share = row.number("overlap")
     return share is not None and share < OVERLAP_MIN
 
 
@@ -224,14 +157,10 @@ def oversubscription(rows):
     AGGREGATE_METRICS, slowdown, throughput_ratio (vs P = 1) and row."""
     runs = {}
     for row in rows:
-        if row.get("status") != "ok" or schema.is_ranks_row(row):  # a world's ranks are no copies
+        if not row.ok or row.world_size is not None:  # a world's ranks are no copies
             continue
-        try:
-            procs = int(row.get("processes") or 1)
-        except ValueError:
-            continue
-        key = (base_workload_key(row), env_key(row), procs)
-        runs.setdefault(key, {}).setdefault(row.get("run_key", ""), []).append(row)
+        key = (base_workload_key(row), env_key(row), row.processes)
+        runs.setdefault(key, {}).setdefault(row.run_key, []).append(row)
     # A run whose copies did not measure together says nothing about sharing.
     for by_run in runs.values():
         for run_key in [k for k, copies in by_run.items() if any(poorly_overlapped(c) for c in copies)]:
@@ -245,8 +174,8 @@ def oversubscription(rows):
         if not aggregates:
             continue
         row = next(iter(by_run.values()))[0]
-        entry = {"workload": workload_label(dict(row, processes="1")),
-                 "setting": keys.env_label(dict(row, processes="1")),
+        entry = {"workload": workload_label(row.copy(processes="1")),
+                 "setting": keys.env_label(row.copy(processes="1")),
                  "processes": procs, "runs": len(aggregates),
                  "unit": keys.throughput(row)[1], "row": row}
         for metric in AGGREGATE_METRICS:
@@ -277,7 +206,7 @@ def oversubscription_text(entries):
 def summary_text(rows):
     """Row counts and the aggregate blocks (oversubscription, data-parallel
     worlds); the verdicts follow it (verdicts.py)."""
-    counts = {st: sum(1 for r in rows if r.get("status") == st) for st in schema.STATUSES}
+    counts = {st: sum(1 for r in rows if r.status == st) for st in schema.STATUSES}
     lines = ["rows: " + ", ".join(f"{n} {st}" for st, n in counts.items())]
     lines += oversubscription_text(oversubscription(rows))
     lines += world_scaling_text(world_scaling(rows))

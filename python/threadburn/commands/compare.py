@@ -29,6 +29,7 @@ import sys
 
 from ..lib import keys, fmt, schema, stats
 from ..analysis import results
+from ..lib import records
 from ..lib.errors import ThreadburnError
 
 METRICS = ("step_ms", "residual_cpu_ms", "samples_per_s")
@@ -95,19 +96,19 @@ def only_where(path, header, rows, conditions):
     for column, _ in conditions:
         if column not in header:
             raise CompareError(f"{path}: no column {column!r} to select on")
-    return [r for r in rows if all(r[c] == v for c, v in conditions)]
+    return [r for r in rows if all(r.text(c) == v for c, v in conditions)]
 
 
 def match_key(row, knobs):
-    return tuple(row.get(k, "") for k in knobs) + (row.get("benchmark", ""),)
+    return tuple(row.text(k) for k in knobs) + (row.benchmark,)
 
 
 def load(path):
-    header, rows = results.read_table(path)
+    header, rows = records.read_table(path)
     # The version first: a file of another schema lacks columns for a reason,
     # and "missing columns" would hide it.
-    results.check_columns(path, header, ("schema_version",))
-    versions = {r["schema_version"] for r in rows}
+    records.check_columns(path, header, ("schema_version",))
+    versions = {r.text("schema_version") for r in rows}
     if len(versions) > 1:
         raise CompareError(f"{path}: mixes schema versions {', '.join(sorted(versions))}")
     if versions and not versions <= set(schema.READABLE_VERSIONS):
@@ -115,8 +116,8 @@ def load(path):
                            f"{schema.SCHEMA_VERSION} (columns differ between versions: compare "
                            f"files of one version, e.g. re-run the older sweep; it also reads "
                            f"{', '.join(v for v in schema.READABLE_VERSIONS if v != schema.SCHEMA_VERSION)})")
-    results.check_columns(path, header, REQUIRED_RUNS if is_runs_file(header) else REQUIRED)
-    statuses = {s: sum(1 for r in rows if r["status"] == s) for s in ("skipped", "failed")}
+    records.check_columns(path, header, REQUIRED_RUNS if is_runs_file(header) else REQUIRED)
+    statuses = {s: sum(1 for r in rows if r.status == s) for s in ("skipped", "failed")}
     return header, rows, statuses
 
 
@@ -133,14 +134,14 @@ def group(rows, knobs):
     groups = {}
     for row in rows:
         # A tune's confirmation runs (no probe: wall time only) are not samples of its settings.
-        if row["status"] == "ok" and row.get("phase", "") != "confirm":
+        if row.ok and row.phase != "confirm":
             groups.setdefault(match_key(row, knobs), []).append(row)
     return groups
 
 
 def compare_metric(rows_a, rows_b, metric):
-    a = results.metric_values(rows_a, metric)
-    b = results.metric_values(rows_b, metric)
+    a = records.metric_values(rows_a, metric)
+    b = records.metric_values(rows_b, metric)
     if not a or not b:
         return None
     med_a, med_b = stats.median(a), stats.median(b)
@@ -287,7 +288,7 @@ def main(args):
     if is_runs_file(header_a) != is_runs_file(header_b):
         raise CompareError(f"{args.a} and {args.b}: one holds benchmark rows (sweep), the other runs of a "
                            "command (tune, run): nothing to compare")
-    va, vb = ({r["schema_version"] for r in rows} for rows in (rows_a, rows_b))
+    va, vb = ({r.text("schema_version") for r in rows} for rows in (rows_a, rows_b))
     if va and vb and va != vb:
         raise CompareError(f"{args.a} is schema {va.pop()}, {args.b} schema {vb.pop()}: compare files of one version")
     metrics = [m for m in metrics_of(header_a) if m in header_b]

@@ -15,7 +15,7 @@ import os
 import re
 import statistics
 
-from ..lib import keys, fmt, paths, schema
+from ..lib import keys, fmt, paths, records, schema
 from ..analysis import results
 from ..lib.errors import ThreadburnError
 
@@ -58,7 +58,7 @@ class Table:
 
 
 def med(rows, metric):
-    values = results.metric_values(rows, metric)
+    values = records.metric_values(rows, metric)
     return statistics.median(values) if values else None
 
 
@@ -77,7 +77,7 @@ def setting(row):
 def groups(rows, key):
     out = {}
     for row in rows:
-        if row.get("status") == "ok":
+        if row.ok:
             out.setdefault(key(row), []).append(row)
     return out
 
@@ -86,7 +86,7 @@ def burn_table(rows, title):
     """Step time against post-step burn per setting."""
     t = Table(title, ["workload", "OMP_NUM_THREADS", "setting", "step_ms", "residual_cpu_ms", "of it OpenMP workers",
                       "tail_ms", "residual_cores", "runs"], key_cells=3)
-    by = groups(rows, lambda r: (results.workload_label(r), r.get("OMP_NUM_THREADS", ""), setting(r)))
+    by = groups(rows, lambda r: (results.workload_label(r), r.text("OMP_NUM_THREADS"), setting(r)))
     for (workload, threads, label), rs in sorted(by.items(), key=lambda kv: (kv[0][0], med(kv[1], "step_ms") or 0)):
         t.add([workload, threads, label, num(med(rs, "step_ms")), num(med(rs, "residual_cpu_ms")),
                num(med(rs, "residual_omp_ms")), num(med(rs, "tail_ms"), 1), num(med(rs, "residual_cores")), len(rs)])
@@ -96,16 +96,16 @@ def burn_table(rows, title):
 def runtime_table(rows):
     """Region time, wake-up cost and burn per kernel and setting (n = 1 Mi
     floats); region times are the per-run medians over steps."""
-    rows = [r for r in rows if r.get("n") == "1048576"]
-    gaps = sorted({int(r["gap_ms"]) for r in rows if r.get("gap_ms")})
+    rows = [r for r in rows if r.text("n") == "1048576"]
+    gaps = sorted({int(r.text("gap_ms")) for r in rows if r.text("gap_ms")})
     us = lambda v: num(v * 1000 if v is not None else None, 0)
     header = ["kernel", "setting", "region µs (back-to-back)", "serial µs"]
     header += [f"wake-up µs after {g} ms" for g in gaps[1:]]
     header += [f"residual_cpu_ms after {gaps[-1]} ms", "of it OpenMP workers", "of it TBB workers", "tail_ms"]
     t = Table("Runtimes side by side (runtime.csv, n = 1 Mi floats, OMP_NUM_THREADS=2; medians over steps, "
               "then over runs)", header, key_cells=2)
-    for (kernel, label), rs in sorted(groups(rows, lambda r: (r.get("kernel", ""), setting(r))).items()):
-        at = {g: [r for r in rs if r.get("gap_ms") == str(g)] for g in gaps}
+    for (kernel, label), rs in sorted(groups(rows, lambda r: (r.text("kernel"), setting(r))).items()):
+        at = {g: [r for r in rs if r.text("gap_ms") == str(g)] for g in gaps}
         line = [kernel, label, us(med(at[gaps[0]], "step_ms_median")), us(med(at[gaps[0]], "serial_ms"))]
         for g in gaps[1:]:
             region, b2b = med(at[g], "step_ms_median"), med(at[g], "backtoback_ms")
@@ -121,7 +121,7 @@ def loader_table(rows):
     t = Table("Loader contention (loader.csv: cifar_sgd, batch 64, augmentation on, gap 0)",
               ["OMP_NUM_THREADS", "setting", "loader", "workers", "samples/s", "step_ms", "data_ms", "cores_busy",
                "loader CPU ms", "OpenMP CPU ms", "threads", "invol_ctxsw/step"], key_cells=4)
-    by = groups(rows, lambda r: (r.get("OMP_NUM_THREADS", ""), setting(r), r.get("loader", ""), int(r.get("workers") or 0)))
+    by = groups(rows, lambda r: (r.text("OMP_NUM_THREADS"), setting(r), r.text("loader"), r.integer("workers", 0)))
     for (threads, label, loader, workers), rs in sorted(by.items()):
         t.add([threads, label, loader, workers, num(med(rs, "samples_per_s"), 0), num(med(rs, "step_ms")),
                num(med(rs, "data_ms")), num(med(rs, "cores_busy")), num(med(rs, "step_cpu_loader_ms")),
@@ -132,7 +132,7 @@ def loader_table(rows):
 def onednn_table(rows):
     t = Table("oneDNN on/off (onednn.csv)", ["model", "OMP_NUM_THREADS", "setting", "mkldnn", "step_ms", "forward_ms",
                                              "backward_ms", "cores_busy", "residual_cpu_ms"], key_cells=4)
-    by = groups(rows, lambda r: (r.get("model", ""), r.get("OMP_NUM_THREADS", ""), setting(r), r.get("mkldnn", "")))
+    by = groups(rows, lambda r: (r.text("model"), r.text("OMP_NUM_THREADS"), setting(r), r.text("mkldnn")))
     for (model, threads, label, mk), rs in sorted(by.items()):
         t.add([model, threads, label, mk, num(med(rs, "step_ms")), num(med(rs, "forward_ms")),
                num(med(rs, "backward_ms")), num(med(rs, "cores_busy")), num(med(rs, "residual_cpu_ms"))])
@@ -156,14 +156,14 @@ def sampler_table(rows):
     t = Table("The sampler's cost (sampler.csv: the same steps with the sampler on and off, interleaved runs)",
               ["workload", "OMP_NUM_THREADS", "step_ms on", "step_ms off", "change", "p (Mann-Whitney)",
                "sampler CPU share", "runs on/off"], key_cells=2)
-    by = groups(rows, lambda r: (results.workload_label(dict(r, sampler="")), r.get("OMP_NUM_THREADS", "")))
+    by = groups(rows, lambda r: (results.workload_label(r.copy(sampler="")), r.text("OMP_NUM_THREADS")))
     for (workload, threads), rs in sorted(by.items()):
-        on = results.metric_values([r for r in rs if r.get("sampler") == "on"], "step_ms")
-        off = results.metric_values([r for r in rs if r.get("sampler") == "off"], "step_ms")
+        on = records.metric_values([r for r in rs if r.text("sampler") == "on"], "step_ms")
+        off = records.metric_values([r for r in rs if r.text("sampler") == "off"], "step_ms")
         if not on or not off:
             continue
-        share = [schema.to_float(r["sampler_cpu_ms"]) / (schema.to_float(r["step_ms"]) + schema.to_float(r["gap_ms"]))
-                 for r in rs if r.get("sampler") == "on" and schema.to_float(r.get("sampler_cpu_ms")) is not None]
+        share = [r.number("sampler_cpu_ms") / (r.number("step_ms") + r.number("gap_ms"))
+                 for r in rs if r.text("sampler") == "on" and r.number("sampler_cpu_ms") is not None]
         _, p, _ = stats.mann_whitney_u(on, off)
         m_on, m_off = statistics.median(on), statistics.median(off)
         t.add([workload, threads, num(m_on, 3), num(m_off, 3), f"{m_on / m_off - 1:+.1%}", f"{p:.2f}",
@@ -191,16 +191,16 @@ def tune_table(rows, title):
     CPU, the workers' CPU between regions; ordered by the time figure."""
     from ..lib import stats
     from ..analysis import verdicts
-    dropped = verdicts.duplicates(rows)
-    rows = [r for r in rows if r.get("phase", "race") in ("race", "") and r.get("study") not in dropped]
-    has_metric = any(schema.to_float(r.get("metric")) is not None for r in rows)
-    higher = has_metric and any(r.get("metric_better") == "higher" for r in rows)
+    dropped = verdicts.duplicates(records.run_records(rows, paths.LIBOMP))
+    rows = [r for r in rows if r.phase == "race" and r.study not in dropped]
+    has_metric = any(r.number("metric") is not None for r in rows)
+    higher = has_metric and any(r.metric_higher for r in rows)
     key = "metric" if has_metric else "wall_ms"
     what = "figure" if has_metric else "wall ms"
     t = Table(title, ["setting", "runs", f"{what} median", f"{what} 95% CI", "CPU ms median", "CPU ms 95% CI",
                       "between regions ms"])
-    by = groups(rows, lambda r: r.get("study", ""))
-    series = {name: (results.metric_values(rs, key), results.metric_values(rs, "cpu_ms")) for name, rs in by.items()}
+    by = groups(rows, lambda r: r.study)
+    series = {name: (records.metric_values(rs, key), records.metric_values(rs, "cpu_ms")) for name, rs in by.items()}
 
     def ci(values):
         lo, hi, cov = stats.median_ci(values)
@@ -216,13 +216,12 @@ def tune_table(rows, title):
 
 def verdict_table(rows, path, title):
     """The verdict per workload of a sweep's or tune's CSV, as `threadburn
-    verdict` computes it (with the looks its verdict.json recorded)."""
+    verdict` computes it (by the rule its rows or its verdict.json recorded)."""
     from ..analysis import verdicts
-    recorded = verdicts.recorded(path)
-    entries = verdicts.decide_all(rows, recorded.get("objective") or "balanced",
-                                  recorded.get("margin") or 0.05, looks=recorded.get("looks") or 1)
+    from ..lib import files
+    v = verdicts.decide_rows(rows, os.path.basename(path), None, files.recorded_rule(path), paths.LIBOMP)
     t = Table(title, ["workload", "verdict", "setting", "baseline", "time (figure) vs baseline", "CPU vs baseline",
-                      "runs"])
+                      "gain from", "runs"])
 
     def ratio(r, invert=False):
         if r is None:
@@ -230,11 +229,15 @@ def verdict_table(rows, path, title):
         if invert:  # a higher-is-better figure: its own change
             return f"{1 / r.est - 1:+.1%} [{1 / r.hi - 1:+.1%}, {1 / r.lo - 1:+.1%}]"
         return f"{r.est - 1:+.1%} [{r.lo - 1:+.1%}, {r.hi - 1:+.1%}]"
-    for e in entries:
-        d = e.decision
-        vs = d.vs_baseline.get(d.chosen, {}) if d.chosen and d.chosen != d.baseline else {}
-        t.add([e.label, d.verdict, d.chosen or "–", d.baseline or "–", ratio(vs.get("time"), e.higher_is_better),
-               ratio(vs.get("cpu")), e.runs])
+    for e in v.entries:
+        d, c = e.decision, e.confirmation
+        race = d.vs_baseline.get(d.chosen) if d.chosen and d.chosen != d.baseline else None
+        if c is not None and c.time is not None:
+            time_r, cpu_r, source = c.time, c.cpu, f"{c.runs[0]} + {c.runs[1]} fresh runs"
+        else:
+            time_r, cpu_r, source = (race.time, race.cpu, "the race, as selected") if race else (None, None, "–")
+        t.add([e.label, e.verdict, d.chosen or "–", d.baseline or "–", ratio(time_r, e.higher_is_better),
+               ratio(cpu_r), source, e.runs])
     return t
 
 
@@ -264,10 +267,10 @@ def overheads_table(rows):
     t = Table("What measuring costs (overheads.csv, bench/overheads.py)",
               ["figure", "what", "median", "min", "max", "unit", "runs"])
     for r in rows:
-        unit = r.get("unit", "")
+        unit = r.text("unit")
         show = (lambda v: f"{schema.to_float(v):.0f}") if unit == "ns" else (lambda v: f"{schema.to_float(v):.2%}")
-        t.add([r["figure"], overhead_meaning(r["figure"]), show(r["median"]), show(r["min"]), show(r["max"]),
-               "ns" if unit == "ns" else "of a core", r.get("runs", "")])
+        t.add([r.text("figure"), overhead_meaning(r.text("figure")), show(r.text("median")), show(r.text("min")), show(r.text("max")),
+               "ns" if unit == "ns" else "of a core", r.text("runs")])
     return t
 
 
@@ -277,9 +280,9 @@ def fleet_table(rows):
     t = Table("Two nodes through Slurm (fleet.csv: configs/fleet.toml on the two namespace nodes of "
               "scripts/local_fleet.sh; medians over runs)",
               ["node", "workload", "OMP_NUM_THREADS", "runs", "tasks", "step_ms", "residual_cpu_ms"], key_cells=3)
-    by = groups(rows, lambda r: (r.get("host_name", ""), results.workload_label(r), r.get("OMP_NUM_THREADS", "")))
+    by = groups(rows, lambda r: (r.text("host_name"), results.workload_label(r), r.text("OMP_NUM_THREADS")))
     for (node, workload, threads), rs in sorted(by.items()):
-        t.add([node, workload, threads, len({r["run_key"] for r in rs}), len({r["slurm_job"] for r in rs}),
+        t.add([node, workload, threads, len({r.text("run_key") for r in rs}), len({r.text("slurm_job") for r in rs}),
                num(med(rs, "step_ms")), num(med(rs, "residual_cpu_ms"))])
     return t
 
@@ -294,9 +297,9 @@ def fleet_ddp_table(rows):
               key_cells=2)
     by = {}
     for r in rows:
-        by.setdefault((r["link"], r["launcher"]), []).append(r)
+        by.setdefault((r.text("link"), r.text("launcher")), []).append(r)
     for (link, launcher), rs in sorted(by.items(), key=lambda kv: (kv[0][0] != "loopback", kv[0])):
-        values = results.metric_values(rs, "allreduce_ms")
+        values = records.metric_values(rs, "allreduce_ms")
         t.add([link, launcher, num(med(rs, "allreduce_ms")), num(min(values)), num(max(values)),
                num(med(rs, "step_ms")), num(med(rs, "step_cpu_gloo_ms")), len(rs)])
     return t
@@ -341,7 +344,7 @@ def build_tables(results_dir, names):
         path = os.path.join(results_dir, csv_name + ".csv")
         if not os.path.exists(path):
             raise ThreadburnError(f"{path}: missing (table {name!r} of the template)")
-        rows = results.read_rows(path)
+        rows = records.read_rows(path)
         out[name] = make(rows, path)
     return out
 

@@ -21,7 +21,7 @@ Writes into --out-dir (default: <csv without .csv>.plots/):
       world size, one row of panels per workload, one line per setting
       (results.world_scaling)
 A data-parallel world counts as one point per run in the heatmaps and the
-Pareto plot (results.world_rows: the slowest rank's step, all ranks' CPU).
+Pareto plot (records.world_rows: the slowest rank's step, all ranks' CPU).
 The runs of a command that `threadburn tune` (and `run`) write have no steps:
   tune.png  per command, each setting's median time (the --metric figure
       where the runs have one, else the run's wall time) against its median
@@ -31,7 +31,7 @@ import argparse
 import os
 
 from ..export import figures
-from ..analysis import results
+from ..lib import records
 from ..lib.errors import ThreadburnError
 
 
@@ -57,14 +57,14 @@ def main(args):
         args.out_dir = os.path.splitext(args.csv)[0] + ".plots"
     written, runs_file = [], False
     if args.csv:
-        header, rows = results.read_table(args.csv)
+        header, rows = records.read_table(args.csv)
         runs_file = "step_ms" not in header and "wall_ms" in header
         if runs_file:  # tune's or run's runs of a command
-            results.check_columns(args.csv, header, ("status", "bench", "command", "wall_ms", "cpu_ms"))
+            records.check_columns(args.csv, header, ("status", "bench", "command", "wall_ms", "cpu_ms"))
             os.makedirs(args.out_dir, exist_ok=True)
             written += figures.tune_settings(rows, figures.pyplot(), args.out_dir)
         else:
-            results.check_columns(args.csv, header, ("status", "benchmark", "runtime", "step_ms", "residual_cpu_ms",
+            records.check_columns(args.csv, header, ("status", "benchmark", "runtime", "step_ms", "residual_cpu_ms",
                                                      "OMP_NUM_THREADS"))
             written += figures.make_all(rows, os.path.dirname(os.path.abspath(args.csv)), args.out_dir, args.max_timelines)
     plt = figures.pyplot()

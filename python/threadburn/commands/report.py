@@ -22,9 +22,9 @@ import shlex
 import tempfile
 
 from . import options
-from ..analysis import confirmation, decide, results, verdicts
-from ..export import drawing, figures, reportpage
-from ..lib import keys, probe
+from ..analysis import verdicts
+from ..export import drawing, figures, html
+from ..lib import files, paths, probe, records
 from ..lib.errors import ThreadburnError
 
 
@@ -33,21 +33,9 @@ def add_parser(sub):
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("csv", help="a results CSV of threadburn sweep or tune, or a run's run.csv")
     p.add_argument("-o", "--out", help="the HTML file (default: <csv without .csv>.report.html)")
-    p.add_argument("--margin", type=options.margin, help="as `threadburn verdict --margin` (default: as recorded)")
-    p.add_argument("--objective", choices=decide.OBJECTIVES, help="as `threadburn verdict --objective`")
-    p.add_argument("--looks", type=options.positive, help="as `threadburn verdict --looks`")
+    options.add_rule_options(p, recorded=True)
     p.set_defaults(run=main)
     return p
-
-
-def verdict_of(e):
-    d = e.decision
-    note = (f"One value per run (a fresh process); geometric means of those; ratios are setting / {d.baseline} as a "
-            f"change with the interval after the correction for {max(1, len(d.settings) - 1)} comparisons x "
-            f"{d.looks} look(s) (alpha' {d.alpha_each:.2g} per side); margin {d.margin:.0%}, objective "
-            f"{d.objective}.") if d.settings else ""
-    return reportpage.Verdict(e.label, d.verdict, verdicts.headline(e), verdicts.evidence(e), note,
-                              verdicts.table_columns(e), [verdicts.table_cells(e, r) for r in verdicts.setting_rows(e)])
 
 
 def draw(page, tmp):
@@ -65,8 +53,8 @@ def draw(page, tmp):
         drawn.extend((f"{alt} ({os.path.basename(p)})", p) for p in found)
         return found
     if page.kind == "sweep":
-        attempt("step time against CPU burned after the step", lambda: figures.pareto(
-            results.world_rows(rows), figures.pyplot(), tmp))
+        attempt("time against CPU burned after the step", lambda: figures.pareto(
+            records.world_rows(rows), figures.pyplot(), tmp))
         if not attempt("timeline", lambda: figures.timelines(rows, csv_dir, figures.pyplot(), tmp, 12)) \
                 and not page.notes:
             page.notes.append("no timelines in this file: a sweep records them with --timeline (or timeline = true "
@@ -83,41 +71,35 @@ def draw(page, tmp):
 
 def run_timeline(row, run_dir, out_dir):
     """The probe's timeline of a run's main process, from the files beside its run.csv."""
-    report = probe.main_report(run_dir, shlex.split(row.get("command", "")) or ["the command"],
-                               require_regions=False)
+    report = probe.main_report(run_dir, shlex.split(row.command) or ["the command"], require_regions=False)
     path = report.file(".timeline.csv")
     if not os.path.exists(path):
         raise ThreadburnError(f"no {os.path.basename(path)} beside the CSV")
-    return [drawing.timeline_figure(figures.pyplot(), [("", path)], row.get("command", "")[:100],
+    return [drawing.timeline_figure(figures.pyplot(), [("", path)], row.command[:100],
                                     os.path.join(out_dir, "timeline.png"))]
 
 
 def build(args):
-    header, rows = results.read_table(args.csv)
-    kind = reportpage.kind_of(args.csv, header, rows)
-    page = reportpage.Page(kind, args.csv, rows, verdicts.setting_name if kind != "run" else
-                           (lambda r: keys.setting_of(r).label))
+    header, rows = records.read_table(args.csv)
+    kind = html.kind_of(args.csv, header, rows)
+    page = html.Page(kind, args.csv, rows)
     if kind != "run":
-        objective, margin, looks, recorded = verdicts.rule_of(args.csv, args.objective, args.margin, args.looks)
-        page.rule = (objective, margin, looks)
-        entries = verdicts.decide_all(rows, objective, margin, looks=looks)
-        page.verdicts = [verdict_of(e) for e in entries]
-        conf = recorded.get("file", {}).get("confirmation")
-        page.confirmation = confirmation.text(conf) if conf else []
+        asked = {"objective": args.objective, "margin": args.margin}
+        page.verdicts = verdicts.decide_rows(rows, os.path.basename(args.csv), asked, files.recorded_rule(args.csv),
+                                             paths.LIBOMP)
         if kind == "sweep":
-            for e in entries:
-                points = e.points.get(e.decision.chosen, set())
-                line = next((r["repro"] for r in rows if r.get("point_key") in points and r.get("repro")), None)
+            for e in page.verdicts.entries:
+                line = e.repro.get(e.decision.chosen)
                 if line:
                     page.repro[e.label] = line
     with tempfile.TemporaryDirectory(prefix="threadburn-report-") as tmp:
         draw(page, tmp)
-        return reportpage.html_page(page)
+        return html.html_page(page)
 
 
 def main(args):
     text = build(args)
     out = args.out or os.path.splitext(args.csv)[0] + ".report.html"
-    verdicts.write_text(out, text)
+    files.write_text(out, text)
     print(f"report: {out}")
     return 0

@@ -18,9 +18,9 @@ import shutil
 import sys
 
 from ..export import figures
-from ..lib import fmt, probe, schema
+from ..lib import fmt, launch, probe, schema
 from ..lib.procs import describe_exit
-from ..lib.resultsfile import ResultsFile
+from ..lib.records import ResultsFile, Row
 from ..lib.usercmd import add_run_options, command_of, default_out, parse_env, probe_extra, row_for
 from ..lib.errors import ThreadburnError
 
@@ -111,7 +111,8 @@ def main(args):
     lib = probe.library(args.build_dir)
     env = probe.environment(os.environ, lib, out, args.runtime, env_point, args.libomp, probe_extra(args))
     os.makedirs(out, exist_ok=True)
-    code, _, last = probe.run_command(cmd, env, out, capture=False)
+    done = launch.run(cmd, env, capture=False)
+    code, last = done.code, done.last_err
     try:
         report = probe.main_report(out, cmd)
     except ThreadburnError as e:
@@ -122,10 +123,10 @@ def main(args):
     print("\n".join(describe_report(report, cmd)))
     desc = probe.describe(args.build_dir)
     columns = probe.columns(desc, [k for k in env_point if k.isupper()] or ["OMP_NUM_THREADS"])
-    base = {"schema_version": schema.SCHEMA_VERSION, "run_key": "run", "status": "ok" if code == 0 else "failed",
-            "reason": "" if code == 0 else describe_exit(code) + (f": {last}" if last else ""),
-            "benchmark": "run", "bench": "command", "runtime": args.runtime, "processes": 1, "command": " ".join(cmd),
-            "repetition": 0, "proc_index": 0, "exit_code": code}
+    base = Row(schema_version=schema.SCHEMA_VERSION, run_key="run", status="ok" if code == 0 else "failed",
+               reason="" if code == 0 else describe_exit(code) + (f": {last}" if last else ""),
+               benchmark="run", bench="command", runtime=args.runtime, processes=1, command=" ".join(cmd),
+               repetition=0, proc_index=0, exit_code=code, **done.evidence())
     # The knob columns hold what the process got (results/README.md: unset when it did not).
     base.update({k: env.get(k, schema.UNSET) for k in columns.env_knobs})
     results_file = ResultsFile(os.path.join(out, "run.csv"), columns)

@@ -7,10 +7,11 @@ round, shuffled: blocks that absorb the machine's drift) through the run
 engine (campaign.py) and an executor: this host (exec_bench.py) or a Slurm
 job array per round (--slurm, exec_slurm.py). A sweep killed at any moment
 continues with --resume, losing and duplicating nothing. At the end, per
-workload, the verdict of decide.py against the default environment
-(change / keep / undecided), also in <stem>.verdict.json. --decide adds
-rounds for each undecided workload's contenders until every workload is
-decided or --budget is spent.
+workload, the verdict of analysis/decide.py against the default
+environment (change / keep / undecided), also in <stem>.verdict.json.
+--decide adds rounds for each undecided workload's contenders until every
+workload is decided or most of --budget is spent, then confirms each change
+in fresh runs of the chosen setting and the baseline (the gain it prints).
 """
 import argparse
 import glob
@@ -22,15 +23,17 @@ import shutil
 import signal
 import socket
 import sys
+import time
 from datetime import datetime
 
 from . import options
+from ..analysis import confirmation, results, verdicts
 from ..engine import campaign, exec_bench, exec_slurm, slurm
-from ..analysis import decide, results, verdicts
-from ..lib import grid as gridmod, paths, schema
+from ..export import jsonfile, text
+from ..lib import files, grid as gridmod, paths, records, rule as rules, schema
 from ..lib.errors import ThreadburnError
 from ..lib.programs import programs as build_programs
-from ..lib.resultsfile import ResultsFile
+from ..lib.records import ResultsFile
 
 def add_parser(sub):
     p = sub.add_parser("sweep", help="run a grid of settings, one fresh process per point",
@@ -56,12 +59,9 @@ def add_parser(sub):
     d.add_argument("--decide", action="store_true", help="after the grid, more rounds for each undecided "
                    "workload's contenders, until decided or --budget is spent")
     d.add_argument("--budget", type=options.budget, help="with --decide: runs in all (e.g. 200) or a duration "
-                   "(e.g. 8m); default: twice the grid's runs")
-    d.add_argument("--margin", type=options.margin, default=decide.MARGIN,
-                   help=f"practical margin on time and CPU (default {decide.MARGIN:.2f}, i.e. {decide.MARGIN * 100:.0f} %%; give 0.05 or 5%%)")
-    d.add_argument("--objective", choices=decide.OBJECTIVES, default="balanced",
-                   help="time, cpu, or balanced: the least CPU among the fastest (default)")
-    verdicts.add_export_options(p)
+                   "(e.g. 8m), the confirmations' included; default: twice the grid's runs")
+    options.add_rule_options(p)
+    options.add_export_options(p)
     s = p.add_argument_group("Slurm: the runs as one job array, for a fleet (docs/slurm.md)")
     s.add_argument("--slurm", action="store_true", help="submit the runs as a Slurm job array, wait, merge "
                    "the rows into --out (with --resume: submit only the runs without rows)")
@@ -81,6 +81,8 @@ def add_parser(sub):
     return p
 
 
+# With --decide, the share of --budget the race may use; the rest is the confirmations'.
+RACE_SHARE = 0.85
 SLURM_ONLY = ("partition", "nodelist", "constraint", "time_limit", "max_parallel", "detach", "merge", "shared")
 
 
@@ -180,39 +182,54 @@ def _interrupt(signum, frame):
 
 def check_design(g, args):
     """Grids too small for the decision rule are said before anything runs."""
-    few = sorted({(p.study, p.repetitions) for p in g.points if p.repetitions < decide.START_RUNS})
+    few = sorted({(p.study, p.repetitions) for p in g.points if p.repetitions < rules.START_RUNS})
     if not few:
         return
     names = ", ".join(f"{s} ({n})" for s, n in few)
     if args.decide:
-        print(f"sweep: note: {names} start below {decide.START_RUNS} runs; --decide runs them {decide.START_RUNS} "
+        print(f"sweep: note: {names} start below {rules.START_RUNS} runs; --decide runs them {rules.START_RUNS} "
               "times before its first look", flush=True)
         return
-    print(f"sweep: warning: the decision rule needs at least {decide.MIN_RUNS} runs a setting to compare it, "
-          f"{decide.START_RUNS} to start; these studies have fewer: {names}. Their workloads cannot be decided: "
+    print(f"sweep: warning: the decision rule needs at least {rules.MIN_RUNS} runs a setting to compare it, "
+          f"{rules.START_RUNS} to start; these studies have fewer: {names}. Their workloads cannot be decided: "
           "raise repetitions or add --decide.", flush=True)
 
 
-class GridRace(campaign.Race):
-    """The race of a sweep: per workload the decision of verdicts.py; the
-    next round runs the points behind the settings still needed."""
+class GridRace:
+    """The race of a sweep: per workload the decision of analysis/verdicts.py
+    by the campaign's rule; the next round runs the points behind the
+    settings still needed, each for only the benchmarks of the workloads
+    that need it."""
 
-    def __init__(self, out, points, args, c):
-        super().__init__(c, [p.key for p in points])
-        self.out, self.by_key, self.args = out, {p.key: p for p in points}, args
+    def __init__(self, out, points, rule, libomp):
+        self.out, self.by_key, self.rule, self.libomp = out, {p.key: p for p in points}, rule, libomp
 
-    def needed(self):
-        """The points behind the settings still needed, each for only the
-        benchmarks of the workloads that need it."""
-        entries = verdicts.decide_all(results.read_rows(self.out), self.args.objective, self.args.margin,
-                                      looks=self.looks)
+    def verdicts(self):
+        return verdicts.decide_records(records.run_records(records.read_rows(self.out), self.libomp), self.rule,
+                                       os.path.basename(self.out), rule_from="the rows")
+
+    def __call__(self):
         wanted = {}
-        for e in entries:
+        for e in self.verdicts().entries:
             for name in e.decision.needs:
                 for key in e.points.get(name, set()):
                     if key in self.by_key:
                         wanted.setdefault(key, set()).add(registered_name(self.by_key[key], e.benchmark))
         return [exec_bench.Only(self.by_key[k], wanted[k]) for k in sorted(wanted)]
+
+    def confirmations(self, available):
+        """The confirmation rounds after the race: for each workload whose
+        race selected a candidate not yet confirmed, its baseline's and the
+        candidate's points (for that workload's benchmarks), and the runs each
+        needs (analysis/confirmation.runs_for); ([items], runs each)."""
+        wanted, n = {}, 0
+        changed = [e for e in self.verdicts().entries if e.decision.candidate and e.confirmation is None]
+        for e in changed:
+            n = max(n, confirmation.runs_for(e.decision, self.rule, available // max(1, 2 * len(changed))))
+            for name in (e.decision.baseline, e.decision.candidate):
+                key = min(k for k in e.points.get(name, set()) if k in self.by_key)
+                wanted.setdefault(key, set()).add(registered_name(self.by_key[key], e.benchmark))
+        return [exec_bench.Only(self.by_key[k], wanted[k], phase="confirm") for k in sorted(wanted)], n
 
 
 def registered_name(point, reported):
@@ -228,20 +245,20 @@ def make_plots(out):
     from ..export import figures
     plot_dir = os.path.splitext(out)[0] + ".plots"
     try:
-        figures.make_all(results.read_rows(out), os.path.dirname(os.path.abspath(out)), plot_dir)
+        figures.make_all(records.read_rows(out), os.path.dirname(os.path.abspath(out)), plot_dir)
     except ThreadburnError as e:
         print(f"sweep: plots not made: {e}")
         return None
     return plot_dir
 
 
-def open_results(args, g, columns):
+def open_results(args, g, columns, rule):
     """(results file, run keys it holds, its seed, its path)."""
     out = choose_out(args, g.name)
     check_ready(g, args, out)
     for stale in glob.glob(glob.escape(out) + ".tmp*"):  # left by a SIGKILL mid-rename
         os.remove(stale)
-    results_file = ResultsFile(out, columns)
+    results_file = ResultsFile(out, columns, rule)
     done, file_seed = set(), None
     if args.resume or args.merge:
         done, file_seed = results_file.repair_for_resume()
@@ -278,24 +295,28 @@ def sweep(args):
         dry_run(g, args, seed)
         return 0
     check_design(g, args)
-    results_file, done, file_seed, out = open_results(args, g, columns)
+    rule = rules.Rule(objective=args.objective, margin=args.margin, design="race" if args.decide else "fixed")
+    results_file, done, file_seed, out = open_results(args, g, columns, rule)
     seed = next(s for s in (args.seed, file_seed, g.settings["seed"], random.SystemRandom().randrange(1, 2 ** 31))
                 if s is not None)
-    # A race starts at decide.START_RUNS runs a setting: --decide brings smaller studies there first.
-    reps = {p.key: max(p.repetitions, decide.START_RUNS) if args.decide else p.repetitions for p in g.points}
+    # A race starts at rules.START_RUNS runs a setting: --decide brings smaller studies there first.
+    reps = {p.key: max(p.repetitions, rules.START_RUNS) if args.decide else p.repetitions for p in g.points}
     grid_runs = sum(reps.values())
     if args.merge:
         missing = len(planned_keys(reps) - done)
         print(f"sweep: {grid_runs - missing} of {grid_runs} runs in {out}" + (
             f"; {missing} missing: `threadburn sweep {args.grid} --slurm --resume --out {out}` submits them"
             if missing > 0 else ""))
-        return finish(args, out, None)
+        return finish(args, out)
     if args.slurm and not args.decide and not planned_keys(reps) - done:
         print(f"sweep: every run is in {out}")
-        return finish(args, out, None)
+        return finish(args, out)
     executor = executor_for(args, g, seed, out, columns)
     budget = args.budget or campaign.Budget(runs=2 * grid_runs) if args.decide else None
-    c = campaign.Campaign(executor, results_file, seed, done, budget, name="sweep")
+    race_budget = budget and campaign.Budget(
+        runs=None if budget.runs is None else int(budget.runs * RACE_SHARE),
+        seconds=None if budget.seconds is None else budget.seconds * RACE_SHARE)
+    c = campaign.Campaign(executor, results_file, seed, done, race_budget, name="sweep")
     if args.slurm and args.detach:
         specs = [s for r in range(max(reps.values())) for s in c.plan(p for p in g.points if reps[p.key] > r)]
         specs = [s for s in specs if s.key not in done]
@@ -307,30 +328,59 @@ def sweep(args):
     print(f"sweep: {g.name}: {grid_runs} runs of {len(g.points)} points, {len(done)} already in {out}; in rounds, "
           f"seed {seed} (--seed {seed} repeats this order)" +
           (f"; deciding within {budget.text()}" if budget else ""), flush=True)
-    race = GridRace(out, g.points, args, c) if args.decide else None
+    race = GridRace(out, g.points, rule, args.libomp) if args.decide else None
     signal.signal(signal.SIGTERM, _interrupt)  # clean up like Ctrl-C
-    ended = campaign.guarded(c, lambda: c.run(g.points, reps, race), lambda: print(
+
+    def body():
+        ended = c.run(g.points, reps, race)
+        if race:
+            confirm(race, c, budget, executor, results_file, seed)
+        return ended
+    ended = campaign.guarded(c, body, lambda: print(
         f"sweep: interrupted; {out} holds every finished run. Continue with: {resume_command(out, seed)}",
         file=sys.stderr))
     if ended == 130:
         return 130
-    looks = race.looks if race and race.looks else 1
     executor.close()
-    print(f"sweep: results in {out}" + (f" ({c.spent} runs; race {ended})" if race else ""))
+    print(f"sweep: results in {out}" + (f" ({c.spent} race runs; race {ended})" if race else ""))
     missing = len(planned_keys(reps) - c.done)
     if args.slurm and missing > 0:
         print(f"sweep: {missing} runs have no rows: `threadburn sweep {args.grid} --slurm --resume --out {out}` "
               "submits only those", file=sys.stderr)
-        finish(args, out, looks)
+        finish(args, out)
         return 1
-    rc = finish(args, out, looks, budget)
-    failed = any(r.get("status") == "failed" for r in results.read_rows(out))
+    rc = finish(args, out)
+    failed = any(r.status == "failed" for r in records.read_rows(out))
     return 1 if (args.strict and failed) else rc
 
 
-def finish(args, out, looks, budget=None):
-    """Plots, the summary, the verdicts (text and <stem>.verdict.json)."""
-    rows = results.read_rows(out)
+def confirm(race, race_campaign, budget, executor, results_file, seed):
+    """Each change confirmed in fresh runs: the baseline's and the chosen
+    setting's points, in rounds of their own, within what the budget left."""
+    if budget.runs is not None:
+        available = max(0, budget.runs - race_campaign.spent)
+    else:
+        left = budget.seconds - (time.monotonic() - race_campaign.t0)
+        per_run = sum(race_campaign.run_seconds) / max(1, len(race_campaign.run_seconds))
+        available = int(max(0.0, left) / max(per_run, 1e-3))
+    items, n = race.confirmations(available)
+    if not items or available < len(items) * confirmation.CONFIRM_MIN:
+        if items:
+            print(f"sweep: no confirmation: the budget left {available} runs, {len(items)} points need "
+                  f"{confirmation.CONFIRM_MIN} each", flush=True)
+        return
+    n = min(n, available // len(items))
+    print(f"sweep: confirming {len(items) // 2 or 1} change(s) in fresh runs: {len(items)} points, {n} rounds",
+          flush=True)
+    c = campaign.Campaign(executor, results_file, seed, race_campaign.done, name="confirm")
+    c.round = 1000  # its own shuffles
+    c.run(items, {i.key: n for i in items})
+
+
+def finish(args, out):
+    """Plots, the summary, the verdicts by the rule the rows recorded (text
+    and <stem>.verdict.json)."""
+    rows = records.read_rows(out)
     if not rows:
         return 0
     if not args.no_plot:
@@ -338,13 +388,12 @@ def finish(args, out, looks, budget=None):
         if plot_dir:
             print(f"sweep: plots in {plot_dir}")
     print(results.summary_text(rows))
-    entries = verdicts.decide_all(rows, args.objective, args.margin, looks=looks or 1)
+    v = verdicts.decide_rows(rows, os.path.basename(out), libomp=args.libomp)
     print("verdicts: per workload, against the default environment (gomp, no env); docs/design.md, Decisions")
-    print("\n".join(verdicts.text(entries)))
-    data = verdicts.to_json(entries, out, budget.runs if budget else None)
-    path = verdicts.write_json(out, data)
+    print("\n".join(text.lines(v)))
+    path = files.write_text(files.verdict_path(out), jsonfile.verdict_text(v))
     print(f"sweep: verdicts in {path}")
-    for written in verdicts.write_exports(args, entries, data):
+    for written in options.write_exports(args, v):
         print(f"sweep: exported {written}")
     return 0
 

@@ -37,34 +37,36 @@ import os
 import random
 import re
 import shutil
+import time
 
 from . import options
+from ..analysis import confirmation, race as races, verdicts
 from ..engine import campaign
-from ..analysis import decide, results, verdicts
-from ..lib import probe, schema
-from ..lib.errors import ThreadburnError
 from ..engine.exec_probe import ProbeExecutor, TunePoint
+from ..export import jsonfile, text
+from ..lib import files, probe, records, rule as rules, schema
+from ..lib.errors import ThreadburnError
 from ..lib.machine import physical_cores, usable_cpus
-from ..lib.resultsfile import ResultsFile
+from ..lib.records import ResultsFile
 from ..lib.usercmd import add_run_options, command_of, default_out, parse_env
 
 LAUNCHER_AFFINITY = "granularity=fine,compact,1,0"
 RUNS_PER_SETTING_BUDGET = 10   # the default budget: this many runs a setting, on average
-CONFIRM_RUNS = 5
+# With a duration budget, the share of it the race may use; the rest is the confirmation's.
+RACE_SHARE_OF_TIME = 0.85
 
 
 def add_parser(sub):
     p = sub.add_parser("tune", help="your program under many thread settings: a verdict, with its evidence",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--budget", type=options.budget, help="runs in all (e.g. 120) or a duration (e.g. 15m); "
-                   f"default: {RUNS_PER_SETTING_BUDGET} runs a setting")
+    p.add_argument("--budget", type=options.budget, help="runs in all, the confirmation's included (e.g. 120), or "
+                   f"a duration (e.g. 15m); default: {RUNS_PER_SETTING_BUDGET} runs a setting")
     p.add_argument("--repetitions", type=options.positive, help="a fixed design: this many runs a setting, no race")
-    p.add_argument("--margin", type=options.margin, default=decide.MARGIN,
-                   help=f"practical margin on time and CPU (default {decide.MARGIN:.2f}, i.e. {decide.MARGIN * 100:.0f} %%)")
-    p.add_argument("--objective", choices=decide.OBJECTIVES, default="balanced",
-                   help="time, cpu, or balanced: the least CPU among the fastest (default)")
-    p.add_argument("--confirm", type=int, default=CONFIRM_RUNS,
-                   help=f"runs each of the chosen setting and plain without the probe (default {CONFIRM_RUNS}; 0: none)")
+    options.add_rule_options(p)
+    p.add_argument("--confirm", default="auto",
+                   help="runs each of the chosen setting and plain in the confirmation, without the probe: auto "
+                   f"(default: what the race's spread needs to show the gain again, {confirmation.CONFIRM_MIN} to "
+                   f"{confirmation.CONFIRM_MAX}, within the budget), a number, or 0 (none)")
     p.add_argument("--metric", help="regex whose first group is your figure in the command's output")
     p.add_argument("--metric-better", choices=("higher", "lower"), default="higher",
                    help="which way your figure is better (default higher, e.g. samples/s)")
@@ -76,7 +78,7 @@ def add_parser(sub):
     p.add_argument("--seed", type=int, help="seed of the run order (default: random, printed)")
     p.add_argument("--timeout", type=options.positive, default=3600, help="per-run timeout in s (default 3600)")
     p.add_argument("--dry-run", action="store_true", help="list the settings and the plan, run nothing")
-    verdicts.add_export_options(p)
+    options.add_export_options(p)
     add_run_options(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
     p.set_defaults(run=main)
@@ -138,31 +140,22 @@ def load_points(path, user_env):
     return points
 
 
-class TuneRace(campaign.Race):
-    """The settings the next round needs (the verdict of the rows so far);
-    none when decided."""
-
-    def __init__(self, out, points, args, c):
-        super().__init__(c, [p.key for p in points])
-        self.out, self.by_name, self.args = out, {p.name: p for p in points}, args
-
-    def needed(self):
-        entries = verdicts.decide_all(results.read_rows(self.out), self.args.objective, self.args.margin,
-                                      looks=self.looks)
-        d = entries[0].decision if entries else None
-        return [self.by_name[n] for n in d.needs if n in self.by_name] if d else []
+def new_race(out, points, args, rule):
+    """The race of the settings `points` on the rows of `out` so far."""
+    return races.Race(lambda: records.read_rows(out), {p.name: p for p in points}, rule, args.libomp, out)
 
 
-def plan_text(points, args, budget):
+def plan_text(points, args, budget, rule):
     lines = [f"  {p.name:<14} {p.env_line(args.libomp)}" for p in points]
     design = (f"{args.repetitions} runs each (fixed)" if args.repetitions else
-              f"{decide.START_RUNS} rounds, then a race within {budget.text()}")
-    return [f"tune: {len(points)} settings, {design}; margin {args.margin:.0%}, objective {args.objective}"] + lines
+              f"{rules.START_RUNS} rounds, then a race within {budget.text()} (the confirmation's runs included)")
+    return [f"tune: {len(points)} settings, {design}; margin {rule.margin:.0%}, objective {rule.objective}",
+            f"tune: rule {rule.text()}"] + lines
 
 
-def open_out(args, cmd, columns):
+def open_out(args, cmd, columns, rule):
     out = args.out or default_out("tune", cmd) + ".csv"
-    results_file = ResultsFile(out, columns)
+    results_file = ResultsFile(out, columns, rule)
     done, file_seed = set(), None
     if args.resume:
         if not os.path.exists(out):
@@ -185,11 +178,28 @@ def check_args(args, points):
         raise ThreadburnError(f"--libomp {args.libomp}: not found (Debian: apt install libomp-dev)")
     if args.repetitions and args.budget:
         raise ThreadburnError("--repetitions (a fixed design) and --budget (a race): pick one")
-    if args.repetitions is not None and args.repetitions < decide.MIN_RUNS:
-        raise ThreadburnError(f"--repetitions {args.repetitions}: the decision rule needs at least {decide.MIN_RUNS} "
+    if args.repetitions is not None and args.repetitions < rules.MIN_RUNS:
+        raise ThreadburnError(f"--repetitions {args.repetitions}: the decision rule needs at least {rules.MIN_RUNS} "
                               "runs a setting")
-    if args.confirm < 0:
-        raise ThreadburnError("--confirm: expected 0 or more runs")
+    if args.confirm != "auto" and not (args.confirm.isdigit() and (int(args.confirm) == 0 or
+                                                                   int(args.confirm) >= rules.MIN_RUNS)):
+        raise ThreadburnError(f"--confirm {args.confirm!r}: expected auto, 0 (none) or a number of runs >= "
+                              f"{rules.MIN_RUNS}")
+
+
+def budgets(args, points):
+    """(the whole budget, the race's part of it): the confirmation needs
+    room for CONFIRM_MIN runs of each side after the race."""
+    if args.repetitions:
+        return None, None
+    whole = args.budget or campaign.Budget(runs=RUNS_PER_SETTING_BUDGET * len(points))
+    if whole.runs is not None:
+        reserve = 0 if args.confirm == "0" else 2 * confirmation.CONFIRM_MIN
+        if whole.runs - reserve < rules.START_RUNS * 2:
+            raise ThreadburnError(f"--budget {whole.runs}: too few runs for a race of two settings and its "
+                                  f"confirmation (at least {rules.START_RUNS * 2 + reserve})")
+        return whole, campaign.Budget(runs=whole.runs - reserve)
+    return whole, campaign.Budget(seconds=whole.seconds * (1.0 if args.confirm == "0" else RACE_SHARE_OF_TIME))
 
 
 def main(args):
@@ -197,86 +207,93 @@ def main(args):
     user_env = parse_env(args.env)
     points = load_points(args.points, user_env) if args.points else default_points(user_env)
     check_args(args, points)
-    budget = None if args.repetitions else (args.budget or campaign.Budget(runs=RUNS_PER_SETTING_BUDGET * len(points)))
+    rule = rules.Rule(objective=args.objective, margin=args.margin, design="fixed" if args.repetitions else "race")
+    whole, race_budget = budgets(args, points)
     if args.dry_run:
-        print("\n".join(plan_text(points, args, budget)))
+        print("\n".join(plan_text(points, args, whole, rule)))
         return 0
     desc = probe.describe(args.build_dir)
     knobs = []
     for p in points:
         knobs += [k for k in p.env if k not in knobs]
     columns = probe.columns(desc, knobs or ["OMP_NUM_THREADS"])
-    out, results_file, done, file_seed = open_out(args, cmd, columns)
+    out, results_file, done, file_seed = open_out(args, cmd, columns, rule)
     seed = next(s for s in (args.seed, file_seed, random.SystemRandom().randrange(1, 2 ** 31)) if s is not None)
     work = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".work")
     executor = ProbeExecutor(args, cmd, columns, work, seed)
-    c = campaign.Campaign(executor, results_file, seed, done, budget, name="tune")
-    print("\n".join(plan_text(points, args, budget)))
+    c = campaign.Campaign(executor, results_file, seed, done, race_budget, name="tune")
+    print("\n".join(plan_text(points, args, whole, rule)))
     print(f"tune: {' '.join(cmd)}; {len(done)} runs already in {out}; seed {seed}", flush=True)
-    reps = {p.key: args.repetitions or decide.START_RUNS for p in points}
+    reps = {p.key: args.repetitions or rules.START_RUNS for p in points}
 
     def body():
         c.run(points, {p.key: 1 for p in points})  # one round, then drop the duplicates
-        dropped = verdicts.duplicates(results.read_rows(out))
+        dropped = verdicts.duplicates(records.run_records(records.read_rows(out), args.libomp))
         if dropped:
-            print("tune: same effective settings, dropped: " + ", ".join(f"{a} (= {b})" for a, b in dropped.items()),
-                  flush=True)
+            print("tune: the same settings in force, dropped: " +
+                  ", ".join(f"{a} (= {b})" for a, b in dropped.items()), flush=True)
         kept = [p for p in points if p.name not in dropped]
-        race = None if args.repetitions else TuneRace(out, kept, args, c)
+        race = None if args.repetitions else new_race(out, kept, args, rule)
         ended = c.run(kept, reps, race)
-        looks = race.looks if race and race.looks else 1
-        return race, ended, confirm(args, cmd, columns, work, seed, out, results_file, c.done, points, looks)
-    result = campaign.guarded(c, body, lambda: print(
+        confirm(args, cmd, columns, work, seed, out, results_file, c, points, rule, whole)
+        return ended
+    ended = campaign.guarded(c, body, lambda: print(
         f"tune: interrupted; {out} holds every finished run; continue with --resume --out {out}"))
     shutil.rmtree(work, ignore_errors=True)
-    if result == 130:
+    if ended == 130:
         return 130
-    race, ended, confirmation = result
-    return report(args, out, race, ended, budget, confirmation)
+    return report(args, out, ended, rule)
 
 
-def confirm(args, cmd, columns, work, seed, out, results_file, done, points, looks):
-    """The chosen setting and plain, interleaved, without the probe (the
-    verdict as the race's looks give it: the one the report prints)."""
-    from ..analysis import confirmation
-    if args.confirm == 0:
-        return None
-    entries = verdicts.decide_all(results.read_rows(out), args.objective, args.margin, looks=looks)
-    d = entries[0].decision if entries else None
-    if d is None or d.verdict != "change":
-        return None
+def confirm(args, cmd, columns, work, seed, out, results_file, race_campaign, points, rule, whole):
+    """After a change: the chosen setting and plain, interleaved in rounds
+    of two, without the probe, as many runs each as the race's spread says
+    the gain needs to show again (confirmation.runs_for), within what the
+    budget has left."""
+    if args.confirm == "0":
+        return
+    have = sum(1 for r in records.read_rows(out) if r.phase == "confirm") // 2
+    if whole is None or args.confirm != "auto":
+        available = 10 ** 6
+    elif whole.runs is not None:
+        available = max(0, whole.runs - race_campaign.spent) // 2 + have
+    else:
+        left = whole.seconds - (time.monotonic() - race_campaign.t0)
+        per_run = sum(race_campaign.run_seconds) / max(1, len(race_campaign.run_seconds))
+        available = int(max(0.0, left) / max(per_run, 1e-3)) // 2
+    plan = new_race(out, points, args, rule).confirmation_plan(available)
+    if plan is None:
+        return
+    (baseline, chosen), n = plan
+    if args.confirm != "auto":
+        n = int(args.confirm)
+    elif whole is None:
+        n = confirmation.CONFIRM_MIN
     by = {p.name: p for p in points}
-    pair = [by[d.baseline].for_phase("confirm"), by[d.chosen].for_phase("confirm")]
-    print(f"tune: confirming {d.chosen} against {d.baseline} without the probe ({args.confirm} runs each)", flush=True)
+    pair = [by[baseline].for_phase("confirm"), by[chosen].for_phase("confirm")]
+    print(f"tune: confirming {chosen} against {baseline} in fresh runs without the probe ({n} runs each)",
+          flush=True)
     executor = ProbeExecutor(args, cmd, columns, work, seed, phase="confirm")
-    c = campaign.Campaign(executor, results_file, seed, done, name="confirm")
+    c = campaign.Campaign(executor, results_file, seed, race_campaign.done, name="confirm")
     c.round = 1000  # its own shuffles
-    c.run(pair, {p.key: args.confirm for p in pair})
-    return confirmation.analyse(results.read_rows(out), d, args.margin)
+    c.run(pair, {p.key: n for p in pair})
 
 
-def report(args, out, race, ended, budget, confirmation):
-    from ..analysis import confirmation as conf
-    rows = results.read_rows(out)
-    looks = race.looks if race and race.looks else 1
-    entries = verdicts.decide_all(rows, args.objective, args.margin, looks=looks)
+def report(args, out, ended, rule):
+    rows = records.read_rows(out)
+    v = verdicts.decide_records(records.run_records(rows, args.libomp), rule, os.path.basename(out),
+                                rule_from="the rows")
     ended_text = {"decided": "the race ended decided", "budget": "the race ended with its budget spent",
                   "planned": "a fixed design"}.get(ended, ended)
-    print(f"tune: results in {out}; {ended_text}")
-    dropped = verdicts.duplicates(rows)
-    for line in conf.settings_table([r for r in rows if r.get("study") not in dropped], args):
-        print(line)
-    for e in entries:
-        print(verdicts.headline(e))
-        print("\n".join(verdicts.evidence(e)))
-    extra = {}
-    if confirmation:
-        print("\n".join(conf.text(confirmation)))
-        extra["confirmation"] = confirmation
-    data = verdicts.to_json(entries, out, budget.runs if budget else None, extra)
-    path = verdicts.write_json(out, data)
+    spent = sum(1 for r in rows if r.phase == "race")
+    confirmed = sum(1 for r in rows if r.phase == "confirm")
+    print(f"tune: results in {out}; {ended_text}; {spent} race runs" + (f" + {confirmed} confirmation runs"
+                                                                          if confirmed else ""))
+    for e in v.entries:
+        print("\n".join(text.settings_table(e)))
+    print("\n".join(text.lines(v)[1:]))
+    path = files.write_text(files.verdict_path(out), jsonfile.verdict_text(v))
     print(f"tune: verdict in {path}")
-    for written in verdicts.write_exports(args, entries, data):
+    for written in options.write_exports(args, v):
         print(f"tune: exported {written}")
     return 0
-

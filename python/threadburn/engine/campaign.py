@@ -18,15 +18,15 @@ whose key the results file holds is not run again (resume). After the
 planned rounds a race (a callable given the rows so far) may name the items
 the next round needs; it is asked at looks (rule.LOOK_SCHEDULE: when the
 items it named have that many runs) and stops the campaign by naming none.
-The budget (runs, or seconds) bounds the whole campaign: a round that would
-not fit is not started.
+The budget (runs, or seconds) bounds the whole campaign: the rounds to the
+next look are started only when all of them fit.
 """
 import random
 import sys
 import time
 from dataclasses import dataclass
 
-from ..lib import fmt, rule, schema
+from ..lib import fmt, rule
 
 
 @dataclass(frozen=True)
@@ -82,25 +82,6 @@ def parse_budget(text):
     except ValueError:
         pass
     raise ValueError(f"expected a number of runs (e.g. 120) or a duration (e.g. 15m, 90s, 1h), got {text!r}")
-
-
-class Race:
-    """What a race asks at each look: needed() -> the items the next round
-    needs, [] when decided. Its looks are fixed at the first look, from what
-    the budget allows then (rule.looks_for_budget): the alpha of every
-    comparison is split over them, and Campaign.run takes no more."""
-
-    def __init__(self, c, keys):
-        self.c, self.keys, self.looks = c, list(keys), None
-
-    def __call__(self):
-        if self.looks is None:
-            start = min(self.c.runs.get(k, 0) for k in self.keys) or rule.START_RUNS
-            self.looks = rule.looks_for_budget(len(self.keys), self.c.runs_possible(), start)
-        return self.needed()
-
-    def needed(self):
-        raise NotImplementedError
 
 
 class Campaign:
@@ -160,12 +141,12 @@ class Campaign:
             self.done.add(spec.key)
             self.ran += 1
             self.position += 1
-            self.run_seconds.append(max((schema.to_float(r.get("wall_s")) or 0) for r in rows) if rows else 0)
+            self.run_seconds.append(max((r.number("wall_s") or 0) for r in rows) if rows else 0)
             self.progress(spec, rows, total)
 
     def progress(self, spec, rows, total):
-        statuses = "/".join(sorted({r.get("status", "?") for r in rows}))
-        why = next((r["reason"] for r in rows if r.get("reason")), "")
+        statuses = "/".join(sorted({r.status or "?" for r in rows}))
+        why = next((r.reason for r in rows if r.reason), "")
         where = f"[{self.position}/{total}]" if total else f"[{self.position}]"
         eta = ""
         if total and self.ran:
@@ -194,25 +175,23 @@ class Campaign:
         if race is None:
             return "planned"
         looks = iter(n for n in rule.LOOK_SCHEDULE if n > min(reps.values(), default=0))
-        taken = 0
         while True:
             needed = race()
-            taken += 1
             if not needed:
                 return "decided"
-            # The race's alpha was split over race.looks looks: never take more.
-            if taken >= (getattr(race, "looks", None) or float("inf")):
-                return "budget"
             target = next(looks, None)
             if target is None:
                 return "budget"
+            # Only whole stretches to the next look: the last analysis is then
+            # always a look the rule counted (lib/rule.py, SPENDING).
+            behind = {i.key: target - self.runs[i.key] for i in needed if self.runs[i.key] < target}
+            if not self.fits(sum(behind.values())):
+                return "budget"
             while min(self.runs[i.key] for i in needed) < target:
-                behind = [i for i in needed if self.runs[i.key] < target]
-                if not self.fits(len(behind)):
-                    return "budget"
-                self.say(f"{self.name}: round {self.round + 1}: {len(behind)} contender(s) to {target} runs each",
+                todo = [i for i in needed if self.runs[i.key] < target]
+                self.say(f"{self.name}: round {self.round + 1}: {len(todo)} contender(s) to {target} runs each",
                          flush=True)
-                self.run_round(self.plan(behind))
+                self.run_round(self.plan(todo))
 
 
 def guarded(campaign, body, on_interrupt):

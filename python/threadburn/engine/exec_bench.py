@@ -17,8 +17,9 @@ import subprocess
 import time
 
 from . import campaign
-from ..lib import schema
+from ..lib import launch, schema
 from ..lib.procs import Children, describe_exit, die_with_parent, last_line, utc_now
+from ..lib.records import Row
 
 # Google Benchmark's own numeric entry fields: not counters.
 GB_FIELDS = {"family_index", "per_family_instance_index", "repetitions", "repetition_index",
@@ -52,19 +53,20 @@ class RunContext:
 
 class Only:
     """A grid point run for some of its benchmarks: what a race's round needs
-    (the workloads still undecided). Same key as the point: its runs count
-    as the point's."""
+    (the workloads still undecided), or a confirmation's (phase "confirm").
+    In the race, the same key as the point: its runs count as the point's."""
 
-    def __init__(self, point, benchmarks):
-        self.point, self.benchmarks = point, tuple(sorted(benchmarks))
-        self.key = point.key
+    def __init__(self, point, benchmarks, phase="race"):
+        self.point, self.benchmarks, self.phase = point, tuple(sorted(benchmarks)), phase
+        self.key = point.key if phase == "race" else f"{phase}-{point.key}"
         n = len(point.description().benchmarks)
-        self.label = point.label + (f" [{len(self.benchmarks)} of {n} benchmarks]" if len(self.benchmarks) < n else "")
+        self.label = point.label + (f" [{len(self.benchmarks)} of {n} benchmarks]" if len(self.benchmarks) < n
+                                    else "") + ("" if phase == "race" else f" ({phase})")
 
 
 def point_and_filter(item):
-    """(grid point, the benchmark names to run or None for all) of a campaign item."""
-    return (item.point, item.benchmarks) if isinstance(item, Only) else (item, None)
+    """(grid point, the benchmark names to run or None for all, phase) of a campaign item."""
+    return (item.point, item.benchmarks, item.phase) if isinstance(item, Only) else (item, None, "race")
 
 
 class BenchExecutor(campaign.Executor):
@@ -75,8 +77,8 @@ class BenchExecutor(campaign.Executor):
 
     def execute(self, specs):
         for spec in specs:
-            point, only = point_and_filter(spec.item)
-            yield spec, Run(point, spec.rep, self.ctx.at(spec.order_index, spec.round), only).execute()
+            point, only, phase = point_and_filter(spec.item)
+            yield spec, Run(point, spec.rep, self.ctx.at(spec.order_index, spec.round), only, phase).execute()
 
     def stop(self):
         Children.kill_all()
@@ -128,16 +130,20 @@ class Run:
     """One repetition of one point: its P copies started at once, waited for
     (with the point's timeout), and turned into rows."""
 
-    def __init__(self, point, rep, ctx, only=None):
-        self.point, self.rep, self.ctx, self.only = point, rep, ctx, only
-        self.key = f"{point.key}-r{rep}"
+    def __init__(self, point, rep, ctx, only=None, phase="race"):
+        self.point, self.rep, self.ctx, self.only, self.phase = point, rep, ctx, only, phase
+        self.key = f"{point.key}-r{rep}" if phase == "race" else f"{phase}-{point.key}-r{rep}"
         self.work = os.path.join(ctx.work_dir, self.key)
 
     def execute(self):
         shutil.rmtree(self.work, ignore_errors=True)
         os.makedirs(self.work)
+        load = launch.HostLoad()
         copies = self.start()
         self.wait(copies)
+        _, other, steal, _ = load.end()
+        evidence = {"host_other_cpu_ms": None if other is None else round(other, 1),
+                    "host_steal_ms": None if steal is None else round(steal, 1)}
         rows = []
         for c in copies:
             rows += self.copy_rows(c)
@@ -146,8 +152,8 @@ class Run:
             mark_world(rows, self.point.processes)
         shutil.rmtree(self.work, ignore_errors=True)
         for row in rows:
-            row["run_rows"] = len(rows)
-            row["repro"] = repro_line(self.point, self.ctx.libomp, os.environ, row["benchmark"])
+            row.update(evidence, run_rows=len(rows),
+                       repro=repro_line(self.point, self.ctx.libomp, os.environ, row.benchmark))
         return rows
 
     def child_env(self):
@@ -209,13 +215,13 @@ class Run:
 
     def base_row(self, c):
         p = self.point
-        row = {"schema_version": schema.SCHEMA_VERSION, "run_key": self.key, "grid": p.grid, "study": p.study,
-               "preset": p.preset, "bench": p.bench, "runtime": p.runtime, "processes": p.processes,
-               "repetition": self.rep, "proc_index": c.index, "point_key": p.key, "seed": self.ctx.seed,
-               "order_index": self.ctx.order_index, "round": self.ctx.round, "started_at": self.started_at,
-               "finished_at": self.finished_at, "exit_code": c.proc.returncode,
-               "wall_s": round(c.end - self.t0, 3)}
-        if p.ranks:  # also on failed rows: they belong to a world (schema.is_ranks_row)
+        row = Row(schema_version=schema.SCHEMA_VERSION, run_key=self.key, grid=p.grid, study=p.study,
+                  preset=p.preset, bench=p.bench, runtime=p.runtime, processes=p.processes,
+                  repetition=self.rep, proc_index=c.index, point_key=p.key, seed=self.ctx.seed,
+                  order_index=self.ctx.order_index, round=self.ctx.round, phase=self.phase,
+                  started_at=self.started_at, finished_at=self.finished_at, exit_code=c.proc.returncode,
+                  wall_s=round(c.end - self.t0, 3))
+        if p.ranks:  # also on failed rows: they belong to a world (Row.world_size)
             row.update(world_size=p.processes, rank=c.index)
         row.update(p.env)
         return row
@@ -242,16 +248,16 @@ class Run:
         rows = []
         for entry in entries:
             bench = described(desc, entry, self.only)
-            row = dict(base, **context)
+            row = base.copy(**context)
             row.update(knob_values(desc, bench))
-            row["benchmark"] = entry.get("name", "")
+            row.set("benchmark", entry.get("name", ""))
             fill_entry(row, entry, self.ctx.columns, desc)
-            if bench is None or not row["benchmark"].startswith(bench.name):
-                row.update(status="failed", reason=f"the program reported {row['benchmark']!r}, "
+            if bench is None or not row.benchmark.startswith(bench.name):
+                row.update(status="failed", reason=f"the program reported {row.benchmark!r}, "
                            f"not a benchmark of its own description")
-            if row["status"] == "ok" and code != 0:
+            if row.ok and code != 0:
                 row.update(status="failed", reason=f"{describe_exit(code)} after reporting: " + last_line(c.err))
-            if row["status"] == "ok":
+            if row.ok:
                 check_effective(self.point, row, desc)
             add_files(row, entry, c, self.ctx, desc)
             rows.append(row)
@@ -293,7 +299,7 @@ def failed_rows(desc, base, reason, only=None):
     for b in desc.benchmarks:
         if only and b.name not in only:
             continue
-        row = dict(base, benchmark=b.name, status="failed", reason=reason)
+        row = base.copy(benchmark=b.name, status="failed", reason=reason)
         row.update(knob_values(desc, b))
         rows.append(row)
     return rows
@@ -312,7 +318,7 @@ def context_columns(context, columns):
 
 def fill_entry(row, entry, columns, desc):
     for key in ("iterations", "real_time", "cpu_time", "time_unit"):
-        row[key] = entry.get(key)
+        row.set(key, entry.get(key))
     extra = []
     for key, value in entry.items():
         if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -322,37 +328,37 @@ def fill_entry(row, entry, columns, desc):
         if key in GB_FIELDS and not (key in columns.counters and not entry.get("error_occurred")):
             continue
         if key in columns.counters:
-            row[key] = value
+            row.set(key, value)
         else:
             extra.append(f"{key}={schema.fmt_value(value)}")
-    row["extra_counters"] = ";".join(extra)
+    row.set("extra_counters", ";".join(extra))
     if entry.get("error_occurred"):
         message = str(entry.get("error_message", "")).strip()
-        row["status"] = "skipped" if desc.is_skip(message) else "failed"
-        row["reason"] = message or "error_occurred without a message"
+        row.update(status="skipped" if desc.is_skip(message) else "failed",
+                   reason=message or "error_occurred without a message")
     else:
-        row["status"], row["reason"] = "ok", ""
+        row.update(status="ok", reason="")
 
 
 def add_note(row, note):
-    row["reason"] = (row["reason"] + "; " if row.get("reason") else "note: ") + note
+    row.set("reason", (row.reason + "; " if row.reason else "note: ") + note)
 
 
 def check_effective(point, row, desc):
     """Distrust a row whose process did not run the runtime it was asked to:
     its knob columns would describe a setting nobody measured. Note knobs the
     live runtime ignored or overrode."""
-    live = row.get("omp_runtime", "")
+    live = row.text("omp_runtime")
     wanted = desc.runtime_library(point.runtime)
     if live in [r["library"] for r in desc.runtimes] and live != wanted:
         row.update(status="failed", reason=f"asked for runtime {point.runtime} but the process reports "
-                   f"{live} ({row.get('omp_library', '?')})")
+                   f"{live} ({row.text('omp_library', '?')})")
         return
     for column, what in (("ignored_knobs", "ignoring"), ("overridden_knobs", "overriding")):
-        named = [k for k in str(row.get(column, "")).split(",") if point.env.get(k, schema.UNSET) != schema.UNSET]
+        named = [k for k in row.text(column).split(",") if point.env.get(k, schema.UNSET) != schema.UNSET]
         if named:
             add_note(row, f"the process reports {what} {','.join(named)}")
-    in_force = row.get("cuda_sync_in_force", "")
+    in_force = row.text("cuda_sync_in_force")
     asked = point.args.get("cuda_sync", "auto")
     if asked != "auto" and in_force not in ("", "n/a") and in_force != asked:
         add_note(row, f"asked for cuda_sync {asked} but {in_force} is in force")
@@ -364,9 +370,9 @@ def mark_overlap(rows):
     the row is flagged (results.oversubscription leaves such runs out)."""
     by_bench = {}
     for row in rows:
-        start, end = schema.to_float(row.get("timed_start_s")), schema.to_float(row.get("timed_end_s"))
-        if row.get("status") == "ok" and start is not None and end is not None and end > start:
-            by_bench.setdefault(row["benchmark"], []).append((row, start, end))
+        start, end = row.number("timed_start_s"), row.number("timed_end_s")
+        if row.ok and start is not None and end is not None and end > start:
+            by_bench.setdefault(row.benchmark, []).append((row, start, end))
     for copies in by_bench.values():
         if len(copies) < 2:
             continue
@@ -374,7 +380,7 @@ def mark_overlap(rows):
             lo = max([start] + [s for r, s, e in copies if r is not row])
             hi = min([end] + [e for r, s, e in copies if r is not row])
             share = max(0.0, hi - lo) / (end - start)
-            row["overlap"] = round(share, 4)
+            row.set("overlap", round(share, 4))
             if share < schema.OVERLAP_MIN:
                 add_note(row, f"the other copies overlapped only {share:.0%} of its timed steps")
 
@@ -404,19 +410,18 @@ def mark_world(rows, world_size):
     for the slow inside the all-reduce)."""
     by_bench = {}
     for row in rows:
-        by_bench.setdefault(row["benchmark"], []).append(row)
+        by_bench.setdefault(row.benchmark, []).append(row)
     for ranks in by_bench.values():
-        if len(ranks) != world_size or any(r.get("status") != "ok" for r in ranks):
+        if len(ranks) != world_size or any(not r.ok for r in ranks):
             continue
-        rates = [schema.to_float(r.get("samples_per_s")) for r in ranks]
-        compute = [schema.to_float(r.get("step_ms")) - schema.to_float(r.get("allreduce_ms"))
-                   if schema.to_float(r.get("step_ms")) is not None and schema.to_float(r.get("allreduce_ms")) is not None
-                   else None for r in ranks]
+        rates = [r.number("samples_per_s") for r in ranks]
+        compute = [r.number("step_ms") - r.number("allreduce_ms")
+                   if r.number("step_ms") is not None and r.number("allreduce_ms") is not None else None for r in ranks]
         for r in ranks:
             if None not in rates:
-                r["world_samples_per_s"] = world_size * min(rates)
+                r.set("world_samples_per_s", world_size * min(rates))
             if None not in compute and min(compute) > 0:
-                r["rank_spread"] = round(max(compute) / min(compute) - 1, 4)
+                r.set("rank_spread", round(max(compute) / min(compute) - 1, 4))
 
 
 def add_files(row, entry, c, ctx, desc):
@@ -425,6 +430,6 @@ def add_files(row, entry, c, ctx, desc):
     if name:
         path = os.path.join(c.timeline_dir, name)
         if os.path.exists(path):
-            row["timeline_file"] = os.path.relpath(path, ctx.csv_dir)
+            row.set("timeline_file", os.path.relpath(path, ctx.csv_dir))
     if c.threads_file and os.path.exists(c.threads_file):
-        row["threads_file"] = os.path.relpath(c.threads_file, ctx.csv_dir)
+        row.set("threads_file", os.path.relpath(c.threads_file, ctx.csv_dir))

@@ -5,13 +5,12 @@ what the user's program does when nobody watches)."""
 import os
 import shlex
 import shutil
-import subprocess
-import time
 
 from . import campaign
-from ..lib import probe, schema, usercmd
+from ..lib import launch, probe, schema, usercmd
 from ..lib.errors import ThreadburnError
-from ..lib.procs import Children, describe_exit, die_with_parent, utc_now
+from ..lib.procs import Children, describe_exit, utc_now
+from ..lib.records import Row
 
 
 class TunePoint:
@@ -54,17 +53,17 @@ class ProbeExecutor(campaign.Executor):
 
     def row_base(self, spec, env):
         point = spec.item
-        base = {"schema_version": schema.SCHEMA_VERSION, "run_key": spec.key,
-                "grid": "tune", "study": point.name, "preset": "default" if point.builtin else "", "benchmark": os.path.basename(self.cmd[0]),
-                "bench": "command", "runtime": point.runtime, "processes": 1, "command": " ".join(self.cmd),
-                "metric_better": self.args.metric_better if self.args.metric else "",
-                "repetition": spec.rep, "proc_index": 0, "seed": self.seed, "order_index": spec.order_index,
-                "round": spec.round, "phase": self.phase, "run_rows": 1, "point_key": point.name}
+        row = Row(schema_version=schema.SCHEMA_VERSION, run_key=spec.key, grid="tune", study=point.name,
+                  preset="default" if point.builtin else "", benchmark=os.path.basename(self.cmd[0]),
+                  bench="command", runtime=point.runtime, processes=1, command=" ".join(self.cmd),
+                  metric_better=self.args.metric_better if self.args.metric else "", repetition=spec.rep,
+                  proc_index=0, seed=self.seed, order_index=spec.order_index, round=spec.round, phase=self.phase,
+                  run_rows=1, point_key=point.name)
         # What the process got: the point's value, or the user's own for a knob the point leaves alone.
-        base.update({k: env.get(k, schema.UNSET) for k in self.columns.env_knobs})
-        base["repro"] = (point.env_line(self.args.libomp).replace("(no change)", "") + " " +
-                         " ".join(shlex.quote(c) for c in self.cmd)).strip()
-        return base
+        row.update({k: env.get(k, schema.UNSET) for k in self.columns.env_knobs})
+        row.set("repro", (point.env_line(self.args.libomp).replace("(no change)", "") + " " +
+                          " ".join(shlex.quote(c) for c in self.cmd)).strip())
+        return row
 
     def environment(self, point, out):
         return probe.environment(os.environ, self.lib, out, point.runtime, point.env, self.args.libomp,
@@ -77,13 +76,12 @@ class ProbeExecutor(campaign.Executor):
         os.makedirs(out, exist_ok=True)
         env = self.environment(point, out)
         row = self.row_base(spec, env)
-        row["started_at"] = utc_now()
-        t0 = time.monotonic()
-        code, stdout, last = run_command(self.cmd, env, self.args.timeout)
-        wall_s = time.monotonic() - t0
-        row.update(finished_at=utc_now(), wall_s=round(wall_s, 3), exit_code=code)
-        if code != 0:
-            row.update(status="failed", reason=(f"{describe_exit(code)}: {last}" if code is not None else last))
+        row.set("started_at", utc_now())
+        done = launch.run(self.cmd, env, self.args.timeout)
+        row.update(finished_at=utc_now(), wall_s=round(done.wall_s, 3), exit_code=done.code, **done.evidence())
+        if done.code != 0:
+            row.update(status="failed", reason=(f"{describe_exit(done.code)}: {done.last_err}" if done.code is not None
+                                                else done.last_err))
             return row
         if self.lib:
             try:
@@ -93,32 +91,14 @@ class ProbeExecutor(campaign.Executor):
                 return row
             row = usercmd.row_for(report, self.columns, row)
             row.update(status="ok", reason="" if report.regions else "note: no OpenMP region (one thread)")
-        else:
-            row.update(status="ok", reason="", wall_ms=round(wall_s * 1000, 3))
+        else:  # no probe: the wall time, and the CPU of the process tree from the kernel's accounting
+            row.update(status="ok", reason="", wall_ms=round(done.wall_s * 1000, 3), cpu_ms=round(done.cpu_ms, 3))
         if self.args.metric:
-            value = usercmd.parse_metric(self.args.metric, stdout)
+            value = usercmd.parse_metric(self.args.metric, done.stdout)
             if value is None:
                 raise ThreadburnError(f"--metric {self.args.metric!r}: no match (with a number in its first group) "
                                       f"in the output of {point.name} run {spec.rep}; nothing after this run was "
                                       "measured")
-            row["metric"] = value
+            row.set("metric", value)
         shutil.rmtree(out, ignore_errors=True)  # the summary is in the row; keep the disk small
         return row
-
-
-def run_command(cmd, env, timeout_s):
-    """(exit code or None on timeout, stdout, last stderr line); the process
-    in its own session, killed with us."""
-    with subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, start_new_session=True, preexec_fn=die_with_parent) as p:
-        Children.procs = [p]
-        try:
-            out, err = p.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            Children.kill_all()
-            out, _ = p.communicate()
-            return None, out or "", f"timeout after {timeout_s} s"
-        finally:
-            Children.procs = []
-    lines = [ln for ln in (err or "").splitlines() if ln.strip()]
-    return p.returncode, out or "", lines[-1][:300] if lines else ""

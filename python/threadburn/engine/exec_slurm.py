@@ -15,7 +15,6 @@ never lands twice: merging skips run keys the CSV already holds.
 
 Multi-node use: docs/slurm.md.
 """
-import csv
 import json
 import os
 import shlex
@@ -24,7 +23,7 @@ import sys
 import time
 
 from . import campaign, exec_bench, slurm
-from ..lib import fmt, paths, schema
+from ..lib import fmt, paths, records, schema
 from ..lib.errors import ThreadburnError
 
 PLAN = "plan.json"
@@ -68,8 +67,10 @@ def write_plan(jdir, args, g, seed, tasks, attempt):
             "build_dir": os.path.abspath(args.build_dir) if args.build_dir else None, "libomp": args.libomp,
             "repetitions": args.repetitions, "timeout": args.timeout, "timeline": args.timeline,
             "match": args.match, "seed": seed, "attempt": attempt,
-            "tasks": [[{"order_index": sp.order_index, "round": sp.round, "point_key": sp.item.key, "rep": sp.rep,
-                        "only": list(exec_bench.point_and_filter(sp.item)[1] or [])}
+            "tasks": [[{"order_index": sp.order_index, "round": sp.round, "rep": sp.rep,
+                        "point_key": exec_bench.point_and_filter(sp.item)[0].key,
+                        "only": list(exec_bench.point_and_filter(sp.item)[1] or []),
+                        "phase": exec_bench.point_and_filter(sp.item)[2]}
                        for sp in task] for task in tasks]}
     with open(os.path.join(jdir, PLAN + ".tmp"), "w") as f:
         json.dump(plan, f)
@@ -113,17 +114,16 @@ def merge(jdir, results_file, done):
         if not name.endswith(".csv"):
             continue
         path = os.path.join(rows_dir, name)
-        with open(path, newline="") as f:
-            header = f.readline()
-            rows = list(csv.DictReader([header] + f.readlines()))
-        if header != results_file.header:
+        header, rows = records.read_table(path)
+        if tuple(header) != tuple(results_file.columns.all):
             raise ThreadburnError(f"{path}: written by another grid, schema or build than {results_file.path} "
                                   "(its header differs); not merged")
-        run_key = rows[0]["run_key"] if rows else ""
+        run_key = rows[0].run_key if rows else ""
         if not rows or run_key in done:
             continue
-        if any(r["schema_version"] != schema.SCHEMA_VERSION for r in rows):
-            raise ThreadburnError(f"{path}: schema version {rows[0]['schema_version']}, not {schema.SCHEMA_VERSION}")
+        if any(r.text("schema_version") != schema.SCHEMA_VERSION for r in rows):
+            raise ThreadburnError(f"{path}: schema version {rows[0].text('schema_version')}, not "
+                                  f"{schema.SCHEMA_VERSION}")
         results_file.append(rows)
         done.add(run_key)
         added += 1
@@ -175,8 +175,7 @@ def read_rows_file(jdir, run_key):
     path = os.path.join(jdir, "rows", f"{run_key}.csv")
     if not os.path.exists(path):
         return None
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+    return records.read_rows(path)
 
 
 # --- inside a task ------------------------------------------------------------------
@@ -186,7 +185,6 @@ def task_main(args):
     place whole (written aside, then renamed)."""
     from ..lib import grid as gridmod
     from ..lib.programs import programs as build_programs
-    from ..lib.resultsfile import ResultsFile
     with open(os.path.join(args.job_dir, PLAN)) as f:
         plan = json.load(f)
     if args.task >= len(plan["tasks"]):
@@ -211,17 +209,18 @@ def task_main(args):
         work = os.path.join(args.job_dir, "work", f"task{args.task}")
         ctx = exec_bench.RunContext.beside(os.path.splitext(args.job_dir)[0], plan["libomp"], plan["seed"], columns,
                                            work).at(run["order_index"], run.get("round", ""))
-        rows = exec_bench.Run(point, run["rep"], ctx, run.get("only") or None).execute()
+        this = exec_bench.Run(point, run["rep"], ctx, run.get("only") or None, run.get("phase", "race"))
+        rows = this.execute()
         for row in rows:
             # The programs report host_name, num_cpus and cpu_model; a failed
             # run's rows get them here.
             row.setdefault("host_name", host)
-            row["slurm_job"] = tag
-        path = os.path.join(rows_dir, f"{point.key}-r{run['rep']}.csv")
-        results_file = ResultsFile(path + f".tmp{os.getpid()}", columns)
+            row.set("slurm_job", tag)
+        path = os.path.join(rows_dir, f"{this.key}.csv")
+        results_file = records.ResultsFile(path + f".tmp{os.getpid()}", columns)
         results_file.create()
         results_file.append(rows)
         os.replace(results_file.path, path)
-        print(f"slurm-task {tag}: {point.label} rep {run['rep']}: {'/'.join(sorted({r['status'] for r in rows}))}",
+        print(f"slurm-task {tag}: {point.label} rep {run['rep']}: {'/'.join(sorted({r.status for r in rows}))}",
               flush=True)
     return 0

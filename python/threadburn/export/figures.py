@@ -9,6 +9,7 @@ import re
 
 from ..lib import keys, fmt, schema, stats
 from ..analysis import results
+from ..lib.records import world_rows
 from .drawing import pyplot, save_figure, timeline_figure
 from ..lib.errors import ThreadburnError
 
@@ -48,9 +49,9 @@ def heatmaps(rows, plt, out_dir):
     for workload, by_env in results.group_points(rows).items():
         for env_rows in by_env.values():
             row = env_rows[0]
-            fixed = tuple(row.get(k, "") for k in FIXED_KNOBS)
-            panel = (row.get("OMP_WAIT_POLICY", schema.UNSET), row["runtime"])
-            cell = (row["OMP_NUM_THREADS"], row.get(wait_knob(row["runtime"]), schema.UNSET))
+            fixed = tuple(row.text(k) for k in FIXED_KNOBS)
+            panel = (row.text("OMP_WAIT_POLICY", schema.UNSET), row.runtime)
+            cell = (row.text("OMP_NUM_THREADS"), row.text(wait_knob(row.runtime), schema.UNSET))
             fig_data = figures.setdefault((workload, fixed), {"row": row, "panels": {}})
             fig_data["panels"].setdefault(panel, {})[cell] = results.point_medians(env_rows)
     written = []
@@ -179,13 +180,13 @@ def pareto(rows, plt, out_dir):
 def pareto_panel(ax, label, points):
     colors = {"gomp": "tab:blue", "llvm": "tab:orange"}
     for runtime, color in colors.items():
-        xs = [p[0] for p in points if p[2]["runtime"] == runtime]
-        ys = [p[1] for p in points if p[2]["runtime"] == runtime]
+        xs = [p[0] for p in points if p[2].runtime == runtime]
+        ys = [p[1] for p in points if p[2].runtime == runtime]
         ax.scatter(xs, ys, s=30, color=color, label=f"runtime {runtime}", zorder=3)
     front = pareto_front(points)
     ax.plot([p[0] for p in front], [p[1] for p in front], color="grey", lw=1, ls="--",
             zorder=2, label="Pareto front")
-    marked = [(p, "launcher", "*", "red", 220) for p in points if p[2].get("preset") == "launcher"]
+    marked = [(p, "launcher", "*", "red", 220) for p in points if p[2].preset == "launcher"]
     marked += [(p, "default (gomp, no env)", "s", "black", 90) for p in points
                if keys.is_default_env(p[2])]
     for p, name, marker, color, size in marked:
@@ -280,7 +281,7 @@ def oversubscription(rows, plt, out_dir):
         results.oversubscription(rows), plt, out_dir, "oversubscription", "processes",
         (("throughput", "aggregate throughput ({unit}, all copies)"),
          ("step_ms", "step time per process (ms, mean of copies)")),
-        "processes (copies running at once)", lambda lines: short_label(dict(lines[0]["row"], processes="1")),
+        "processes (copies running at once)", lambda lines: short_label(lines[0]["row"].copy(processes="1")),
         "Oversubscription: independent copies of one training at once (median over runs)", (13, 3.6))
 
 
@@ -294,7 +295,7 @@ def world_size(rows, plt, out_dir):
     (results.world_scaling)."""
     def label_of(lines):
         threads = "/".join(dict.fromkeys(e["threads"] for e in lines))
-        return short_label(dict(lines[0]["row"], world_size="", processes="1", OMP_NUM_THREADS=threads))
+        return short_label(lines[0]["row"].copy(world_size="", processes="1", OMP_NUM_THREADS=threads))
     return lines_by_workload(
         results.world_scaling(rows), plt, out_dir, "world_size", "world_size", WORLD_PANELS,
         "world size (ranks on this host)", label_of,
@@ -306,10 +307,10 @@ def timelines(rows, csv_dir, plt, out_dir, max_lines):
     for workload, by_env in results.group_points(rows).items():
         entries = []
         for env_rows in by_env.values():
-            with_file = sorted((r for r in env_rows if r.get("timeline_file")),
-                               key=lambda r: (int(r["repetition"]), int(r["proc_index"] or 0)))
+            with_file = sorted((r for r in env_rows if r.has("timeline_file")),
+                               key=lambda r: (r.integer("repetition", 0), r.integer("proc_index", 0)))
             if with_file:
-                path = os.path.join(csv_dir, with_file[0]["timeline_file"])
+                path = os.path.join(csv_dir, with_file[0].text("timeline_file"))
                 if os.path.exists(path):
                     entries.append((keys.env_label(with_file[0]), path))
         if not entries:
@@ -328,18 +329,18 @@ def tune_settings(rows, plt, out_dir):
     environment of a `run` row) over the dots of its ok runs."""
     commands = {}
     for row in rows:
-        if row.get("status") == "ok" and row.get("bench") == "command" and row.get("phase", "") != "confirm":
-            setting = row.get("study") or keys.env_label(row)
-            commands.setdefault(row.get("command", ""), {}).setdefault(setting, []).append(row)
+        if row.ok and row.bench == "command" and row.phase != "confirm":
+            setting = row.study or keys.env_label(row)
+            commands.setdefault(row.command, {}).setdefault(setting, []).append(row)
     if not commands:
         return []
     fig, axes = plt.subplots(len(commands), 1, squeeze=False, figsize=(10, 4.5 * len(commands)))
     for ax, (command, settings) in zip(axes.flat, sorted(commands.items())):
         all_rows = [r for rs in settings.values() for r in rs]
-        key = "metric" if all(schema.to_float(r.get("metric")) is not None for r in all_rows) else "wall_ms"
+        key = "metric" if all(r.number("metric") is not None for r in all_rows) else "wall_ms"
         for number, (setting, rs) in enumerate(sorted(settings.items()), 1):
-            xs = [schema.to_float(r.get(key)) for r in rs]
-            ys = [schema.to_float(r.get("cpu_ms")) for r in rs]
+            xs = [r.number(key) for r in rs]
+            ys = [r.number("cpu_ms") for r in rs]
             dots = ax.scatter(xs, ys, s=12, alpha=0.45)
             mx, my = stats.median(xs), stats.median(ys)
             ax.scatter([mx], [my], s=70, marker="D", color=dots.get_facecolor()[0], edgecolors="black",
@@ -359,7 +360,7 @@ def make_all(rows, csv_dir, out_dir, max_timelines=12):
     plt = pyplot()
     os.makedirs(out_dir, exist_ok=True)
     try:
-        worlds = results.world_rows(rows)
+        worlds = world_rows(rows)
         return (heatmaps(worlds, plt, out_dir) + pareto(worlds, plt, out_dir) + oversubscription(rows, plt, out_dir)
                 + world_size(rows, plt, out_dir) + timelines(rows, csv_dir, plt, out_dir, max_timelines))
     except (OSError, KeyError, ValueError) as e:

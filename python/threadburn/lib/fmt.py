@@ -16,7 +16,10 @@ def ms(value):
 
 
 def pct(change):
-    return "n/a" if change is None else f"{change:+.1%}"
+    """A change as a signed percentage; one that rounds to zero is +0.0%."""
+    if change is None:
+        return "n/a"
+    return "+0.0%" if abs(change) < 0.0005 else f"{change:+.1%}"
 
 
 def duration(seconds):

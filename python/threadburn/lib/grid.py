@@ -25,6 +25,7 @@ except ImportError:  # Python < 3.11
     tomllib = None
 
 from . import keys, schema
+from .records import Row
 from .errors import ThreadburnError
 
 
@@ -132,7 +133,7 @@ class Point:
 
     @property
     def label(self):
-        row = dict(self.env, runtime=self.runtime, processes=str(self.processes), preset=self.preset,
+        row = Row(self.env, runtime=self.runtime, processes=str(self.processes), preset=self.preset,
                    cuda_sync=self.args.get("cuda_sync", ""), world_size=str(self.processes) if self.ranks else "",
                    knob_layout=f"env={' '.join(self.env)};flags=")
         device = f" {self.args['device']}" if self.args.get("device", "cpu") != "cpu" else ""

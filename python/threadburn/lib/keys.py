@@ -3,7 +3,7 @@ keys built from named columns.
 
 A results file says which of its columns are environment knobs and which
 are program flags in its `knob_layout` column ("env=A B;flags=x y", written
-by resultsfile.ResultsFile from schema.Columns). Files of schema 3 and
+by records.ResultsFile from schema.Columns). Files of schema 3 and
 older lack it: their layout is the one those versions wrote (knobs between
 `runtime` and `repetition`, environment knobs in capitals), read here and
 nowhere else (legacy_layout).
@@ -15,7 +15,11 @@ what was measured. Two rows compare only within one workload.
 """
 from dataclasses import dataclass
 
-from . import schema
+
+# A knob column's value when the variable was not set at all.
+UNSET = "unset"
+# Not a knob column: the runtime column says what was preloaded.
+NOT_A_KNOB = ("LD_PRELOAD",)
 
 # Program flags that are part of the setting (the CUDA host wait policy), not of the workload.
 SETTING_FLAGS = ("cuda_sync",)
@@ -42,7 +46,7 @@ def legacy_layout(header):
     if "runtime" not in header or "repetition" not in header:
         return Layout((), ())
     knobs = header[header.index("runtime") + 1:header.index("repetition")]
-    return Layout(tuple(k for k in knobs if k.isupper() and k not in schema.NOT_A_KNOB),
+    return Layout(tuple(k for k in knobs if k.isupper() and k not in NOT_A_KNOB),
                   tuple(k for k in knobs if not k.isupper() and k != "processes"))
 
 
@@ -51,10 +55,10 @@ def throughput(row):
     says: its throughput_counter/throughput_unit context (schema 5; counter
     "none": steps/s = 1000 / step_ms). Older rows carry no rule: then a filled
     samples_per_s is the counter (the programs that had one filled it)."""
-    counter, unit = row.get("throughput_counter"), row.get("throughput_unit")
+    counter, unit = row.text("throughput_counter"), row.text("throughput_unit")
     if counter and unit:
         return (None if counter == "none" else counter), unit
-    if row.get("samples_per_s"):
+    if row.has("samples_per_s"):
         return "samples_per_s", "samples/s"
     return None, "steps/s"
 
@@ -64,12 +68,12 @@ _cache = {}
 
 def layout(row):
     """The layout of the file a row came from."""
-    text = row.get("knob_layout")
+    text = row.text("knob_layout")
     if text:
         if text not in _cache:
             _cache[text] = parse_layout(text)
         return _cache[text]
-    names = tuple(row)
+    names = row.columns()
     if names not in _cache:
         _cache[names] = legacy_layout(names)
     return _cache[names]
@@ -86,7 +90,7 @@ def knob_columns(row):
 
 
 def _set(value):
-    return value not in (schema.UNSET, "", None)
+    return value not in (UNSET, "", None)
 
 
 @dataclass(frozen=True, order=True)
@@ -137,19 +141,60 @@ class Workload:
 
 
 def setting_of(row):
-    """A tune's settings are named by the user (or tune): the name is the label's preset."""
+    """The setting a row asked for. A tune's settings are named by the user
+    (or tune): the name is the label's preset."""
     lay = layout(row)
-    preset = row.get("study", "") if row.get("grid") == "tune" else row.get("preset", "")
-    return Setting(row.get("runtime", ""), tuple((k, row.get(k, schema.UNSET) or schema.UNSET) for k in lay.env),
-                   preset, row.get("cuda_sync", ""))
+    preset = row.study if row.is_tune else row.preset
+    return Setting(row.runtime, tuple((k, row.text(k, UNSET)) for k in lay.env), preset,
+                   row.text("cuda_sync"))
+
+
+# What a run reports in force, beside the team it used: the wait settings
+# and the affinity (the context columns the runtime read back, and the
+# affinity variables as set).
+IN_FORCE = ("omp_wait_policy", "kmp_blocktime_ms", "gomp_spincount_in_force", "KMP_AFFINITY", "OMP_PROC_BIND",
+            "OMP_PLACES")
+
+
+def in_force(row):
+    """What a run really ran, as the program or the probe reports it: with
+    no OpenMP region run (one thread, or no OpenMP at all), nothing of the
+    runtime mattered: ("no region",); with a team of one, the runtime; with a
+    team of 2 or more, the runtime, the team and the settings IN_FORCE."""
+    if row.has("regions") and (row.number("regions") or 0) == 0:
+        return ("no region",)
+    team = row.integer("max_team", 1) if row.has("max_team") else row.integer("omp_max_threads", 1)
+    if team <= 1:
+        return (row.text("omp_runtime"), 1)
+    return (row.text("omp_runtime"), team) + tuple(row.text(k) for k in IN_FORCE)
+
+
+@dataclass(frozen=True)
+class SettingId:
+    """One setting's identity: what was asked (its runtime and variables,
+    which compare and label it) with what the runtime reported in force
+    attached (which tells duplicates apart)."""
+    asked: Setting
+    effective: tuple
+
+    @property
+    def label(self):
+        return self.asked.label
+
+    @property
+    def is_default(self):
+        return self.asked.is_default
+
+
+def setting_id(row):
+    return SettingId(setting_of(row), in_force(row))
 
 
 def workload_of(row, with_processes=True):
     lay = layout(row)
-    flags = tuple((k, row.get(k, "")) for k in lay.flags if k not in SETTING_FLAGS)
-    world = row.get("world_size", "") or ""
-    return Workload(row.get("benchmark", ""), flags,
-                    (row.get("processes", "1") or "1") if with_processes else "1", world)
+    flags = tuple((k, row.text(k)) for k in lay.flags if k not in SETTING_FLAGS)
+    world = row.text("world_size")
+    return Workload(row.benchmark, flags, row.text("processes", "1") if with_processes else "1", world)
 
 
 def varying_flags(workloads):
@@ -171,10 +216,10 @@ def labels(workloads):
 def env_label(row):
     """A row's setting as people read it, with its processes or world size."""
     label = setting_of(row).label
-    if schema.is_ranks_row(row):
-        label += f" world_size={row['world_size']}"
-    elif row.get("processes", "1") not in ("1", ""):
-        label += f" x{row['processes']} procs"
+    if row.world_size is not None:
+        label += f" world_size={row.world_size}"
+    elif row.processes != 1:
+        label += f" x{row.processes} procs"
     return label
 
 

@@ -158,20 +158,6 @@ def describe(build=None):
             raise ThreadburnError(f"{lib}: wrote no description; is it a threadburn probe of this version?") from None
 
 
-def run_command(cmd, env, out_dir, timeout_s=None, capture=True):
-    """Runs the command under the probe's environment into out_dir. Returns
-    (exit code or None on timeout, stdout text, last stderr line)."""
-    os.makedirs(out_dir, exist_ok=True)
-    try:
-        p = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, timeout=timeout_s,
-                           capture_output=capture, text=True)
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        return None, out, f"timeout after {timeout_s} s"
-    err = [ln for ln in (p.stderr or "").splitlines() if ln.strip()]
-    return p.returncode, p.stdout or "", err[-1][:300] if err else ""
-
-
 def columns(description, env_knobs):
     """The CSV header of runs of a command under the probe: the sweep's
     layout with one knob flag, `command`, the probe's counters plus `metric`

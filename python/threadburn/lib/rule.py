@@ -1,34 +1,159 @@
-"""The decision rule's fixed parts: its defaults, the look schedule of a
-race, and how alpha is split over comparisons and looks (docs/design.md,
-Decisions). The engine plans rounds by it; analysis decides by it."""
+"""The decision rule as one value (Rule): what a campaign is judged by,
+made once when the campaign starts, used by its race and its verdict, and
+written into every row it produces (the `rule` column) and into the verdict
+file, so that a results file alone reproduces its verdict (docs/design.md,
+Decisions). Also the race's fixed schedule: the runs at which it looks.
+
+The engine plans rounds by the schedule; analysis decides by the Rule.
+"""
+from dataclasses import dataclass, fields, replace
 
 ALPHA = 0.05
 MARGIN = 0.05
 OBJECTIVES = ("time", "cpu", "balanced")
-METHOD = "Welch t on log per-run values"
+# How runs are compared. "paired": the runs of two settings in the same round
+# (a shuffled block of every setting still racing) are compared pair by pair,
+# so drift shared by a round cancels; "welch": all runs of each side, for
+# files that record no rounds (schema 3).
+METHODS = ("paired", "welch")
+DESIGNS = ("race", "fixed")
+METHOD_TEXT = {"paired": "paired t on log per-run values, rounds as blocks",
+               "welch": "Welch t on log per-run values"}
 # The first look of a race, and the runs a setting needs before any
-# comparison: 2 give a variance; 3 is where a race starts (docs/design.md).
+# comparison: 2 give a variance; 3 is where a race starts.
 MIN_RUNS = 2
 START_RUNS = 3
 # Runs per setting at which a race looks at its data: about x1.5 apart,
-# so the looks a budget allows stay few (each costs alpha).
-LOOK_SCHEDULE = (3, 5, 8, 12, 18, 27, 40, 60, 90, 135, 200, 300, 450, 675, 1000)
+# so that looks stay few (each costs alpha).
+LOOK_SCHEDULE = (3, 5, 8, 12, 18, 27, 40, 60, 90, 135, 200, 300, 450, 675, 1000, 1500, 2250, 3375, 5000)
+# A race spends alpha over its looks: the k-th look (k = 1, 2, ..., at the
+# k-th entry of LOOK_SCHEDULE it reached) gets SPENDING[k-1] of it, and the
+# looks past the table halve what is left, so the shares sum to 1 over any
+# number of looks: the false-change rate holds whatever the budget and
+# wherever the race stops, and the rule is known before the first run. Most
+# of alpha goes where races end (8 to 60 runs a setting); the first looks,
+# with 3 and 5 runs, can settle only gross differences anyway.
+SPENDING = (0.01, 0.04, 0.15, 0.20, 0.20, 0.14, 0.10, 0.06, 0.05)
+# A race stops running a setting shown behind its leader at this level,
+# uncorrected: that is racing, not a claim (a wrong call costs runs, never a
+# false change; analysis/decide.py, Decider.behind).
+RACE_ALPHA = 0.05
 # Values are clamped to this before their log is taken: a CPU of 0 ms
 # compares as equal to another 0, not as minus infinity.
 FLOOR = 1e-6
+# A run is disturbed (set aside, and said) when other processes and the
+# hypervisor (steal) took this many cores more, over its wall time, than the
+# campaign's median run did: the run's own evidence that something else ran.
+DISTURBED_CORES = 0.25
+# ... and by at least this much CPU in all: /proc/stat counts in ticks of
+# 10 ms per CPU, whose rounding alone must not make a run disturbed.
+DISTURBED_MIN_MS = 50.0
+# CPU below this share of a core over the loop's time is no cost worth a
+# change: a CPU difference counts against the margin or against this floor,
+# whichever is larger (the programs' burn threshold, src/core/rules.h).
+CPU_FLOOR_CORES = 0.05
+# The confirmation (fresh runs of the chosen setting and the baseline) is
+# one planned comparison: each claim one-sided at this level, so its
+# interval is the two-sided 1 - 2 x CONFIRM_ALPHA one.
+CONFIRM_ALPHA = 0.05
+# The version of this rule's text; a file whose rule says another is read by
+# the rule it names if this code knows it.
+RULE_VERSION = 2
 
 
-def looks_for_budget(n_settings, budget_runs, start=START_RUNS):
-    """How many looks a race can take within budget_runs: the schedule's
-    entries up to the most runs one setting could get (every setting runs
-    `start` times, then at least two settings share each later round)."""
-    if budget_runs is None:
-        return 1
-    n_cap = start + max(0, budget_runs - n_settings * start) // 2
-    return max(1, sum(1 for n in LOOK_SCHEDULE if start <= n <= n_cap))
+@dataclass(frozen=True)
+class Rule:
+    objective: str = "balanced"
+    margin: float = MARGIN
+    alpha: float = ALPHA
+    design: str = "race"           # race: alpha spent over looks; fixed: one look, all of alpha
+    method: str = "paired"
+    disturbed_cores: float = DISTURBED_CORES
+    cpu_floor_cores: float = CPU_FLOOR_CORES
+    confirm_alpha: float = CONFIRM_ALPHA
+    version: int = RULE_VERSION
+
+    def __post_init__(self):
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective {self.objective!r}: expected one of {', '.join(OBJECTIVES)}")
+        if not 0 < self.margin < 1:
+            raise ValueError("margin must be in (0, 1): with none, no difference can be shown not to matter")
+        if not 0 < self.alpha < 0.5 or not 0 < self.confirm_alpha < 0.5:
+            raise ValueError("alpha must be in (0, 0.5)")
+        if self.method not in METHODS:
+            raise ValueError(f"method {self.method!r}: expected one of {', '.join(METHODS)}")
+        if self.design not in DESIGNS:
+            raise ValueError(f"design {self.design!r}: expected one of {', '.join(DESIGNS)}")
+
+    @property
+    def claims(self):
+        """The metrics a change may be claimed on: balanced claims on time
+        (faster) or on CPU (as fast and cheaper), so its alpha is split in
+        two; time and cpu claim on one."""
+        return 2 if self.objective == "balanced" else 1
+
+    def look_share(self, look):
+        """The share of alpha the look-th look (1, 2, ...) gets."""
+        if self.design == "fixed":
+            return 1.0
+        if look <= len(SPENDING):
+            return SPENDING[look - 1]
+        return (1 - sum(SPENDING)) * 0.5 ** (look - len(SPENDING))
+
+    def alpha_per_test(self, n_settings, look=1):
+        """Bonferroni over the family behind a verdict: the settings compared
+        with the baseline x the metrics claimed on, at this look's share of
+        alpha; one-sided."""
+        return self.alpha * self.look_share(look) / (max(1, n_settings - 1) * self.claims)
+
+    def alpha_select(self, n_settings):
+        """The level at which a race selects its candidate (the setting fresh
+        runs then confirm), one-sided per comparison: alpha, uncorrected. A
+        selection is no claim: the confirmation, planned once on runs the
+        race did not see, is; a wrong selection costs runs, never a false
+        change. (n_settings: the same signature as alpha_per_test.)"""
+        return self.alpha
+
+    @property
+    def method_text(self):
+        return METHOD_TEXT[self.method]
+
+    def text(self):
+        """The rule as one CSV cell: key=value pairs joined by ';'."""
+        return ";".join(f"{f.name}={getattr(self, f.name):g}" if isinstance(getattr(self, f.name), float)
+                        else f"{f.name}={getattr(self, f.name)}" for f in fields(self))
+
+    def to_json(self):
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def with_(self, **changes):
+        """The same rule with some parts asked for (None: keep this rule's)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
-def alpha_each(alpha, n_settings, looks):
-    """Bonferroni: alpha over the settings compared with the baseline and
-    over the looks; one-sided per test."""
-    return alpha / (max(1, n_settings - 1) * max(1, looks))
+def parse(text):
+    """A Rule from its text (Rule.text) or JSON dict; ValueError naming what is wrong."""
+    if isinstance(text, dict):
+        parts = {k: str(v) for k, v in text.items()}
+    else:
+        parts = {}
+        for item in str(text).split(";"):
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ValueError(f"rule {text!r}: expected key=value pairs joined by ';'")
+            parts[key.strip()] = value.strip()
+    known = {f.name: f.type for f in fields(Rule)}
+    unknown = set(parts) - set(known)
+    if unknown:
+        raise ValueError(f"rule {text!r}: unknown part(s) {', '.join(sorted(unknown))}")
+    kinds = {"objective": str, "method": str, "design": str, "version": int}
+    values = {k: kinds.get(k, float)(v) for k, v in parts.items()}
+    if values.get("version", RULE_VERSION) > RULE_VERSION:
+        raise ValueError(f"rule version {values['version']}: newer than this threadburn knows ({RULE_VERSION})")
+    return Rule(**values)
+
+
+def look_of(runs):
+    """The index of the look a race takes when its settings have at most
+    `runs` runs each: the schedule's entries up to it (at least 1)."""
+    return max(1, sum(1 for n in LOOK_SCHEDULE if n <= runs))

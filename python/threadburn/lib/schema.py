@@ -13,6 +13,7 @@ import math
 import os
 
 from .errors import ThreadburnError
+from .keys import NOT_A_KNOB, UNSET  # noqa: F401  (the CSV's words for them)
 
 with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schema_version.txt")) as _f:
     SCHEMA_VERSION = _f.read().strip()
@@ -22,10 +23,13 @@ with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # 4 lacks the rules 5's rows carry (noise_cv, burn_threshold_cores,
 # throughput_counter, throughput_unit: schema.rule_of, keys.throughput) and
 # spells the flag column data-dir (5: data_dir, the programs' one spelling).
-READABLE_VERSIONS = ("3", "4", SCHEMA_VERSION)
+# 5 lacks what 6 added: the decision rule of the campaign (rule), the
+# evidence of disturbance (host_other_cpu_ms, host_steal_ms) and the
+# programs' loop rule (loop_counters); its verdicts are recomputed by the
+# rule its verdict file recorded, or the defaults (analysis/verdicts.rule_for).
+READABLE_VERSIONS = ("3", "4", "5", SCHEMA_VERSION)
 
 RUNTIMES = ("gomp", "llvm")
-UNSET = "unset"
 
 
 def runtime_only_knobs(description):
@@ -35,8 +39,6 @@ def runtime_only_knobs(description):
     read. (The programs report what the live runtime really read:
     ignored_knobs, overridden_knobs.)"""
     return description.runtime_only_knobs()
-# Not a knob column: the runtime column says what was preloaded.
-NOT_A_KNOB = ("LD_PRELOAD",)
 # Program flags the sweep sets itself (files, the barrier): no knob columns.
 SWEEP_FLAGS = ("timeline_dir", "timeline_threads", "threads_csv", "barrier")
 
@@ -47,7 +49,8 @@ GB_CONTEXT = ("host_name", "num_cpus", "mhz_per_cpu", "cpu_scaling_enabled", "lo
               "library_build_type", "date", "executable")
 RUN_COLUMNS = ("point_key", "run_rows", "seed", "order_index", "round", "phase", "iterations", "real_time", "cpu_time",
                "time_unit", "started_at", "finished_at", "wall_s", "exit_code", "overlap",
-               "timeline_file", "threads_file", "slurm_job", "world_samples_per_s", "rank_spread", "knob_layout")
+               "timeline_file", "threads_file", "slurm_job", "world_samples_per_s", "rank_spread", "host_other_cpu_ms",
+               "host_steal_ms", "rule", "knob_layout")
 STATUSES = ("ok", "skipped", "failed")
 # Copies started together whose timed windows overlapped less than this
 # share are flagged (exec_bench.mark_overlap) and left out of the
@@ -146,15 +149,7 @@ def rule_of(rows, name):
     the programs' and the probe's own, src/core/rules.h), as a float; None
     when the rows predate it (schema 4 and older)."""
     for row in rows:
-        value = to_float(row.get(name))
+        value = row.number(name)
         if value is not None:
             return value
     return None
-
-
-def is_ranks_row(row):
-    """A row of one rank of a data-parallel world (a program that describes
-    its launch as "ranks": ddp_step): its run's processes are that world's
-    ranks, not independent copies. The sweep fills world_size on every row
-    of such a run, failed ones included."""
-    return row.get("world_size", "") not in ("", None)

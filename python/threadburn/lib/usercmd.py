@@ -46,11 +46,13 @@ def default_out(kind, cmd):
 
 
 def row_for(report, columns, base):
-    row = dict(base)
+    """The row of a probed run: base (a records.Row) with the probe's
+    counters and context added."""
+    row = base.copy()
     row.update({k: v for k, v in report.counters.items() if k in columns.counters})
     context = report.summary.get("context", {})
     row.update({k: v for k, v in context.items() if k in columns.context})
-    row["extra_context"] = ";".join(f"{k}={v}" for k, v in context.items() if k not in columns.context)
+    row.set("extra_context", ";".join(f"{k}={v}" for k, v in context.items() if k not in columns.context))
     return row
 
 

@@ -1,15 +1,14 @@
-"""The one-page report of a results file (`threadburn report`): one
-self-contained HTML page (no network: its plots are data: URIs, its
-Content-Security-Policy allows nothing else), the verdict first, then the
-evidence: per setting the ratios to the baseline with their intervals
-(verdicts.setting_rows, the table of the exports), the time-vs-CPU and timeline
-plots (figures), the settings in force, the knobs a runtime ignored or
-overrode, the machine, the command that reproduces it, the method.
+"""The verdicts as one self-contained HTML page (`threadburn report`; no
+network: its plots are data: URIs, its Content-Security-Policy allows
+nothing else): the verdict first, then the evidence per setting (the rows
+of views.setting_rows), the time-vs-CPU and timeline plots, the settings in
+force, the knobs a runtime ignored or overrode, the machine, the command
+that reproduces it, the method.
 
-HTML only: the command (report.py) decides, draws and hands the results
-over as data (Page), so that this module stands low among the library's
-floors. A run's CSV (run.csv of `threadburn run`) is one run of one setting:
-no verdict.
+HTML only: the command (commands/report.py) decides and draws and hands
+the results over as data (Page: the Verdicts, the rows, the figures). A
+run's CSV (run.csv of `threadburn run`) is one run of one setting: no
+verdict.
 """
 import base64
 import html
@@ -17,7 +16,8 @@ import os
 import shlex
 from dataclasses import dataclass, field
 
-from ..lib import fmt, keys, paths, schema
+from . import views
+from ..lib import fmt, paths, schema
 from ..lib.errors import ThreadburnError
 
 KINDS = ("sweep", "tune", "run")
@@ -60,26 +60,11 @@ CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 
 
 
 @dataclass
-class Verdict:
-    """One workload's verdict as the page shows it (verdicts.headline, evidence, setting_rows)."""
-    label: str
-    verdict: str                                   # change | keep | undecided
-    headline: str
-    evidence: list
-    note: str = ""                                 # how to read the table
-    columns: list = field(default_factory=list)    # the per-setting table
-    body: list = field(default_factory=list)
-
-
-@dataclass
 class Page:
     kind: str                                      # sweep | tune | run
     csv_path: str
-    rows: list
-    setting_name: object                           # row -> the name of its setting (verdicts.setting_name)
-    rule: tuple = ("balanced", 0.05, 1)            # objective, margin, looks
-    verdicts: list = field(default_factory=list)   # [Verdict]
-    confirmation: list = field(default_factory=list)  # lines (confirmation.text)
+    rows: list                                     # records.Row
+    verdicts: object = None                        # analysis.verdicts.Verdicts (None for a run)
     figures: list = field(default_factory=list)    # [(alt, png path)]
     notes: list = field(default_factory=list)      # why a figure is missing
     repro: dict = field(default_factory=dict)      # workload label -> a chosen setting's command line
@@ -96,9 +81,9 @@ def kind_of(path, header, rows):
                               "columns)")
     if not rows:
         raise ThreadburnError(f"{path}: no rows")
-    if rows[0].get("grid") == "tune":
+    if rows[0].is_tune:
         return "tune"
-    if rows[0].get("bench") == "command":
+    if rows[0].bench == "command":
         return "run"
     if "step_ms" in header:
         return "sweep"
@@ -132,25 +117,22 @@ def verdict_section(p):
         bg, border = VERDICT_COLORS["run"]
         row = p.rows[0]
         out.append(f'<div class="verdict run" style="background:{bg};border-color:{border}">'
-                   f'<h3>{esc(row.get("command", ""))}</h3><p class="headline">ONE RUN: no verdict. A verdict compares '
+                   f'<h3>{esc(row.command)}</h3><p class="headline">ONE RUN: no verdict. A verdict compares '
                    "settings: <code>threadburn tune -- COMMAND</code> races them against your plain environment.</p>"
-                   f"<ul><li>status {esc(row.get('status'))}"
-                   f"{': ' + esc(row.get('reason')) if row.get('reason') else ''}"
-                   f"; wall {esc(fmt.ms(schema.to_float(row.get('wall_ms'))))}, CPU "
-                   f"{esc(fmt.ms(schema.to_float(row.get('cpu_ms'))))}; the OpenMP workers burned "
-                   f"{esc(fmt.ms(schema.to_float(row.get('omp_between_regions_ms'))))} between regions</li></ul></div>")
-    elif not p.verdicts:
+                   f"<ul><li>status {esc(row.status)}"
+                   f"{': ' + esc(row.reason) if row.reason else ''}"
+                   f"; wall {esc(fmt.ms(row.number('wall_ms')))}, CPU "
+                   f"{esc(fmt.ms(row.number('cpu_ms')))}; the OpenMP workers burned "
+                   f"{esc(fmt.ms(row.number('omp_between_regions_ms')))} between regions</li></ul></div>")
+    elif not p.verdicts.entries:
         bg, border = VERDICT_COLORS["undecided"]
         out.append(f'<div class="verdict undecided" style="background:{bg};border-color:{border}"><p class="headline">'
                    "NO VERDICT: no workload with complete runs in this file.</p></div>")
-    for v in p.verdicts:
-        bg, border = VERDICT_COLORS[v.verdict]
-        evidence = "".join(f"<li>{esc(ln.strip())}</li>" for ln in v.evidence)
-        out.append(f'<div class="verdict {esc(v.verdict)}" style="background:{bg};border-color:{border}">'
-                   f'<h3>{esc(v.label)}</h3><p class="headline">{esc(v.headline)}</p><ul>{evidence}</ul></div>')
-    if p.confirmation:
-        out.append(f"<p>{esc(p.confirmation[0])}</p><ul>" +
-                   "".join(f"<li>{esc(ln.strip())}</li>" for ln in p.confirmation[1:]) + "</ul>")
+    for e in (p.verdicts.entries if p.verdicts else []):
+        bg, border = VERDICT_COLORS[e.verdict]
+        evidence = "".join(f"<li>{esc(ln.strip())}</li>" for ln in views.evidence(e) + views.confirmation_lines(e))
+        out.append(f'<div class="verdict {esc(e.verdict)}" style="background:{bg};border-color:{border}">'
+                   f'<h3>{esc(e.label)}</h3><p class="headline">{esc(views.headline(e))}</p><ul>{evidence}</ul></div>')
     out.append("</section>")
     return "\n".join(out)
 
@@ -159,12 +141,15 @@ def evidence_section(p):
     out = ['<section id="evidence"><h2>Evidence per setting</h2>']
     if p.kind == "run":
         row = p.rows[0]
-        body = [[label, fmt.number(schema.to_float(row.get(k)), 4)] for k, label in RUN_FIGURES if row.get(k, "") != ""]
+        body = [[label, fmt.number(row.number(k), 4)] for k, label in RUN_FIGURES if row.has(k)]
         out.append(table(["figure", "value"], body, numeric_from=1))
-    for v in p.verdicts:
-        out.append(f"<h3>{esc(v.label)}</h3>")
-        out.append(f'<p class="note">{esc(v.note)}</p>' if v.note else "")
-        out.append(table(v.columns, v.body) if v.body else '<p class="note">no setting with complete runs</p>')
+    for e in (p.verdicts.entries if p.verdicts else []):
+        rows = views.setting_rows(e)
+        note = views.rule_note(e)
+        out.append(f"<h3>{esc(e.label)}</h3>")
+        out.append(f'<p class="note">{esc(note)}</p>' if note else "")
+        out.append(table(views.table_columns(e), [views.table_cells(e, r) for r in rows]) if rows else
+                   '<p class="note">no setting with complete runs</p>')
     out.append("</section>")
     return "\n".join(out)
 
@@ -177,34 +162,39 @@ def figures_section(p):
     return "\n".join(out)
 
 
-def by_setting(rows, setting_name):
+def setting_name(row):
+    """A setting's name as the verdicts call it (a tune's point, a sweep's label)."""
+    return row.study if row.is_tune else row.setting.label
+
+
+def by_setting(rows):
     """{setting name: its first ok row (else its first row)}, in the file's order."""
     out = {}
     for r in rows:
-        if r.get("phase", "") not in ("", "race"):
+        if r.phase != "race":
             continue
         name = setting_name(r)
-        if name not in out or (out[name].get("status") != "ok" and r.get("status") == "ok"):
+        if name not in out or (not out[name].ok and r.ok):
             out[name] = r
     return out
 
 
 def _distinct(rows, column):
-    return list(dict.fromkeys(r.get(column, "") for r in rows if r.get(column, "") not in ("",)))
+    return list(dict.fromkeys(r.text(column) for r in rows if r.has(column)))
 
 
 def settings_section(p):
     rows = p.rows
-    first = by_setting(rows, p.setting_name)
-    cols = [(k, label) for k, label in IN_FORCE if any(r.get(k, "") != "" for r in first.values())]
-    body = [[name] + [r.get(k, "") for k, _ in cols] for name, r in first.items()]
+    first = by_setting(rows)
+    cols = [(k, label) for k, label in IN_FORCE if any(r.has(k) for r in first.values())]
+    body = [[name] + [r.text(k) for k, _ in cols] for name, r in first.items()]
     out = ['<section id="settings"><h2>Settings in force</h2>',
            '<p class="note">What the OpenMP runtime reported it used (the first run of each setting).</p>',
            table(["setting"] + [label for _, label in cols], body, numeric_from=99)]
     knobs = []
     for name, r in first.items():
         for k, label in KNOBS:
-            values = [v for v in _distinct([x for x in rows if x is r or p.setting_name(x) == name], k)
+            values = [v for v in _distinct([x for x in rows if x is r or setting_name(x) == name], k)
                       if v != "none"]
             if values:
                 knobs.append([name, label, "; ".join(values)])
@@ -224,22 +214,21 @@ def machine_section(rows):
 
 
 def reproduce_lines(kind, rows, csv_path, rule):
-    objective, margin, looks = rule
     row = rows[0]
     name = os.path.basename(csv_path)
-    rule_flags = f"--margin {margin:g} --objective {objective}"
+    rule_flags = f"--margin {rule.margin:g} --objective {rule.objective}" if rule else ""
     if kind == "sweep":
-        lines = [f"bin/threadburn sweep {shlex.quote(row.get('grid', ''))} --seed {row.get('seed', '')} "
-                 + ("--decide " if looks > 1 else "") + rule_flags]
+        lines = [f"bin/threadburn sweep {shlex.quote(row.grid)} --seed {row.text('seed')} "
+                 + ("--decide " if rule and rule.design == "race" else "") + rule_flags]
     elif kind == "tune":
-        extra = " --metric 'REGEX'" if row.get("metric", "") != "" else ""
-        extra += " --points FILE" if row.get("preset", "default") != "default" else ""
-        lines = [f"bin/threadburn tune --seed {row.get('seed', '')} {rule_flags}{extra} -- {row.get('command', '')}"]
+        extra = " --metric 'REGEX'" if row.has("metric") else ""
+        extra += " --points FILE" if row.text("preset", "default") != "default" else ""
+        lines = [f"bin/threadburn tune --seed {row.text('seed')} {rule_flags}{extra} -- {row.command}"]
     else:
-        env = " ".join(f"--env {shlex.quote(k + '=' + v)}" for k, v in keys.setting_of(row).env
+        env = " ".join(f"--env {shlex.quote(k + '=' + v)}" for k, v in row.setting.env
                        if v not in (schema.UNSET, ""))
-        runtime = " --runtime llvm" if row.get("runtime") == "llvm" else ""
-        lines = [f"bin/threadburn run{runtime}{' ' + env if env else ''} -- {row.get('command', '')}"]
+        runtime = " --runtime llvm" if row.runtime == "llvm" else ""
+        lines = [f"bin/threadburn run{runtime}{' ' + env if env else ''} -- {row.command}"]
     if kind != "run":
         lines.append(f"bin/threadburn verdict {shlex.quote(name)}     # the verdict, recomputed from the rows")
     lines.append(f"bin/threadburn report {shlex.quote(name)}      # this page")
@@ -248,7 +237,7 @@ def reproduce_lines(kind, rows, csv_path, rule):
 
 def reproduce_section(p):
     out = ['<section id="reproduce"><h2>Reproduce</h2>',
-           f"<pre>{esc(chr(10).join(reproduce_lines(p.kind, p.rows, p.csv_path, p.rule)))}</pre>"]
+           f"<pre>{esc(chr(10).join(reproduce_lines(p.kind, p.rows, p.csv_path, p.verdicts.rule if p.verdicts else None)))}</pre>"]
     if p.repro:
         out.append('<p class="note">One run of each chosen setting (or the one the data lean to), as the sweep '
                    "started it:</p>")
@@ -260,9 +249,10 @@ def reproduce_section(p):
 def method_section(kind):
     measure = ("Each run is a fresh process of a benchmark program (OpenMP reads its settings once, at start-up), "
                "the runs in shuffled rounds so that the machine's drift spreads over every setting. A run's time is "
-               "the mean step time of its timed steps; its CPU, the CPU of every thread during the step plus what "
-               "threads other than the measuring one burned in the gap after it (the spin-wait of idle OpenMP "
-               "workers), read from each thread's own CPU clock." if kind == "sweep" else
+               "the mean time of one iteration of the program's loop (the step and the gap after it); its CPU, the "
+               "CPU of every thread during the step plus what threads other than the measuring one burned in the "
+               "gap after it (the spin-wait of idle OpenMP workers), read from each thread's own CPU clock."
+               if kind == "sweep" else
                "Each run is a fresh process of your command with the preload probe in front of it (LD_PRELOAD: no "
                "privileges, no change to the program), which sees every OpenMP region the runtime starts and "
                "samples every thread's CPU clock from inside, forked workers included. A run's time is its wall "
@@ -270,18 +260,20 @@ def method_section(kind):
     return ('<section id="method"><h2>Method</h2>'
             f"<p>{esc(measure)} What the probe and the programs can and cannot see, and their cost: "
             f"{doc_link('probe.md')}; the measurement: {doc_link('design.md', '#measuring-cpu')}.</p>"
-            "<p>The decision compares one value per run, never steps: for each setting the ratio of its geometric "
-            "mean to the baseline's (the default environment in a sweep, your plain environment in a tune), with a "
-            "Welch t interval on the logs, corrected (Bonferroni) for every setting compared and every look a race "
-            "took. Against a practical margin the verdict is <b>change</b> (a setting beats the baseline by more "
-            "than the margin), <b>keep</b> (no setting can), or <b>undecided</b> (with the runs a decision would "
-            f"need). The rule, and why no bootstrap: {doc_link('design.md', '#decisions')}.</p></section>")
+            "<p>The decision compares one value per run, never steps: for each setting the ratio of its values "
+            "to the baseline's (the default environment in a sweep, your plain environment in a tune), run against "
+            "run within each shuffled round, with a t interval on the logs, corrected (Bonferroni) for every "
+            "setting compared, every look a race took and each metric a change may be claimed on. Against a "
+            "practical margin the verdict is <b>change</b> (a setting beats the baseline by more than the margin: "
+            "faster, or as fast and cheaper), <b>keep</b> (no setting can), or <b>undecided</b> (with the runs a "
+            "decision would need). A change's gain is measured again in fresh runs the race did not use to choose. "
+            f"The rule: {doc_link('design.md', '#decisions')}.</p></section>")
 
 
 def html_page(p):
     """The report's HTML (Page: what the command decided and drew)."""
     name = os.path.basename(p.csv_path)
-    what = {"sweep": f"a sweep of grid {p.rows[0].get('grid', '')}", "tune": "a tune of your command",
+    what = {"sweep": f"a sweep of grid {p.rows[0].grid}", "tune": "a tune of your command",
             "run": "one run of your command"}[p.kind]
     body = [f"<h1>threadburn report: {esc(name)}</h1>",
             f'<p class="sub">{esc(what)}; {len(p.rows)} rows; {esc(os.path.abspath(p.csv_path))}</p>',

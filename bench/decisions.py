@@ -1,0 +1,288 @@
+#!/usr/bin/python3
+"""The decision rule's operating characteristics, by simulation: writes
+results/decisions.csv (and FINDINGS tabulates it).
+
+    bench/decisions.py [--trials 1000] [--jobs 2] [--only NAME] [--out results/decisions.csv]
+
+Each case is a whole tune on synthetic settings whose truth is known: the
+run engine (engine/campaign.py) runs the settings in shuffled rounds through
+a mock executor, the race (analysis/race.py) looks at the schedule's points,
+a change is confirmed in fresh runs, and the verdict is what `threadburn
+tune` would print (analysis/verdicts.py), within tune's default budget (10
+runs a setting, the confirmation's included). Fixed seeds: the table is
+the same on every machine.
+
+A run of a setting with true time T and CPU C (ms) takes T x e^(N(0, s)) x
+drift, and uses C x e^(N(0, s)) x drift of CPU, s the scenario's run noise
+(a noisy setting: a multiple of it). Drift: the machine slows by `drift`
+over the campaign, linearly. A pre-empted run (probability `preempt`) takes
+twice as long while its CPU is unchanged, and carries the evidence a real
+run carries (another tenant's CPU for the time it lost, /proc/stat's view:
+host_other_cpu_ms); every run carries a little other load besides.
+
+Per scenario: the share of cases that changed (to the right setting, or
+falsely: to a setting that does not beat the baseline by more than the
+margin on the objective), kept, stayed undecided; runs spent to the end
+(median, p90); and the bias of the gain the verdict reports (the
+confirmation's, from fresh runs) and of the race's own estimate of the
+setting it chose ("as selected"), in percentage points of the true change,
+over every case whose candidate was confirmed or not (the verdict prints the
+fresh runs' figure either way).
+"""
+import argparse
+import csv
+import math
+import multiprocessing
+import os
+import random
+import statistics
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+from threadburn.analysis import confirmation, race as races, verdicts  # noqa: E402
+from threadburn.engine import campaign  # noqa: E402
+from threadburn.lib import records, rule as rules  # noqa: E402
+from threadburn.lib.records import Row  # noqa: E402
+
+BASE_MS = 1000.0
+RUNS_PER_SETTING = 10   # tune's default budget
+OTHER_LOAD = 0.03       # cores other processes use during an undisturbed run
+
+
+class Truth:
+    def __init__(self, name, time, cpu=1.0, noise=1.0):
+        self.name, self.time, self.cpu, self.noise = name, time, cpu, noise
+
+
+class Item:
+    def __init__(self, truth, phase="race"):
+        self.truth, self.phase = truth, phase
+        self.key = truth.name if phase == "race" else f"{phase}-{truth.name}"
+        self.label = self.key
+
+
+class Memory:
+    def __init__(self):
+        self.rows = []
+
+    def append(self, rows):
+        self.rows += rows
+
+
+class Synthetic(campaign.Executor):
+    """Each run: one tune row drawn from the item's truth."""
+
+    def __init__(self, rng, s, drift, preempt, expected_runs):
+        self.rng, self.s, self.drift, self.preempt, self.expected = rng, s, drift, preempt, expected_runs
+        self.count = 0
+
+    def execute(self, specs):
+        for spec in specs:
+            t = spec.item.truth
+            drift = 1 + self.drift * min(1.0, self.count / self.expected)
+            self.count += 1
+            sd = self.s * t.noise
+            nominal = BASE_MS * t.time * math.exp(self.rng.gauss(0, sd)) * drift
+            slow = 2.0 if self.rng.random() < self.preempt else 1.0
+            wall = nominal * slow
+            cpu = BASE_MS * t.cpu * math.exp(self.rng.gauss(0, sd)) * drift
+            other = wall * abs(self.rng.gauss(OTHER_LOAD, OTHER_LOAD / 3)) + (wall - nominal)
+            yield spec, [Row(grid="tune", study=t.name, preset="", run_key=spec.key, point_key=t.name,
+                             round=spec.round, phase=spec.item.phase, status="ok", bench="command",
+                             benchmark="synthetic", command="synthetic", run_rows=1, wall_s=wall / 1000,
+                             wall_ms=wall, cpu_ms=cpu, host_other_cpu_ms=other, host_steal_ms=0.0)]
+
+
+def one_case(sc, seed):
+    """(verdict, chosen, race estimate of the chosen's cost ratio on the
+    claim, confirmed estimate, runs spent)."""
+    rng = random.Random(seed)
+    truths = sc["truths"]
+    rule = rules.Rule(objective=sc["objective"], margin=rules.MARGIN)
+    budget = RUNS_PER_SETTING * len(truths)
+    memory = Memory()
+    ex = Synthetic(rng, sc["noise"], sc.get("drift", 0.0), sc.get("preempt", 0.0), budget)
+    items = {t.name: Item(t) for t in truths}
+    quiet = lambda *a, **k: None
+    c = campaign.Campaign(ex, memory, seed, budget=campaign.Budget(runs=budget - 2 * confirmation.CONFIRM_MIN),
+                          say=quiet)
+    race = races.Race(lambda: memory.rows, items, rule, "libomp")
+    c.run(items.values(), {k: rules.START_RUNS for k in items}, race)
+    plan = race.confirmation_plan(max(0, budget - c.spent) // 2)
+    if plan:
+        names, n = plan
+        pair = [Item(items[name].truth, "confirm") for name in names]
+        cc = campaign.Campaign(ex, memory, seed, done=c.done, say=quiet)
+        cc.round = 1000
+        cc.run(pair, {p.key: n for p in pair})
+    v = verdicts.decide_records(records.run_records(memory.rows, "libomp"), rule)
+    e = v.entries[0]
+    d, conf = e.decision, e.confirmation
+    claim = d.candidate_claim or "time"
+    # The candidate's figures: the race's (as selected) and the fresh runs' (printed by the
+    # verdict whether they confirm it or not: CHANGE's headline, or UNDECIDED's).
+    race_r = getattr(d.vs_baseline[d.candidate], claim) if d.candidate else None
+    conf_r = getattr(conf, claim) if conf is not None else None
+    return (e.verdict, e.chosen, d.candidate, claim, race_r.est if race_r else None,
+            conf_r.est if conf_r else None, len(memory.rows))
+
+
+def beats(sc, name):
+    """Does setting `name` truly beat the baseline by more than the margin
+    on the scenario's objective (the definition of a right change)?"""
+    by = {t.name: t for t in sc["truths"]}
+    b, s, m = by["plain"], by[name], rules.MARGIN
+    faster = s.time / b.time < 1 / (1 + m) - 1e-12
+    cheaper = s.cpu / b.cpu < 1 / (1 + m) - 1e-12
+    if sc["objective"] == "time":
+        return faster
+    if sc["objective"] == "cpu":
+        return cheaper
+    return faster or (s.time / b.time <= 1 + m and cheaper)
+
+
+def true_ratio(sc, name, claim):
+    by = {t.name: t for t in sc["truths"]}
+    return getattr(by[name], claim) / getattr(by["plain"], claim)
+
+
+def run_scenario(sc, trials):
+    out = {"scenario": sc["name"], "objective": sc["objective"], "effect": sc.get("effect", ""),
+           "noise": sc["noise"], "drift": sc.get("drift", 0.0), "preempt": sc.get("preempt", 0.0), "trials": trials}
+    right = false = keep = undecided = 0
+    spent, bias_rep, bias_sel = [], [], []
+    t0 = time.monotonic()
+    for i in range(trials):
+        verdict, chosen, candidate, claim, race_est, conf_est, runs = one_case(sc, sc["seed"] * 1000003 + i)
+        spent.append(runs)
+        if candidate is not None and conf_est is not None:
+            truth = math.log(true_ratio(sc, candidate, claim))
+            bias_rep.append(math.log(conf_est) - truth)
+            bias_sel.append(math.log(race_est) - truth)
+        if verdict == "change":
+            if beats(sc, chosen):
+                right += 1
+            else:
+                false += 1
+        elif verdict == "keep":
+            keep += 1
+        else:
+            undecided += 1
+    spent.sort()
+    pp = lambda xs: round(100 * (math.exp(statistics.fmean(xs)) - 1), 2) if xs else ""
+    out.update(change_right=right / trials, change_false=false / trials, keep=keep / trials,
+               undecided=undecided / trials, runs_median=statistics.median(spent),
+               runs_p90=spent[min(len(spent) - 1, int(0.9 * len(spent)))],
+               bias_reported_pp=pp(bias_rep), bias_as_selected_pp=pp(bias_sel), target=sc.get("target", ""),
+               seconds=round(time.monotonic() - t0, 1))
+    out["meets"] = meets(out, sc.get("check"))
+    return out
+
+
+def meets(row, check):
+    if check is None:
+        return ""
+    kind, value = check
+    if kind == "false_at_most":
+        ok = row["change_false"] <= value
+    elif kind == "right_at_least":
+        ok = row["change_right"] >= value
+    else:
+        raise ValueError(kind)
+    bias_ok = row["bias_reported_pp"] == "" or abs(row["bias_reported_pp"]) <= 1.0
+    return "yes" if ok and bias_ok else "no"
+
+
+def default_set(effect):
+    """Seven settings as tune's defaults leave them on a small machine after
+    duplicates go: the winner (1 - effect), one halfway there, two as fast
+    as plain, two slower; the same CPU for all."""
+    return [Truth("plain", 1.0), Truth("W", 1 - effect), Truth("half", 1 - effect / 2), Truth("same1", 1.0),
+            Truth("same2", 1.0), Truth("slow1", 1.25), Truth("slow2", 1.25)]
+
+
+def scenarios():
+    out = []
+    null = [Truth("plain", 1.0)] + [Truth(f"s{i}", 1.0) for i in range(1, 7)]
+    for objective in ("time", "cpu", "balanced"):
+        out.append({"name": f"null {objective}", "objective": objective, "noise": 0.03, "truths": null,
+                    "target": "false <= 5 %", "check": ("false_at_most", 0.05)})
+    out.append({"name": "null balanced, 1 % noise", "objective": "balanced", "noise": 0.01, "truths": null,
+                "target": "false <= 5 %", "check": ("false_at_most", 0.05)})
+    out.append({"name": "null balanced, 10 % noise", "objective": "balanced", "noise": 0.10, "truths": null,
+                "target": "false <= 5 %", "check": ("false_at_most", 0.05)})
+    out.append({"name": "null balanced, drift", "objective": "balanced", "noise": 0.03, "drift": 0.10,
+                "truths": null, "target": "false <= 5 %", "check": ("false_at_most", 0.05)})
+    out.append({"name": "null balanced, pre-empted", "objective": "balanced", "noise": 0.03, "preempt": 0.10,
+                "truths": null, "target": "false <= 5 %", "check": ("false_at_most", 0.05)})
+    at_margin = 1 / (1 + rules.MARGIN)
+    for objective, x in (("time", Truth("x", at_margin)), ("cpu", Truth("x", 1.0, at_margin)),
+                         ("balanced", Truth("x", at_margin))):
+        truths = [Truth("plain", 1.0)] + [x] + [Truth(f"s{i}", 1.0) for i in range(2, 7)]
+        out.append({"name": f"truth at the margin, {objective}", "objective": objective, "noise": 0.03,
+                    "truths": truths, "target": "false <= 5 %", "check": ("false_at_most", 0.05)})
+    for effect in (0.05, 0.10, 0.15, 0.25):
+        for noise in (0.01, 0.03, 0.10):
+            target = ("right >= 90 %", ("right_at_least", 0.90)) if (effect, noise) == (0.10, 0.03) else ("", None)
+            out.append({"name": f"winner {effect:.0%} at {noise:.0%} noise", "objective": "balanced", "noise": noise,
+                        "effect": effect, "truths": default_set(effect), "target": target[0], "check": target[1]})
+    out.append({"name": "winner 10% at 3% noise, 10% of runs pre-empted 2x", "objective": "balanced", "noise": 0.03,
+                "effect": 0.10, "preempt": 0.10, "truths": default_set(0.10), "target": "right >= 80 %",
+                "check": ("right_at_least", 0.80)})
+    out.append({"name": "winner 10% at 3% noise, 10% drift", "objective": "balanced", "noise": 0.03, "effect": 0.10,
+                "drift": 0.10, "truths": default_set(0.10), "target": "right >= 85 %",
+                "check": ("right_at_least", 0.85)})
+    lucky = [Truth("plain", 1.0), Truth("W", 0.85), Truth("X", 1.0, noise=5.0), Truth("same1", 1.0),
+             Truth("same2", 1.0), Truth("slow1", 1.25), Truth("slow2", 1.25)]
+    out.append({"name": "clear winner W (15%) beside a noisy X", "objective": "balanced", "noise": 0.03,
+                "effect": 0.15, "truths": lucky, "target": "W chosen >= 95 %", "check": ("right_at_least", 0.95)})
+    for i, sc in enumerate(out):
+        sc["seed"] = i + 1
+    return out
+
+
+COLUMNS = ("scenario", "objective", "effect", "noise", "drift", "preempt", "trials", "change_right", "change_false",
+           "keep", "undecided", "runs_median", "runs_p90", "bias_reported_pp", "bias_as_selected_pp", "target",
+           "meets", "seconds")
+
+
+def _work(arg):
+    sc, trials = arg
+    return run_scenario(sc, trials)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trials", type=int, default=1000, help="cases per scenario (default 1000)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: the CPUs)")
+    p.add_argument("--only", help="only scenarios whose name contains this")
+    p.add_argument("--out", default=os.path.join(REPO, "results", "decisions.csv"))
+    args = p.parse_args()
+    todo = [sc for sc in scenarios() if not args.only or args.only in sc["name"]]
+    if not todo:
+        p.error(f"--only {args.only!r}: no scenario matches")
+    with multiprocessing.Pool(args.jobs) as pool:
+        rows = []
+        for row in pool.imap(_work, [(sc, args.trials) for sc in todo]):
+            rows.append(row)
+            print(f"{row['scenario']:<52} right {row['change_right']:6.1%} false {row['change_false']:6.1%} keep "
+                  f"{row['keep']:6.1%} undecided {row['undecided']:6.1%} runs {row['runs_median']:g}/{row['runs_p90']:g}"
+                  f" bias {row['bias_reported_pp']}/{row['bias_as_selected_pp']} pp {row['meets']} "
+                  f"({row['seconds']} s)", flush=True)
+    tmp = args.out + ".tmp"
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS, lineterminator="\n")
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: (f"{v:.4f}" if isinstance(v, float) and k not in ("noise", "drift", "preempt", "effect")
+                            else v) for k, v in row.items()})
+    os.replace(tmp, args.out)
+    print(f"decisions: {args.out}")
+    return 0 if all(r["meets"] != "no" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

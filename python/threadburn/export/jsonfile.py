@@ -1,0 +1,67 @@
+"""The verdicts as data: <stem>.verdict.json beside a results CSV (what
+`threadburn verdict CSV` recomputes from the CSV alone, exactly), and the
+export JSON (--export-json FILE: the same with the headline and a row per
+setting). results/README.md documents both."""
+import json
+
+from . import views
+
+VERDICT_SCHEMA = 2
+EXPORT_SCHEMA = 2
+
+
+def _ratio(r):
+    return views.ratio_data(r)
+
+
+def _confirmation(c):
+    if c is None:
+        return None
+    return {"chosen": c.chosen, "baseline": c.baseline, "claim": c.claim, "runs": list(c.runs),
+            "time_ratio": _ratio(c.time), "cpu_ratio": _ratio(c.cpu), "holds": c.holds,
+            "coverage": round(c.coverage, 4), "margin": c.margin, "cpu_margin": round(c.cpu_margin, 5),
+            "probe_cost": _ratio(c.probe_cost)}
+
+
+def workload(e):
+    d = e.decision
+    race = d.vs_baseline.get(e.chosen) if e.chosen and e.chosen != d.baseline else None
+    race_t, race_c = (race.time, race.cpu) if race else (None, None)
+    c = e.confirmation
+    confirmed = c is not None and c.time is not None
+    headline_ratios = (c.time, c.cpu) if confirmed else (race_t, race_c)
+    side = {n: {"time_geomean": d.settings[n].geo("time"), "cpu_geomean": d.settings[n].geo("cpu")}
+            for n in dict.fromkeys([e.chosen, d.cheapest_within]) if n in d.settings}
+    return {
+        "workload": e.label, "verdict": e.verdict, "race_verdict": d.verdict, "setting": e.chosen,
+        "baseline": d.baseline, "env": e.env.get(e.chosen, {}) if e.chosen else {}, "why": d.why,
+        "time_ratio": _ratio(headline_ratios[0]), "cpu_ratio": _ratio(headline_ratios[1]),
+        "gain_from": "confirmation" if confirmed else "race, as selected",
+        "candidate": d.candidate, "candidate_claim": d.candidate_claim,
+        "as_selected": {"time_ratio": _ratio(race_t), "cpu_ratio": _ratio(race_c)},
+        "confirmation": _confirmation(c), "time_metric": e.time_kind,
+        "fastest": d.fastest, "cheapest_within_margin": d.cheapest_within, "side_by_side": side,
+        "alpha_per_test": d.alpha_each, "cpu_margin": round(d.cpu_margin, 5),
+        "winners": d.winners, "eliminated": d.eliminated,
+        "contenders": [{"setting": n, "runs_needed": k} for n, k in d.contenders],
+        "open": [{"setting": n, "against": d.baseline, "runs_needed": k} for n, k in d.open],
+        "runs": e.runs, "runs_per_setting": {n: s.n for n, s in d.settings.items()},
+        "duplicates": e.duplicates, "failed": e.failed,
+        "set_aside": [{"setting": n, "run_key": k, "why": w} for n, k, w in e.set_aside]}
+
+
+def verdict_data(verdicts):
+    return {"verdict_schema": VERDICT_SCHEMA, "source": verdicts.source, "rule": verdicts.rule.to_json(),
+            "rule_from": verdicts.rule_from, "workloads": [workload(e) for e in verdicts.entries]}
+
+
+def verdict_text(verdicts):
+    return json.dumps(verdict_data(verdicts), indent=1) + "\n"
+
+
+def export_text(verdicts):
+    out = {"export_schema": EXPORT_SCHEMA}
+    out.update(verdict_data(verdicts))
+    out["workloads"] = [dict(w, headline=views.headline(e), settings=views.setting_rows(e))
+                        for w, e in zip(out["workloads"], verdicts.entries)]
+    return json.dumps(out, indent=1) + "\n"

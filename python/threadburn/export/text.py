@@ -1,0 +1,26 @@
+"""The verdicts as the console prints them: per workload its label, the
+headline a user acts on, the evidence, the confirmation."""
+from . import views
+from ..lib import fmt
+
+
+def lines(verdicts):
+    out = []
+    for e in verdicts.entries:
+        out.append(e.label)
+        out.append("  " + views.headline(e))
+        out += views.evidence(e)
+        out += ["    " + ln for ln in views.confirmation_lines(e)]
+    if verdicts.rule_from.startswith("the defaults"):
+        out.append(f"note: rule from {verdicts.rule_from}: {verdicts.rule.text()}")
+    return out
+
+
+def settings_table(e):
+    """The evidence per setting as a console table (views.setting_rows),
+    with the OpenMP workers' CPU between regions where the probe saw it."""
+    rows = views.setting_rows(e)
+    header = views.table_columns(e) + (["between regions ms"] if e.between_regions else [])
+    body = [views.table_cells(e, r) + ([fmt.number(e.between_regions.get(r["setting"]), 4)]
+                                       if e.between_regions else []) for r in rows]
+    return fmt.table(header, body, right_from=2)

@@ -1,0 +1,253 @@
+"""What every format says of a verdict (analysis/verdicts.Verdict), in one
+place: the headline a user acts on, the evidence lines, the row per
+setting. The formats (text, markdown, jsonfile, html) lay these out; none
+of them knows another.
+
+A change's headline gain is the confirmation's (fresh runs the race did not
+use to choose), with its interval; the race's own figure is shown beside it
+"as selected" (biased toward luck). A confirmation that contradicts the
+change makes the verdict undecided and says so.
+"""
+import shlex
+
+from ..lib import fmt
+
+TIME_WORDS = {"loop_ms": "time per iteration (step + gap)", "step_ms": "step time", "wall_ms": "wall time",
+              "metric": "your figure"}
+FIGURE_NAMES = {"loop_ms": "iteration ms", "step_ms": "step ms", "wall_ms": "wall ms", "metric": "your figure"}
+
+
+def ci(r):
+    """A cost ratio as a change with its interval: -7.9% [-10.1%, -5.6%]."""
+    return f"{fmt.pct(r.est - 1)} [{fmt.pct(r.lo - 1)}, {fmt.pct(r.hi - 1)}]"
+
+
+def ratio_text(r, higher_is_better=False):
+    """A Ratio as a change with its interval, as the headline writes it (a
+    higher-is-better figure as its own change); "" for none."""
+    if r is None:
+        return ""
+    if higher_is_better:
+        return f"{fmt.pct(1 / r.est - 1)} [{fmt.pct(1 / r.hi - 1)}, {fmt.pct(1 / r.lo - 1)}]"
+    return ci(r)
+
+
+def change(e, r, metric="time"):
+    """A ratio's estimate as the change people read: a higher-is-better
+    figure as its own change (samples/s up), anything else as the cost's."""
+    if r is None:
+        return "n/a"
+    return fmt.pct(1 / r.est - 1) if e.higher_is_better and metric == "time" else fmt.pct(r.est - 1)
+
+
+def time_word(e):
+    return "time" if e.time_kind in ("wall_ms", "loop_ms") else ("step" if e.time_kind == "step_ms" else "figure")
+
+
+def time_text(e, r):
+    if r is None:
+        return f"{time_word(e)} n/a"
+    if e.higher_is_better:
+        return f"your figure {ratio_text(r, True)}"
+    return f"{time_word(e)} {ci(r)}"
+
+
+def env_text(env):
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) or "(no variables)"
+
+
+def headline(e):
+    d = e.decision
+    c = e.confirmation
+    pct_m = f"{d.margin:.0%}"
+    if e.verdict == "change" and c is not None:
+        race = d.vs_baseline[c.chosen]
+        return (f"CHANGE to {c.chosen}: {time_text(e, c.time)}, CPU {ci(c.cpu) if c.cpu else 'n/a'} against "
+                f"{d.baseline} in {c.runs[0]} + {c.runs[1]} fresh runs ({c.coverage:.0%} interval; the race, as "
+                f"selected: {time_word(e)} {change(e, race.time)}, CPU {change(e, race.cpu, 'cpu')}). "
+                f"Set: {env_text(e.env.get(c.chosen, {}))}")
+    if e.verdict == "change":
+        race = d.vs_baseline[d.chosen]
+        return (f"CHANGE to {d.chosen}: {time_text(e, race.time)}, CPU {ci(race.cpu)} against {d.baseline}, as "
+                "selected by the race (no fresh runs measured it: a selected figure is biased toward luck). "
+                f"Set: {env_text(e.env.get(d.chosen, {}))}")
+    if c is not None:  # the race's candidate, not shown again in fresh runs
+        race = d.vs_baseline[c.chosen]
+        what = "time" if c.claim == "time" else "CPU"
+        r = c.headline_ratio
+        said = ("contradict it: not better by the margin" if c.holds == "no" else
+                f"cannot yet tell whether it gains more than {pct_m}")
+        return (f"UNDECIDED: the race chose {c.chosen} ({time_word(e)} {change(e, race.time)}, CPU "
+                f"{change(e, race.cpu, 'cpu')} as "
+                f"selected) but {c.runs[0]} + {c.runs[1]} fresh runs {said}: {what} {ci(r) if r else 'n/a'} against "
+                f"{d.baseline}. More runs (--budget) would tell")
+    if d.verdict == "keep":
+        return (f"KEEP {d.baseline}: every setting tried is shown not to beat it by more than {pct_m} "
+                f"({'on time, or on CPU at no loss of time' if d.objective == 'balanced' else 'on ' + d.objective})")
+    lean = f"; leaning to {d.chosen}" if d.chosen and d.chosen != d.baseline else ""
+    return f"UNDECIDED: {d.why}{lean}{most_to_gain(e)}"
+
+
+def most_to_gain(e):
+    """What an undecided verdict still tells: the most any setting could
+    gain on time (the best lower bound of the intervals), and its CPU."""
+    d = e.decision
+    best = None
+    for name, r in d.vs_baseline.items():
+        if r.time is not None and (best is None or r.time.lo < best[1].time.lo):
+            best = (name, r)
+    if best is None or best[1].time.lo >= 1:
+        return ""
+    name, r = best
+    bound = fmt.pct(1 / r.time.lo - 1) if e.higher_is_better else fmt.pct(r.time.lo - 1)
+    return (f". The most any setting could gain: {time_word(e)} {bound} ({name}, the bound of its interval), at "
+            f"CPU {change(e, r.cpu, 'cpu')}")
+
+
+def evidence(e):
+    d = e.decision
+    lines = []
+    if d.baseline and d.settings:
+        r = d.rule
+        cpu_m = (f" (CPU: {d.cpu_margin:.0%}, {r.cpu_floor_cores:g} of a core over the {time_word(e)})"
+                 if d.cpu_margin > d.margin + 1e-9 else "")
+        lines.append(f"    {len(d.settings)} settings, {e.runs} runs ({runs_range(d)} a setting); {r.method_text}, "
+                     f"alpha' {d.alpha_each:.2g} per one-sided test ({family(d)}), margin {d.margin:.0%}{cpu_m}, "
+                     f"objective {d.objective}; compared: {TIME_WORDS[e.time_kind]} and CPU")
+    side = side_by_side(e)
+    if side:
+        lines.append("    " + side)
+    if d.verdict == "keep" and d.fastest and d.fastest != d.baseline and d.fastest in d.vs_baseline:
+        r = d.vs_baseline[d.fastest]
+        lines.append(f"    the fastest by its estimate, {d.fastest}: {time_text(e, r.time)}, CPU {ci(r.cpu)}")
+    if d.contenders and e.verdict == "change":
+        names = ", ".join(f"{n} (~{k} runs each would tell)" if k else n for n, k in d.contenders)
+        lines.append(f"    might be better still (undecided after {runs_range(d)} runs; --budget more settles it): {names}")
+    if d.eliminated:
+        lines.append(f"    slower than the fastest by more than {d.margin:.0%}: {', '.join(d.eliminated)}")
+    if e.duplicates:
+        lines.append("    dropped as duplicates (the same settings in force, as the runs reported them): "
+                     + ", ".join(f"{a} = {b}" for a, b in sorted(e.duplicates.items())))
+    if e.set_aside:
+        lines.append(f"    set aside as disturbed ({len(e.set_aside)} run{'s' if len(e.set_aside) != 1 else ''}): "
+                     + "; ".join(f"{n} {k}: {why}" for n, k, why in e.set_aside))
+    for name, n in d.open:
+        need = f"~{n} runs each would settle it" if n else "no number of runs settles it at this margin"
+        lines.append(f"    open: {name} against {d.baseline} ({need})")
+    c = e.confirmation
+    if c is not None and c.probe_cost is not None:
+        lines.append(f"    the probe's cost on your program ({c.chosen}, wall time probed / not): {ci(c.probe_cost)}")
+    return lines
+
+
+def family(d):
+    """How alpha was split for this decision: its share at this look, over
+    the settings compared and the metrics a change may be claimed on."""
+    r = d.rule
+    look = (f"a fixed design: all of {r.alpha:g}" if r.design == "fixed" else
+            f"look {d.look} of the race: {r.look_share(d.look):.0%} of {r.alpha:g}")
+    n = max(1, len(d.settings) - 1)
+    return f"{look}, over {n} setting{'s' if n != 1 else ''} x {r.claims} metric{'s' if r.claims != 1 else ''}"
+
+
+def side_by_side(e):
+    """The chosen setting beside the cheapest one within the margin of the
+    fastest: the time and CPU of each (geometric means of the race)."""
+    d = e.decision
+    if not e.chosen or not d.cheapest_within or e.chosen not in d.settings:
+        return ""
+
+    def fig(name):
+        s = d.settings[name]
+        return f"{name}: {FIGURE_NAMES[e.time_kind]} {fmt.number(s.geo('time'), 4)}, CPU {fmt.number(s.geo('cpu'), 4)} ms"
+    chosen = e.chosen
+    role = {"change": "chosen", "keep": "kept", "undecided": "leaning"}[e.verdict]
+    if d.cheapest_within == chosen:
+        return f"{role} {fig(chosen)}; it is also the cheapest within {d.margin:.0%} of the fastest"
+    return f"{role} {fig(chosen)}; the cheapest within {d.margin:.0%} of the fastest, {fig(d.cheapest_within)}"
+
+
+def runs_range(d):
+    ns = [s.n for s in d.settings.values()]
+    return f"{min(ns)}" if min(ns) == max(ns) else f"{min(ns)}-{max(ns)}"
+
+
+def role(e, name):
+    """What the verdict made of one setting: baseline, chosen, contender,
+    eliminated, open, or "" (none of these)."""
+    d = e.decision
+    if name == d.baseline:
+        return "baseline" + (" (kept)" if e.verdict == "keep" else "")
+    if name == e.chosen:
+        return "chosen" if e.verdict == "change" else "leaning to"
+    if any(n == name for n, _ in d.contenders):
+        return "might be better"
+    if name in d.eliminated:
+        return "eliminated"
+    return "open" if any(n == name for n, _ in d.open) else ""
+
+
+def setting_rows(e):
+    """The evidence per setting, as data: runs, the geometric means of the
+    per-run values the rule compared, each ratio to the baseline with its
+    interval (after the correction) and what the margin makes of it; the
+    chosen setting first, then the baseline, then by the ratio of time."""
+    d = e.decision
+    out = []
+    for name, s in d.settings.items():
+        pair = d.vs_baseline.get(name)
+        t, c = (pair.time, pair.cpu) if pair else (None, None)
+        out.append({"setting": name, "role": role(e, name), "runs": s.n,
+                    "time_geomean": s.geo("time"), "cpu_geomean": s.geo("cpu"),
+                    "time_ratio": ratio_data(t), "cpu_ratio": ratio_data(c),
+                    "time_word": t.word(d.margin) if t else None,
+                    "cpu_word": c.word(d.cpu_margin) if c else None,
+                    "env": e.env.get(name, {})})
+    first = {e.chosen: 0, d.baseline: 1}
+    return sorted(out, key=lambda x: (first.get(x["setting"], 2),
+                                      x["time_ratio"]["estimate"] if x["time_ratio"] else 1.0, x["setting"]))
+
+
+def ratio_data(r):
+    return None if r is None else {"estimate": round(r.est, 5), "low": round(r.lo, 5), "high": round(r.hi, 5),
+                                   "runs": r.n, "baseline_runs": r.n_ref}
+
+
+def table_columns(e):
+    """The header of the per-setting table of an entry."""
+    d = e.decision
+    figure = FIGURE_NAMES[e.time_kind]
+    return ["setting", "verdict's view", "runs", f"{figure} (geo. mean)", f"{time_word(e)} vs {d.baseline}",
+            "CPU ms (geo. mean)", f"CPU vs {d.baseline}"]
+
+
+def table_cells(e, row):
+    """One row of setting_rows as the table's cells."""
+    pair = e.decision.vs_baseline.get(row["setting"])
+    t, c = (pair.time, pair.cpu) if pair else (None, None)
+    return [row["setting"], row["role"], str(row["runs"]), fmt.number(row["time_geomean"], 4),
+            ratio_text(t, e.higher_is_better), fmt.number(row["cpu_geomean"], 4), ratio_text(c)]
+
+
+def confirmation_lines(e):
+    """The confirmation as lines (the headline has its figures already)."""
+    c = e.confirmation
+    if c is None:
+        return []
+    verdict = {"yes": f"the gain holds in fresh runs (better by more than the margin)",
+               "no": "the gain does NOT hold in fresh runs",
+               "undecided": "these fresh runs cannot yet tell whether the gain holds",
+               None: "no usable fresh runs"}[c.holds]
+    what = "time" if c.claim == "time" else "CPU"
+    r = c.headline_ratio
+    return [f"confirmation, {c.runs[0]} + {c.runs[1]} fresh runs interleaved, not used to choose "
+            f"({c.coverage:.0%} interval, each side one-sided at {(1 - c.coverage) / 2:g}):",
+            f"  {c.chosen} against {c.baseline}: {what} {ci(r) if r else 'n/a'}: {verdict}"]
+
+
+def rule_note(e):
+    """How to read the per-setting table."""
+    d = e.decision
+    return (f"One value per run (a fresh process); geometric means of those; ratios are setting / {d.baseline} as a "
+            f"change with the interval after the correction (alpha' {d.alpha_each:.2g} per side: {family(d)}); "
+            f"margin {d.margin:.0%}, objective {d.objective}.") if d.settings else ""

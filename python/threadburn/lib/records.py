@@ -1,0 +1,479 @@
+"""The results CSV, read and written here and nowhere else: the only module
+where a row is text.
+
+Row is one line of the file, typed on the way in: its structural columns
+as attributes (status, phase, round, ...), its measurements through
+number(name) and its text columns through text(name), each converted once,
+here. RunRecord is one run of one setting for one workload (a fresh
+process, or P copies, or the W ranks of a world), with the figures the
+decision rule compares: the loop's time per iteration (or the wall time, or
+the user's figure) and the CPU, the settings asked for and in force, and
+the evidence of disturbance the run carried. analysis/ reads RunRecords,
+export/ and the commands read Rows; neither reads a cell.
+
+ResultsFile appends whole runs atomically, so a campaign killed at any
+moment leaves either all of a run's rows or, at worst, a partial last line
+that repair_for_resume drops (with any run that has fewer rows than it
+announced, run_rows).
+"""
+import csv
+import io
+import os
+import signal
+import statistics
+from dataclasses import dataclass, field
+
+from . import keys, rule as rules, schema
+from .errors import ThreadburnError
+
+
+class ResultsError(ThreadburnError):
+    """A results file that cannot be used; str() is the one line to print."""
+
+
+def _float(value):
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+class Row:
+    """One row of a results CSV (or one an executor is about to write)."""
+    __slots__ = ("_cells",)
+
+    def __init__(self, cells=None, **values):
+        self._cells = dict(cells or {})
+        self._cells.update(values)
+
+    # --- reading ---------------------------------------------------------------------
+    def text(self, name, default=""):
+        """A column as text ("" when empty or absent unless `default`)."""
+        value = self._cells.get(name)
+        if value is None or value == "":
+            return default
+        return schema.fmt_value(value) if not isinstance(value, str) else value
+
+    def number(self, name):
+        """A numeric column as a float; None when empty, absent or not a number."""
+        return _float(self._cells.get(name))
+
+    def integer(self, name, default=None):
+        value = self.number(name)
+        return default if value is None else int(value)
+
+    def has(self, name):
+        return self._cells.get(name) not in (None, "")
+
+    def columns(self):
+        return tuple(self._cells)
+
+    @property
+    def run_key(self):
+        return self.text("run_key")
+
+    @property
+    def point_key(self):
+        return self.text("point_key")
+
+    @property
+    def status(self):
+        return self.text("status")
+
+    @property
+    def ok(self):
+        return self.status == "ok"
+
+    @property
+    def reason(self):
+        return self.text("reason")
+
+    @property
+    def grid(self):
+        return self.text("grid")
+
+    @property
+    def is_tune(self):
+        return self.grid == "tune"
+
+    @property
+    def study(self):
+        return self.text("study")
+
+    @property
+    def preset(self):
+        return self.text("preset")
+
+    @property
+    def benchmark(self):
+        return self.text("benchmark")
+
+    @property
+    def bench(self):
+        return self.text("bench")
+
+    @property
+    def runtime(self):
+        return self.text("runtime")
+
+    @property
+    def phase(self):
+        """race (files older than schema 4 name no phase: all race) or confirm."""
+        return self.text("phase", "race")
+
+    @property
+    def round(self):
+        return self.integer("round")
+
+    @property
+    def processes(self):
+        return self.integer("processes", 1)
+
+    @property
+    def world_size(self):
+        """The size of the data-parallel world this row's rank belongs to; None for copies."""
+        return self.integer("world_size")
+
+    @property
+    def rank(self):
+        return self.integer("rank", 0)
+
+    @property
+    def command(self):
+        return self.text("command")
+
+    @property
+    def metric_higher(self):
+        return self.has("metric") and self.text("metric_better") == "higher"
+
+    @property
+    def repro(self):
+        return self.text("repro")
+
+    @property
+    def setting(self):
+        return keys.setting_of(self)
+
+    @property
+    def workload(self):
+        return keys.workload_of(self)
+
+    @property
+    def rule(self):
+        """The decision rule the campaign that wrote this row ran by; None
+        for files that predate the column."""
+        if not self.has("rule"):
+            return None
+        try:
+            return rules.parse(self.text("rule"))
+        except ValueError as e:
+            raise ResultsError(f"run {self.run_key}: its rule column is not a rule: {e}") from None
+
+    # --- writing (executors) ------------------------------------------------------------
+    def set(self, name, value):
+        self._cells[name] = value
+
+    def update(self, values=None, **more):
+        self._cells.update(values or {})
+        self._cells.update(more)
+
+    def setdefault(self, name, value):
+        return self._cells.setdefault(name, value)
+
+    def copy(self, **changes):
+        return Row(self._cells, **changes)
+
+    def cells(self, columns):
+        """The row's cells in the file's column order, as text."""
+        return [schema.fmt_value(self._cells.get(c)) for c in columns]
+
+    def __repr__(self):
+        return f"Row({self.run_key!r}, {self.benchmark!r}, {self.status!r})"
+
+
+def read_table(path):
+    """(header, [Row]) of a results CSV."""
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            rows = [Row(r) for r in reader]
+            return list(reader.fieldnames or []), rows
+    except OSError as e:
+        raise ResultsError(f"{path}: cannot read: {e.strerror}") from None
+    except (csv.Error, UnicodeDecodeError) as e:
+        raise ResultsError(f"{path}: not a readable CSV: {e}") from None
+
+
+def read_rows(path, required=()):
+    """The Rows of a results CSV; checks the columns named in required."""
+    header, rows = read_table(path)
+    check_columns(path, header, required)
+    return rows
+
+
+def check_columns(path, header, required):
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise ResultsError(f"{path}: missing columns: {', '.join(missing)}")
+
+
+def metric_values(rows, metric):
+    values = [r.number(metric) for r in rows]
+    return [v for v in values if v is not None]
+
+
+# --- worlds -------------------------------------------------------------------------
+
+# How a world's row combines its ranks' values (world_rows): the step goes at
+# the slowest rank's pace, CPU adds up, the all-reduce is the ranks' mean.
+WORLD_METRICS = {"step_ms": max, "step_cpu_ms": sum, "residual_cpu_ms": sum, "residual_omp_ms": sum,
+                 "residual_gloo_ms": sum, "step_cpu_gloo_ms": sum, "tail_ms": max, "gap_slept_ms": max,
+                 "allreduce_ms": lambda v: sum(v) / len(v)}
+
+
+def world_rows(rows):
+    """Rows with each data-parallel world (the ranks of one run, per
+    benchmark) made one row: the metrics of WORLD_METRICS combined over the
+    ranks (step_ms of the slowest rank, CPU summed: what the whole world
+    spends per step), samples_per_s = world_samples_per_s; other columns rank
+    0's. A world missing a rank's ok row is left out: it measured no world.
+    Rows of independent copies pass unchanged."""
+    out, worlds = [], {}
+    for row in rows:
+        if row.world_size is not None:
+            worlds.setdefault((row.run_key, row.benchmark), []).append(row)
+        else:
+            out.append(row)
+    for ranks in worlds.values():
+        size = ranks[0].world_size
+        if len(ranks) != size or any(not r.ok for r in ranks):
+            continue
+        ranks.sort(key=lambda r: r.rank)
+        world = ranks[0].copy()
+        for metric, combine in WORLD_METRICS.items():
+            values = metric_values(ranks, metric)
+            world.set(metric, schema.fmt_value(combine(values)) if len(values) == size else "")
+        world.set("samples_per_s", ranks[0].text("world_samples_per_s"))
+        out.append(world)
+    return out
+
+
+# --- run records --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Disturbance:
+    """What else ran during a run, by the run's own evidence: the CPU other
+    processes used plus the time the hypervisor stole (ms), its wall time,
+    its involuntary context switches (summed over its rows, where the
+    program counts them). None where a file predates the columns."""
+    other_ms: float = None
+    wall_ms: float = None
+    invol_ctxsw: float = None
+
+    @property
+    def known(self):
+        return self.other_ms is not None and bool(self.wall_ms)
+
+    @property
+    def cores(self):
+        return self.other_ms / self.wall_ms if self.known else None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run of one setting for one workload."""
+    run_key: str
+    point_key: str
+    workload: object            # keys.Workload
+    setting: object             # keys.SettingId: asked, and in force
+    name: str                   # the setting's name in a verdict (a tune's point, a sweep's label)
+    round: int                  # the shuffled block it ran in (None: the file records none)
+    phase: str                  # race | confirm
+    status: str                 # ok | failed | skipped (the worst of its rows)
+    reason: str
+    time: float                 # the figure compared as time (see time_kind); None when not measured
+    time_kind: str              # loop_ms | step_ms | wall_ms | metric
+    higher_is_better: bool
+    cpu: float                  # CPU ms of the run per iteration (sweep) or in all (tune); None without
+    wall_ms: float
+    disturbance: Disturbance
+    env: dict                   # the variables a user sets for this setting
+    rule: object                # lib.rule.Rule the rows recorded, or None
+    command: str = ""
+    benchmark: str = ""
+    repro: str = ""
+    rows: tuple = field(default=(), compare=False, repr=False)
+
+
+def _loop_time(row):
+    """The time of one iteration of the program's loop: the sum of the
+    counters the program names in its loop_counters context (the step and
+    the gap after it); files that predate the rule: the step alone."""
+    names = row.text("loop_counters").split()
+    if names:
+        values = [row.number(n) for n in names]
+        return (None if None in values else sum(values)), "loop_ms"
+    return row.number("step_ms"), "step_ms"
+
+
+def _sweep_figures(run_rows):
+    """(time, kind, cpu) of one run's rows of one workload (its copies, or a
+    world made one row): the mean loop time of the copies, the CPU of all
+    copies per iteration (step + residual)."""
+    times, kinds, cpu = [], set(), 0.0
+    for r in run_rows:
+        t, kind = _loop_time(r)
+        a, b = r.number("step_cpu_ms"), r.number("residual_cpu_ms")
+        if t is None or a is None or b is None:
+            return None, "step_ms", None
+        times.append(t)
+        kinds.add(kind)
+        cpu += a + b
+    return statistics.fmean(times), ("loop_ms" if kinds == {"loop_ms"} else "step_ms"), cpu
+
+
+def _disturbance(run_rows, wall_ms):
+    first = run_rows[0]
+    other, steal = first.number("host_other_cpu_ms"), first.number("host_steal_ms")
+    invol = metric_values(run_rows, "invol_ctxsw")
+    return Disturbance(None if other is None else other + (steal or 0.0), wall_ms, sum(invol) if invol else None)
+
+
+def user_env(row, libomp):
+    """The variables that give a row's setting (LD_PRELOAD for LLVM's runtime)."""
+    env = {k: v for k, v in row.setting.env if v not in (schema.UNSET, "")}
+    if row.runtime == "llvm":
+        env["LD_PRELOAD"] = libomp
+    return env
+
+
+def setting_name(row):
+    """A setting's name in a verdict: a tune's point name, a sweep's setting label."""
+    return row.study if row.is_tune else row.setting.label
+
+
+def run_records(rows, libomp):
+    """One RunRecord per (workload, run) of the rows: copies of a run are
+    one record (the mean of their loop times, the sum of their CPU), the
+    ranks of a world one record (world_rows), a tune's run its one row."""
+    groups = {}
+    source = rows if rows and rows[0].is_tune else world_rows(rows)
+    for r in source:
+        groups.setdefault((r.workload, r.run_key), []).append(r)
+    out = []
+    for (workload, run_key), run_rows in groups.items():
+        first = next((r for r in run_rows if r.ok), run_rows[0])
+        bad = [r for r in run_rows if not r.ok]
+        status = "failed" if any(r.status == "failed" for r in bad) else ("skipped" if bad else "ok")
+        wall_ms = first.number("wall_ms") if first.has("wall_ms") else (
+            first.number("wall_s") * 1000 if first.has("wall_s") else None)
+        if first.is_tune:
+            has_metric = first.has("metric")
+            time, kind = (first.number("metric"), "metric") if has_metric else (wall_ms, "wall_ms")
+            cpu = first.number("cpu_ms")
+        else:
+            time, kind, cpu = _sweep_figures(run_rows) if status == "ok" else (None, "step_ms", None)
+        out.append(RunRecord(
+            run_key=run_key, point_key=first.point_key, workload=workload, setting=keys.setting_id(first),
+            name=setting_name(first), round=first.round, phase=first.phase, status=status,
+            reason="; ".join(dict.fromkeys(r.reason for r in bad if r.reason)) or first.reason,
+            time=time, time_kind=kind, higher_is_better=first.metric_higher, cpu=cpu, wall_ms=wall_ms,
+            disturbance=_disturbance(run_rows, wall_ms), env=user_env(first, libomp), rule=first.rule,
+            command=first.command, benchmark=first.benchmark, repro=first.repro, rows=tuple(run_rows)))
+    return out
+
+
+# --- writing ------------------------------------------------------------------------
+
+class SignalsHeld:
+    """Hold Ctrl-C / SIGTERM while a results file is being written, so an
+    interrupt lands between whole runs, never inside one."""
+    SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+    def __enter__(self):
+        signal.pthread_sigmask(signal.SIG_BLOCK, self.SIGNALS)
+
+    def __exit__(self, *exc):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, self.SIGNALS)
+
+
+class ResultsFile:
+    def __init__(self, path, columns, rule=None):
+        self.path = path
+        self.columns = columns
+        self.header = columns.header()
+        self.rule = rule            # written into every row's rule column
+
+    def create(self):
+        """A new file holding only the header, put in place atomically."""
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        self._replace(self.header.encode())
+
+    def _replace(self, data):
+        tmp = f"{self.path}.tmp{os.getpid()}"
+        with SignalsHeld():
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+
+    def repair_for_resume(self):
+        """Drops a trailing partial line and any run with fewer rows than it
+        announced (run_rows); returns (finished run keys, seed of the file)."""
+        with open(self.path, "rb") as f:
+            data = f.read()
+        if not data.startswith(self.header.encode()):
+            raise ThreadburnError(f"{self.path}: its header differs from what this campaign writes (schema "
+                                  f"{schema.SCHEMA_VERSION}, these programs' flags and counters); write to a new --out")
+        complete = data[:data.rfind(b"\n") + 1]
+        lines = complete[len(self.header):].split(b"\n")[:-1]
+        parsed = [next(csv.reader([ln.decode()])) for ln in lines]
+        idx = {c: i for i, c in enumerate(self.columns.all)}
+        counts, announced = {}, {}
+        for fields in parsed:
+            if len(fields) != len(self.columns.all):
+                raise ThreadburnError(f"{self.path}: a row has {len(fields)} fields, expected "
+                                      f"{len(self.columns.all)}; not a file this campaign wrote")
+            key = fields[idx["run_key"]]
+            counts[key] = counts.get(key, 0) + 1
+            announced[key] = int(fields[idx["run_rows"]])
+        done = {k for k, n in counts.items() if n == announced[k]}
+        kept = [ln for ln, fields in zip(lines, parsed) if fields[idx["run_key"]] in done]
+        if len(kept) != len(lines) or len(complete) != len(data):
+            self._replace(self.header.encode() + b"".join(ln + b"\n" for ln in kept))
+            print(f"threadburn: {self.path}: dropped {len(lines) - len(kept)} rows of unfinished runs"
+                  + (" and a partial line" if len(complete) != len(data) else ""))
+        seeds = {fields[idx["seed"]] for fields in parsed if fields[idx["seed"]]}
+        rules_seen = {fields[idx["rule"]] for fields in parsed if fields[idx["rule"]]} if "rule" in idx else set()
+        if self.rule is not None and rules_seen and rules_seen != {self.rule.text()}:
+            raise ThreadburnError(f"{self.path}: its runs were made under another rule ({sorted(rules_seen)[0]}) than "
+                                  f"this one ({self.rule.text()}); resume with the same --margin, --objective and "
+                                  "--budget, or write to a new --out")
+        return done, (int(seeds.pop()) if len(seeds) == 1 else None)
+
+    def append(self, rows):
+        """All rows of one run with a single write + fsync: a kill leaves
+        either all of them or (at worst) a partial last line that resume drops."""
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        layout = self.columns.layout_text()
+        for row in rows:
+            if not row.has("knob_layout"):
+                row.set("knob_layout", layout)
+            if self.rule is not None and not row.has("rule"):  # a Slurm task's rows get the sweep's here
+                row.set("rule", self.rule.text())
+            writer.writerow(row.cells(self.columns.all))
+        data = memoryview(buf.getvalue().encode())
+        with SignalsHeld():
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            try:
+                while data:
+                    data = data[os.write(fd, data):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
