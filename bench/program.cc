@@ -116,7 +116,7 @@ void Program::describe(const AxisSpace& space, const Context& context) const {
   flags_.describe(&json);
   space.describe(&json);
   describe_metrics(&json);
-  json.key("env_knobs").strings(knob_variables());
+  describe_knobs(&json);
   json.key("context").begin_object();
   for (const auto& [k, v] : context) json.field(k, v);
   json.end_object();

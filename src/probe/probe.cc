@@ -23,7 +23,7 @@
 // writes its own files) to itself. A forked child that does not exec runs no
 // probe of its own (its threads did not survive the fork): its parent
 // measures it. Without THREADBURN_PROBE_DIR the probe only forwards.
-// THREADBURN_PROBE_DESCRIBE=1 writes describe.json (counters, schema) and
+// THREADBURN_PROBE_DESCRIBE=1 writes describe.json (counters, schema, knobs) and
 // nothing else: how `threadburn tune` learns the columns before any run.
 #include <dirent.h>
 #include <signal.h>
@@ -438,6 +438,7 @@ void write_describe(const std::string& dir) {
   describe_counters(&j, {&counters()});
   describe_rules(&j);
   describe_runtimes(&j);
+  describe_knobs(&j);
   j.key("context").begin_object();
   for (const auto& [k, v] : openmp_context()) j.field(k, v);
   j.end_object().end_object();

@@ -18,17 +18,34 @@
 namespace threadburn {
 
 const std::vector<std::string>& knob_variables() {
-  static const std::vector<std::string> vars = {
-      "OMP_NUM_THREADS", "KMP_BLOCKTIME", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OMP_PROC_BIND",
-      "OMP_PLACES",      "KMP_AFFINITY",  "LD_PRELOAD"};
+  static const std::vector<std::string> vars = [] {
+    std::vector<std::string> names;
+    for (const KnobSpec& k : kKnobTable) names.emplace_back(k.name);
+    return names;
+  }();
   return vars;
 }
 
+void describe_knobs(JsonWriter* json) {
+  json->key("knobs").begin_array();
+  for (const KnobSpec& k : kKnobTable) {
+    json->begin_object();
+    for (std::size_t c = 0; c < kKnobColumnCount; ++c) json->field(kKnobColumns[c], k.*kKnobFields[c]);
+    json->end_object();
+  }
+  json->end_array();
+}
+
 const std::vector<RuntimeSpec>& runtime_specs() {
-  static const std::vector<RuntimeSpec> specs = {
-      {"gomp", "libgomp", {"GOMP_SPINCOUNT"}},
-      {"llvm", "llvm-libomp", {"KMP_BLOCKTIME", "KMP_AFFINITY"}},
-  };
+  static const std::vector<RuntimeSpec> specs = [] {
+    std::vector<RuntimeSpec> out = {{"gomp", "libgomp", {}}, {"llvm", "llvm-libomp", {}}};
+    for (RuntimeSpec& r : out) {
+      for (const KnobSpec& k : kKnobTable) {
+        if (std::string(k.reader) == r.name) r.own_knobs.emplace_back(k.name);
+      }
+    }
+    return out;
+  }();
   return specs;
 }
 
@@ -92,6 +109,15 @@ std::string implied_by_wait_policy(const std::string& runtime, const std::string
   return "";
 }
 
+// Whether an OpenMP runtime reads the knob (the others have readers of their own).
+bool read_by_openmp(const std::string& reader) {
+  if (reader == "openmp") return true;
+  for (const RuntimeSpec& r : runtime_specs()) {
+    if (reader == r.name) return true;
+  }
+  return false;
+}
+
 std::string spin_text(const std::string& display_value) {
   // libgomp prints ~0ULL for "infinite".
   return display_value == "18446744073709551615" ? kInfinite : display_value;
@@ -138,11 +164,14 @@ std::string gomp_throttled_spincount(const std::string& wait_policy_env, const s
 
 std::vector<KnobStatus> knob_report(const OmpInfo& omp, const EnvGetter& env) {
   std::vector<KnobStatus> out;
-  for (const auto& var : knob_variables()) {
-    const char* v = env(var.c_str());
-    if (!v || !*v || var == "LD_PRELOAD") continue;
+  for (const KnobSpec& spec : kKnobTable) {
+    const std::string var = spec.name, reader = spec.reader;
+    const char* v = env(spec.name);
+    if (!v || !*v || reader == "loader") continue;
     KnobStatus k{var, v, "read", ""};
-    if (omp.runtime == "none") {
+    if (!read_by_openmp(reader)) {
+      // Its own read-back (the table's in_force column) says what is in force.
+    } else if (omp.runtime == "none") {
       k.status = "ignored";
       k.why = "no OpenMP runtime in this process";
     } else if (!omp.display.empty() && omp.display.count(var) == 0) {

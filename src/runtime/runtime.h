@@ -12,20 +12,24 @@
 #include <vector>
 
 #include "core/json.h"
+#include "runtime/knob_table.h"  // generated from python/threadburn/knobs.tsv (src/CMakeLists.txt)
 
 namespace threadburn {
 
 using Context = std::vector<std::pair<std::string, std::string>>;
 using EnvGetter = std::function<const char*(const char*)>;
 
-// The environment variables the suite sweeps and reports: the one list
-// (programs print it in --describe; the Python side reads it from there).
+// The environment variables the suite sets, sweeps and reports are the rows
+// of kKnobTable (knob_table.h), the table the Python package reads too:
+// their names in its order, and --describe's "knobs" (every column).
 const std::vector<std::string>& knob_variables();
+void describe_knobs(JsonWriter* json);
 
 // The OpenMP runtimes the suite runs under: the name a grid or `run
 // --runtime` uses, the library name the programs report (omp_runtime), and
-// the knobs only that runtime reads (varied only under it; the other one
-// ignores them). The one list; --describe prints it ("runtimes").
+// the knobs only that runtime reads (the table's rows whose reader is the
+// runtime's name: varied only under it; the other one ignores them).
+// --describe prints them ("runtimes").
 struct RuntimeSpec {
   const char* name;
   const char* library;
@@ -62,7 +66,9 @@ std::string runtime_from_library(const std::string& path);
 // 100 (unset) or 0 (passive), never above the spin count. "infinite" for ~0.
 std::string gomp_throttled_spincount(const std::string& wait_policy_env, const std::string& spincount);
 
-// What each knob set in the environment does in the live runtime.
+// What each knob set in the environment does in the live runtime. The
+// OpenMP knobs are judged by the serving runtime's own display; the others
+// (a library's own, such as oneDNN's) only by their read-back (in_force).
 struct KnobStatus {
   std::string name, value;
   std::string status;  // "read", "ignored" or "overridden"

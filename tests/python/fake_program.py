@@ -80,8 +80,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RECORDINGS = os.path.join(os.path.dirname(HERE), "fixtures", "programs")
 INT64_MAX = 2 ** 63 - 1
 INT64_MIN = -2 ** 63
-KNOBS = ("OMP_NUM_THREADS", "KMP_BLOCKTIME", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY",
-         "OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY", "LD_PRELOAD")
 RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 BARRIER_TIMEOUT_S = 60.0
 
@@ -331,6 +329,10 @@ def spin_ms(gap):
     return min(spin, float(gap))
 
 
+def knob_names(recording):
+    return [k["name"] for k in recording["knobs"]]
+
+
 def runtime_entry(recording, name):
     return next(r for r in recording["runtimes"] if r["name"] == name)
 
@@ -373,7 +375,7 @@ def context(recording, flags, device):
         settings["cuda_sync_requested"] = flags.values["cuda_sync"]
         settings["cuda_sync_in_force"] = (os.environ.get("FAKE_SYNC_IN_FORCE") or flags.values["cuda_sync"]
                                           if settings["cuda_available"] == "1" else "n/a")
-    settings.update({f"env_{k}": os.environ.get(k) or "unset" for k in KNOBS})
+    settings.update({f"env_{k}": os.environ.get(k) or "unset" for k in knob_names(recording)})
     for key, value in settings.items():
         if key in ctx:  # only what the programs report
             ctx[key] = value
@@ -627,7 +629,7 @@ def main(argv):
     program = first["program"]
     if os.environ.get("FAKE_LOG"):
         with open(os.environ["FAKE_LOG"], "a") as f:
-            f.write(json.dumps({"argv": args, "env": {k: os.environ.get(k) for k in KNOBS + RANK_VARIABLES}}) + "\n")
+            f.write(json.dumps({"argv": args, "env": {k: os.environ.get(k) for k in knob_names(first) + list(RANK_VARIABLES)}}) + "\n")
     try:
         flags = Flags(first["flags"], args)
         if flags.help:
