@@ -118,6 +118,17 @@ bool read_by_openmp(const std::string& reader) {
   return false;
 }
 
+// LLVM's execution mode by its number (kmp_get_library returns LLVM's enum
+// library_type: 1 serial, 2 turnaround, 3 throughput).
+std::string kmp_library_name(int mode) {
+  switch (mode) {
+    case 1: return "serial";
+    case 2: return "turnaround";
+    case 3: return "throughput";
+    default: return "unknown(" + std::to_string(mode) + ")";
+  }
+}
+
 std::string spin_text(const std::string& display_value) {
   // libgomp prints ~0ULL for "infinite".
   return display_value == "18446744073709551615" ? kInfinite : display_value;
@@ -183,6 +194,11 @@ std::vector<KnobStatus> knob_report(const OmpInfo& omp, const EnvGetter& env) {
       k.status = "overridden";
       k.why = "GOMP_SPINCOUNT=" + std::string(env("GOMP_SPINCOUNT")) + " sets the spin count: libgomp spins " +
               omp.gomp_spincount;
+    } else if (var == "OMP_WAIT_POLICY" && omp.runtime == "llvm-libomp" && env("KMP_LIBRARY") && *env("KMP_LIBRARY")) {
+      // LLVM takes its wait mode from KMP_LIBRARY alone when both are set (and warns so).
+      k.status = "ignored";
+      k.why = "KMP_LIBRARY=" + std::string(env("KMP_LIBRARY")) + " is set, which LLVM reads instead: " +
+              omp.kmp_library + " mode, blocktime " + omp.kmp_blocktime_ms + " ms";
     } else if (var == "OMP_WAIT_POLICY" && omp.runtime == "llvm-libomp" && env("KMP_BLOCKTIME") &&
                implied_by_wait_policy(omp.runtime, v) != omp.kmp_blocktime_ms) {
       k.status = "overridden";
@@ -212,7 +228,7 @@ OmpInfo detect_openmp() {
   if (gomp_parallel && dladdr(gomp_parallel, &where) && where.dli_fname) info.library = where.dli_fname;
   info.runtime = runtime_from_library(info.library);
   info.wait_policy = info.gomp_spincount = info.gomp_throttled_spincount = info.gomp_spincount_in_force = "n/a";
-  info.kmp_blocktime_ms = "n/a";
+  info.kmp_blocktime_ms = info.kmp_library = "n/a";
   if (info.runtime == "none") return info;
   // Everything below from the serving library itself, not the first in search order.
   void* lib = dlopen(info.library.c_str(), RTLD_NOLOAD | RTLD_LAZY);
@@ -241,6 +257,9 @@ OmpInfo detect_openmp() {
   if (auto blocktime = reinterpret_cast<int (*)()>(dlsym(lib, "kmp_get_blocktime"))) {
     const int b = blocktime();
     info.kmp_blocktime_ms = b == INT_MAX ? kInfinite : std::to_string(b);
+  }
+  if (auto library = reinterpret_cast<int (*)()>(dlsym(lib, "kmp_get_library"))) {
+    info.kmp_library = kmp_library_name(library());
   }
   dlclose(lib);
   return info;
@@ -300,6 +319,7 @@ Context openmp_context() {
       {"gomp_throttled_spincount", omp.gomp_throttled_spincount},
       {"gomp_spincount_in_force", omp.gomp_spincount_in_force},
       {"kmp_blocktime_ms", omp.kmp_blocktime_ms},
+      {"kmp_library", omp.kmp_library},
       {"blas_library", blas_library()},
       {"cpu_model", cpu_model()},
   };

@@ -49,6 +49,7 @@ struct OmpInfo {
   // which of the two a team of max_threads gets. "n/a" under other runtimes.
   std::string gomp_spincount, gomp_throttled_spincount, gomp_spincount_in_force;
   std::string kmp_blocktime_ms;  // LLVM's kmp_get_blocktime() ("infinite"), or "n/a"
+  std::string kmp_library;       // LLVM's kmp_get_library(): serial, turnaround, throughput; or "n/a"
   std::map<std::string, std::string> display;  // the serving runtime's omp_display_env(verbose)
 };
 

@@ -24,8 +24,9 @@ ignored_knobs, overridden_knobs, ...), one entry per benchmark named
 "<benchmark>/iterations:<steps>/manual_time", with toy counters from a small
 model so that tests can check exact values (T = OMP_NUM_THREADS, else
 FAKE_CPUS, else the CPU count; gap = the benchmark's gap_ms):
-  spin after a step   LLVM: min(KMP_BLOCKTIME (default 200; OMP_WAIT_POLICY=passive
-                      without KMP_BLOCKTIME: 0; "infinite": gap), gap);
+  spin after a step   LLVM: min(KMP_BLOCKTIME ("infinite": gap), gap); without it
+                      KMP_LIBRARY=throughput: 0, another KMP_LIBRARY: 200, else
+                      OMP_WAIT_POLICY passive: 0, active: gap, unset: 200;
                       libgomp: OMP_WAIT_POLICY=passive: 0, active: gap, else
                       min(gap, 3 ms * GOMP_SPINCOUNT / 300000) (default: 3 ms)
   residual_cpu_ms     (T - 1) * spin (= residual_omp_ms); tail_ms = spin (0 if T = 1)
@@ -316,15 +317,24 @@ def threads():
     return int(text) if text.isdigit() and int(text) > 0 else cpus()
 
 
-def spin_ms(gap):
+def wait_settings():
+    """(LLVM's blocktime, libgomp's spin count) in force: an explicit
+    KMP_BLOCKTIME / GOMP_SPINCOUNT, else LLVM's KMP_LIBRARY (throughput set
+    explicitly: 0 ms; it makes LLVM ignore the wait policy), else the policy."""
     policy = os.environ.get("OMP_WAIT_POLICY", "").lower()
+    library = os.environ.get("KMP_LIBRARY")
+    blocktime = os.environ.get("KMP_BLOCKTIME") or (
+        ("0" if library == "throughput" else "200") if library else
+        {"passive": "0", "active": "infinite"}.get(policy, "200"))
+    spincount = os.environ.get("GOMP_SPINCOUNT") or {"passive": "0", "active": "infinite"}.get(policy, "300000")
+    return blocktime, spincount
+
+
+def spin_ms(gap):
+    blocktime, count = wait_settings()
     if is_llvm():
-        blocktime = os.environ.get("KMP_BLOCKTIME", "0" if policy == "passive" else "200")
         spin = gap if blocktime == "infinite" else float(blocktime)
     else:
-        count = os.environ.get("GOMP_SPINCOUNT")
-        if count is None:
-            count = {"passive": "0", "active": "infinite"}.get(policy, "300000")
         spin = gap if count == "infinite" else 3.0 * int(count) / 300000
     return min(spin, float(gap))
 
@@ -345,7 +355,9 @@ def knob_report(recording):
     for knob in runtime_entry(recording, "gomp" if llvm else "llvm")["own_knobs"]:
         if os.environ.get(knob):
             ignored.append(knob)
-    if os.environ.get("OMP_WAIT_POLICY") and os.environ.get("KMP_BLOCKTIME" if llvm else "GOMP_SPINCOUNT"):
+    if os.environ.get("OMP_WAIT_POLICY") and llvm and os.environ.get("KMP_LIBRARY"):
+        ignored.append("OMP_WAIT_POLICY")  # LLVM reads KMP_LIBRARY instead
+    elif os.environ.get("OMP_WAIT_POLICY") and os.environ.get("KMP_BLOCKTIME" if llvm else "GOMP_SPINCOUNT"):
         overridden.append("OMP_WAIT_POLICY")
     return ",".join(ignored) or "none", ",".join(overridden) or "none"
 
@@ -355,8 +367,7 @@ def context(recording, flags, device):
     llvm = is_llvm()
     runtime = os.environ.get("FAKE_REPORT_RUNTIME") or runtime_entry(recording, "llvm" if llvm else "gomp")["library"]
     policy = os.environ.get("OMP_WAIT_POLICY", "")
-    blocktime = os.environ.get("KMP_BLOCKTIME") or ("0" if policy.lower() == "passive" else "200")
-    spincount = os.environ.get("GOMP_SPINCOUNT") or {"passive": "0", "active": "infinite"}.get(policy.lower(), "300000")
+    blocktime, spincount = wait_settings()
     ignored, overridden = knob_report(recording)
     settings = {
         "omp_runtime": runtime,
@@ -365,6 +376,7 @@ def context(recording, flags, device):
         "available_cpus": str(cpus()),
         "omp_wait_policy": policy.lower() or "default",
         "kmp_blocktime_ms": blocktime if llvm else "n/a",
+        "kmp_library": (os.environ.get("KMP_LIBRARY") or "throughput") if llvm else "n/a",
         "gomp_spincount": "n/a" if llvm else spincount,
         "gomp_spincount_in_force": "n/a" if llvm else spincount,
         "ignored_knobs": ignored,

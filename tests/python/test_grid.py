@@ -72,6 +72,17 @@ class Expansion(unittest.TestCase):
         self.assertEqual(llvm, [("1", "0", "unset"), ("1", "200", "unset"), ("1", "50", "unset"),
                                 ("2", "0", "unset"), ("2", "200", "unset"), ("2", "50", "unset")])
 
+    def test_kmp_library_is_an_llvm_axis(self):
+        g = load("""
+            [[study]]
+            bench = "optimizer_step"
+            runtimes = [{name = "gomp"}, {name = "llvm", KMP_LIBRARY = ["turnaround", "throughput"]}]
+        """)
+        self.assertEqual([(p.runtime, p.env["KMP_LIBRARY"]) for p in g.points],
+                         [("gomp", "unset"), ("llvm", "turnaround"), ("llvm", "throughput")])
+        self.assertEqual(g.points[1].child_env("/x/libomp.so.5")[0],
+                         {"KMP_LIBRARY": "turnaround", "LD_PRELOAD": "/x/libomp.so.5"})
+
     def test_entry_list_replaces_study_list(self):
         g = load("""
             [[study]]
@@ -240,6 +251,11 @@ class Validation(unittest.TestCase):
          "study[0].runtimes[0].GOMP_SPINCOUNT", "read only by the gomp runtime, so it is not varied under llvm"),
         ('[[study]]\n' + OPT + 'runtimes = [{name = "gomp", KMP_AFFINITY = "compact"}]\n',
          "study[0].runtimes[0].KMP_AFFINITY", "not varied under gomp"),
+        ('[[study]]\n' + OPT + 'runtimes = [{name = "gomp", KMP_LIBRARY = "serial"}]\n',
+         "study[0].runtimes[0].KMP_LIBRARY", "KMP_LIBRARY is read only by the llvm runtime, so it is not varied"),
+        ('[[study]]\n' + OPT + 'runtimes = [{name = "llvm", KMP_LIBRARY = ["turnaround", "fast"]}]\n',
+         "study[0].runtimes[0].KMP_LIBRARY[1]",
+         """expected "serial", "turnaround" or "throughput", or "unset", got 'fast'"""),
         ('[[study]]\n' + OPT + 'runtimes = [{name = "iomp"}]\n', "study[0].runtimes[0].name",
          "expected one of gomp, llvm, got 'iomp'"),
         ('[[study]]\n' + OPT + 'runtimes = []\n', "study[0].runtimes", "expected a non-empty array of tables"),
