@@ -1,6 +1,7 @@
 #include "runtime/runtime.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -285,6 +287,63 @@ std::string blas_library() {
   return kind + ":" + path;
 }
 
+struct LoadedObjects {
+  std::vector<std::string> paths;  // the main program ("") left out
+  unsigned long long adds = 0;     // objects ever loaded: a new one changes it
+  bool all = true;                 // false: only the count
+};
+
+int add_object(dl_phdr_info* info, size_t, void* data) {
+  auto* out = static_cast<LoadedObjects*>(data);
+  out->adds = info->dlpi_adds;
+  if (!out->all) return 1;
+  if (info->dlpi_name && *info->dlpi_name) out->paths.push_back(info->dlpi_name);
+  return 0;
+}
+
+// A symbol of whichever loaded library defines it, searched one by one: a
+// library Python loaded with RTLD_LOCAL (torch's, and with it oneDNN) is
+// not in the global scope dlsym(RTLD_DEFAULT) searches.
+void* loaded_symbol(const char* symbol, const LoadedObjects& objects) {
+  if (void* s = dlsym(RTLD_DEFAULT, symbol)) return s;
+  for (const std::string& path : objects.paths) {
+    void* lib = dlopen(path.c_str(), RTLD_NOLOAD | RTLD_LAZY);
+    if (!lib) continue;
+    void* s = dlsym(lib, symbol);
+    dlclose(lib);  // RTLD_NOLOAD only took a reference: the library stays loaded
+    if (s) return s;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string dnnl_cpu_isa(bool may_ask) {
+  static std::mutex mu;
+  static std::string found;                   // oneDNN's answer, once one was had
+  static unsigned long long searched = ~0ULL;  // the load count of the last search that found none
+  std::lock_guard<std::mutex> lock(mu);
+  if (!found.empty() || !may_ask) return found.empty() ? "n/a" : found;
+  LoadedObjects objects;
+  objects.all = false;
+  dl_iterate_phdr(add_object, &objects);
+  if (objects.adds == searched) return "n/a";  // nothing loaded since: no need to look again
+  objects.all = true;
+  dl_iterate_phdr(add_object, &objects);
+  auto effective = reinterpret_cast<int (*)()>(loaded_symbol("dnnl_get_effective_cpu_isa", objects));
+  auto name = reinterpret_cast<const char* (*)(int)>(loaded_symbol("dnnl_cpu_isa2str", objects));
+  if (!effective || !name) {
+    searched = objects.adds;
+    return "n/a";
+  }
+  const std::string isa = name(effective());
+  const std::string prefix = "cpu_isa_";
+  found = isa.rfind(prefix, 0) == 0 ? isa.substr(prefix.size()) : isa;
+  return found;
+}
+
+namespace {
+
 // The CPU's model name, for rows of a fleet: which machine measured them.
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -306,7 +365,7 @@ std::string join(const std::vector<std::string>& items, const char* sep) {
 
 }  // namespace
 
-Context openmp_context() {
+Context openmp_context(bool ask_libraries) {
   const OmpInfo omp = detect_openmp();
   Context ctx = {
       {"threadburn_schema_version", kSchemaVersion},
@@ -320,6 +379,7 @@ Context openmp_context() {
       {"gomp_spincount_in_force", omp.gomp_spincount_in_force},
       {"kmp_blocktime_ms", omp.kmp_blocktime_ms},
       {"kmp_library", omp.kmp_library},
+      {"dnnl_cpu_isa", dnnl_cpu_isa(ask_libraries)},
       {"blas_library", blas_library()},
       {"cpu_model", cpu_model()},
   };

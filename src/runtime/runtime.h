@@ -79,11 +79,22 @@ std::vector<KnobStatus> knob_report(const OmpInfo& omp, const EnvGetter& env);
 
 OmpInfo detect_openmp();
 
+// oneDNN's instruction set in force ("avx2", ...: dnnl_get_effective_cpu_isa,
+// the CPU's best capped by ONEDNN_MAX_CPU_ISA), asked through dlsym of
+// whichever loaded library exports it (no link to oneDNN), and remembered
+// once answered; "n/a" while none does (a copy linked inside another
+// library cannot be asked). Searching again only after a new library was
+// loaded, it is cheap to ask often. oneDNN's own state is gone once the
+// process exits: there, may_ask = false gives only the remembered answer.
+// Like any oneDNN call, the first fixes oneDNN's ISA for the process.
+std::string dnnl_cpu_isa(bool may_ask = true);
+
 // OpenMP's effective settings, knob statuses (ignored_knobs,
 // overridden_knobs, knob_notes), the knob variables as set ("unset" when
-// not) and the BLAS, as key/value pairs. Needs nothing but libdl: the preload
-// probe reports it from inside any process (runtime.cc).
-Context openmp_context();
+// not), oneDNN's ISA and the BLAS, as key/value pairs. Needs nothing but
+// libdl: the preload probe reports it from inside any process (runtime.cc),
+// at exit with ask_libraries = false (dnnl_cpu_isa).
+Context openmp_context(bool ask_libraries = true);
 // openmp_context() plus the oneDNN and TBB versions this build links (libs.cc).
 Context runtime_context();
 

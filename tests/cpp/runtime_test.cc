@@ -114,7 +114,11 @@ TEST(Runtime, KnobReportSaysIgnoredAndOverriddenFromTheLiveRuntime) {
   EXPECT_EQ(by_name(knob_report(gomp, env_of({{"KMP_LIBRARY", "serial"}})))["KMP_LIBRARY"].status, "ignored");
 
   OmpInfo none;
-  EXPECT_EQ(by_name(knob_report(none, env_of({{"OMP_NUM_THREADS", "2"}})))["OMP_NUM_THREADS"].status, "ignored");
+  k = by_name(knob_report(none, env_of({{"OMP_NUM_THREADS", "2"}, {"ONEDNN_MAX_CPU_ISA", "AVX2"}})));
+  EXPECT_EQ(k["OMP_NUM_THREADS"].status, "ignored");
+  // oneDNN reads its own knob, OpenMP runtime or not: its read-back (dnnl_cpu_isa) says what is in force.
+  EXPECT_EQ(k["ONEDNN_MAX_CPU_ISA"].status, "read");
+  EXPECT_EQ(by_name(knob_report(gomp, env_of({{"ONEDNN_MAX_CPU_ISA", "AVX2"}})))["ONEDNN_MAX_CPU_ISA"].status, "read");
 }
 
 std::string expect(const char* name, const char* fallback) {
@@ -139,6 +143,15 @@ TEST(LiveRuntime, ReportsWhatTheServingRuntimeDoes) {
   EXPECT_EQ(context_value(ctx, "ignored_knobs"), expect("TB_EXPECT_IGNORED", "none"));
   EXPECT_EQ(context_value(ctx, "overridden_knobs"), expect("TB_EXPECT_OVERRIDDEN", "none"));
   EXPECT_EQ(context_value(ctx, "kmp_library"), info.kmp_library);
+  // oneDNN's ISA in force: what ONEDNN_MAX_CPU_ISA caps it to, else the CPU's best (some ISA).
+  const std::string isa = context_value(ctx, "dnnl_cpu_isa");
+  if (have_dnnl()) {
+    EXPECT_EQ(isa, expect("TB_EXPECT_DNNL_ISA", isa.c_str()));
+    EXPECT_NE(isa, "n/a");
+    EXPECT_EQ(isa.find("cpu_isa_"), std::string::npos);
+  } else {
+    EXPECT_EQ(isa, "n/a");
+  }
   if (info.runtime == "libgomp") {
     EXPECT_EQ(info.kmp_blocktime_ms, "n/a");
     EXPECT_EQ(info.kmp_library, "n/a");

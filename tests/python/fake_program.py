@@ -377,6 +377,8 @@ def context(recording, flags, device):
         "omp_wait_policy": policy.lower() or "default",
         "kmp_blocktime_ms": blocktime if llvm else "n/a",
         "kmp_library": (os.environ.get("KMP_LIBRARY") or "throughput") if llvm else "n/a",
+        # oneDNN's cap in force: the variable's ISA (the fake's CPU has them all), else the recorded one.
+        "dnnl_cpu_isa": (os.environ.get("ONEDNN_MAX_CPU_ISA") or ctx.get("dnnl_cpu_isa", "n/a")).lower(),
         "gomp_spincount": "n/a" if llvm else spincount,
         "gomp_spincount_in_force": "n/a" if llvm else spincount,
         "ignored_knobs": ignored,
