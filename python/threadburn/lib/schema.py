@@ -22,7 +22,10 @@ with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # 4 lacks the rules 5's rows carry (noise_cv, burn_threshold_cores,
 # throughput_counter, throughput_unit: schema.rule_of, keys.throughput) and
 # spells the flag column data-dir (5: data_dir, the programs' one spelling).
-READABLE_VERSIONS = ("3", "4", SCHEMA_VERSION)
+# 5 lacks the knob columns KMP_LIBRARY and ONEDNN_MAX_CPU_ISA and their
+# context (env_*, kmp_library, dnnl_cpu_isa) that 6 added; its knob_layout
+# names the knob columns it has.
+READABLE_VERSIONS = ("3", "4", "5", SCHEMA_VERSION)
 
 RUNTIMES = ("gomp", "llvm")
 UNSET = "unset"
