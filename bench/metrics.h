@@ -19,6 +19,11 @@
 namespace threadburn::bench {
 
 // The step loop's counters (bench/runner.cc reports them).
+// One iteration of the loop the step counters measure: the step and the gap
+// slept after it, the counters whose sum is the time a training loop
+// experiences (every row carries it: loop_counters).
+constexpr const char* kLoopCounters = "step_ms gap_slept_ms";
+
 const CounterTable& step_counters();
 
 // This program's tables, step_counters() first. One program per process:

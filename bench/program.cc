@@ -109,6 +109,7 @@ void Program::describe(const AxisSpace& space, const Context& context) const {
   json.begin_object().field("program", name_).field("family", family_).field("schema_version", kSchemaVersion);
   json.field("launch", launch_);
   json.key("throughput").begin_object().field("counter", throughput_counter_).field("unit", throughput_unit_).end_object();
+  json.field("loop_counters", kLoopCounters);
   describe_rules(&json);
   describe_runtimes(&json);
   // Where each benchmark's timeline file is named: its JSON entry's label.
@@ -116,7 +117,7 @@ void Program::describe(const AxisSpace& space, const Context& context) const {
   flags_.describe(&json);
   space.describe(&json);
   describe_metrics(&json);
-  json.key("env_knobs").strings(knob_variables());
+  describe_knobs(&json);
   json.key("context").begin_object();
   for (const auto& [k, v] : context) json.field(k, v);
   json.end_object();
@@ -132,6 +133,10 @@ int Program::run(const AxisSpace& space, const BenchmarkFn& fn, const Context& e
   // Every row says how its throughput is read (results.py asks the row).
   ctx.emplace_back("throughput_counter", throughput_counter_.empty() ? "none" : throughput_counter_);
   ctx.emplace_back("throughput_unit", throughput_unit_);
+  // ... and what one iteration of the program's loop is, the time a user's
+  // loop experiences (the step and the idle gap after it): the counters to add
+  // (lib/records.py compares its sum, not the step alone).
+  ctx.emplace_back("loop_counters", kLoopCounters);
   try {
     points = space.points();
     if (flags_.describe_requested()) {

@@ -13,6 +13,8 @@ set(CPACK_PACKAGE_DESCRIPTION
 races thread settings (OMP_NUM_THREADS, KMP_BLOCKTIME, OMP_WAIT_POLICY, the
 OpenMP runtime) to a verdict: change, keep or undecided.")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+# BSD-3-Clause; the .deb carries it as /usr/share/doc/threadburn/copyright (the install rules).
+set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)   # threadburn_<version>_<arch>.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 # The libraries the programs link (libtorch, oneDNN, TBB, Google Benchmark,

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <regex>
 #include <sstream>
+#include <utility>
 
 namespace threadburn {
 namespace {
@@ -19,6 +21,49 @@ std::string trim(const std::string& s) {
 std::string range_text(int64_t min, int64_t max) {
   if (max == INT64_MAX) return "an integer >= " + std::to_string(min);
   return "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+}
+
+std::string number_range_text(double min, double max) {
+  char range[96];
+  std::snprintf(range, sizeof range, "a number in [%g, %g]", min, max);
+  return range;
+}
+
+// The parser's rules as data: what an integer is (after trimming spaces and
+// tabs), and every message it refuses a command line with. The parser uses
+// them and --describe prints them ("flag_syntax"), so a test double of the
+// programs refuses as they do, word for word, without a copy of the rules.
+constexpr const char* kIntegerPattern = "[+-]?[0-9]+";
+const std::vector<std::pair<const char*, const char*>> kMessages = {
+    {"bad_value", "--{flag}: expected {expected}, got '{text}'"},
+    {"out_of_range", "--{flag}: expected {expected}, got {text}"},
+    {"empty_list", "--{flag}: expected a comma-separated list, got nothing"},
+    {"unknown_value", "--{flag}: unknown value '{item}' (expected one of: {choices})"},
+    {"one_value", "--{flag}: expected one value, got '{text}'"},
+    {"unknown_flag", "--{flag}: unknown flag (see --help)"},
+    {"missing_value", "--{flag}: missing value"},
+    {"positional", "unexpected argument '{text}' (flags look like --name=value; see --help)"},
+};
+
+// The message `key` with its {placeholders} filled in.
+Error refusal(const std::string& key, const std::vector<std::pair<std::string, std::string>>& values) {
+  std::string text;
+  for (const auto& [k, v] : kMessages) {
+    if (key == k) text = v;
+  }
+  for (const auto& [name, value] : values) {
+    const std::string slot = "{" + name + "}";
+    for (auto at = text.find(slot); at != std::string::npos; at = text.find(slot, at + value.size())) {
+      text.replace(at, slot.size(), value);
+    }
+  }
+  return Error(text);
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& c : items) out += (out.empty() ? "" : ", ") + c;
+  return out;
 }
 
 const char* kind_name(FlagKind k) {
@@ -57,19 +102,19 @@ std::vector<std::string> split_list(const std::string& text) {
 }
 
 int64_t parse_int(const std::string& flag, const std::string& text, int64_t min, int64_t max) {
+  static const std::regex integer(kIntegerPattern);
   const std::string t = trim(text);
   errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(t.c_str(), &end, 10);
-  if (t.empty() || errno != 0 || *end != '\0') {
-    throw Error("--" + flag + ": expected " + range_text(min, max) + ", got '" + text + "'");
+  const long long v = std::regex_match(t, integer) ? std::strtoll(t.c_str(), nullptr, 10) : 0;
+  if (!std::regex_match(t, integer) || errno != 0) {
+    throw refusal("bad_value", {{"flag", flag}, {"expected", range_text(min, max)}, {"text", text}});
   }
-  if (v < min || v > max) throw Error("--" + flag + ": expected " + range_text(min, max) + ", got " + t);
+  if (v < min || v > max) throw refusal("out_of_range", {{"flag", flag}, {"expected", range_text(min, max)}, {"text", t}});
   return v;
 }
 
 std::vector<int64_t> parse_int_list(const std::string& flag, const std::string& text, int64_t min, int64_t max) {
-  if (trim(text).empty()) throw Error("--" + flag + ": expected a comma-separated list, got nothing");
+  if (trim(text).empty()) throw refusal("empty_list", {{"flag", flag}});
   std::vector<int64_t> out;
   for (const auto& item : split_list(text)) out.push_back(parse_int(flag, item, min, max));
   return out;
@@ -81,24 +126,18 @@ double parse_double(const std::string& flag, const std::string& text, double min
   errno = 0;
   const double v = std::strtod(t.c_str(), &end);
   if (t.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < min || v > max) {
-    char range[96];
-    std::snprintf(range, sizeof range, "a number in [%g, %g]", min, max);
-    throw Error("--" + flag + ": expected " + range + ", got '" + text + "'");
+    throw refusal("bad_value", {{"flag", flag}, {"expected", number_range_text(min, max)}, {"text", text}});
   }
   return v;
 }
 
 std::vector<std::string> parse_choice_list(const std::string& flag, const std::string& text,
                                            const std::vector<std::string>& choices) {
-  if (trim(text).empty()) throw Error("--" + flag + ": expected a comma-separated list, got nothing");
+  if (trim(text).empty()) throw refusal("empty_list", {{"flag", flag}});
   std::vector<std::string> out;
   for (const auto& item : split_list(text)) {
-    bool known = false;
-    for (const auto& c : choices) known = known || c == item;
-    if (!known) {
-      std::string list;
-      for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
-      throw Error("--" + flag + ": unknown value '" + item + "' (expected one of: " + list + ")");
+    if (std::find(choices.begin(), choices.end(), item) == choices.end()) {
+      throw refusal("unknown_value", {{"flag", flag}, {"item", item}, {"choices", joined(choices)}});
     }
     out.push_back(item);
   }
@@ -167,7 +206,7 @@ const FlagSpec& FlagParser::spec(const std::string& name) const {
   for (const auto& s : specs_) {
     if (s.name == name) return s;
   }
-  throw Error("--" + name + ": unknown flag (see --help)");
+  throw refusal("unknown_flag", {{"flag", name}});
 }
 
 void FlagParser::check(const FlagSpec& s, const std::string& value) const {
@@ -176,7 +215,7 @@ void FlagParser::check(const FlagSpec& s, const std::string& value) const {
     case FlagKind::kIntList: parse_int_list(s.name, value, s.min, s.max); break;
     case FlagKind::kDouble: parse_double(s.name, value, s.dmin, s.dmax); break;
     case FlagKind::kChoice:
-      if (split_list(value).size() != 1) throw Error("--" + s.name + ": expected one value, got '" + value + "'");
+      if (split_list(value).size() != 1) throw refusal("one_value", {{"flag", s.name}, {"text", value}});
       parse_choice_list(s.name, value, s.choices);
       break;
     case FlagKind::kChoiceList: parse_choice_list(s.name, value, s.choices); break;
@@ -202,7 +241,7 @@ std::vector<char*> FlagParser::parse(int argc, char** argv) {
       continue;
     }
     if (arg.rfind("--", 0) != 0) {
-      throw Error("unexpected argument '" + arg + "' (flags look like --name=value; see --help)");
+      throw refusal("positional", {{"text", arg}});
     }
     std::string name = arg.substr(2), value;
     const auto eq = name.find('=');
@@ -219,7 +258,7 @@ std::vector<char*> FlagParser::parse(int argc, char** argv) {
       if (s.kind == FlagKind::kSwitch) {
         value = "1";
       } else if (i + 1 >= argc) {
-        throw Error("--" + name + ": missing value");
+        throw refusal("missing_value", {{"flag", name}});
       } else {
         value = argv[++i];
       }
@@ -302,12 +341,19 @@ void FlagParser::describe(JsonWriter* json) const {
     if (s.kind == FlagKind::kInt || s.kind == FlagKind::kIntList) {
       json->field("min", s.min);
       if (s.max != INT64_MAX) json->field("max", s.max);
+      json->field("expected", range_text(s.min, s.max));
     }
-    if (s.kind == FlagKind::kDouble) json->field("min", s.dmin).field("max", s.dmax);
+    if (s.kind == FlagKind::kSwitch) json->field("expected", range_text(0, 1));
+    if (s.kind == FlagKind::kDouble) {
+      json->field("min", s.dmin).field("max", s.dmax).field("expected", number_range_text(s.dmin, s.dmax));
+    }
     if (!s.choices.empty()) json->key("choices").strings(s.choices);
     json->end_object();
   }
   json->end_array();
+  json->key("flag_syntax").begin_object().field("integer", kIntegerPattern).key("messages").begin_object();
+  for (const auto& [key, text] : kMessages) json->field(key, text);
+  json->end_object().end_object();
 }
 
 }  // namespace threadburn

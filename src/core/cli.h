@@ -74,7 +74,10 @@ class FlagParser {
   const std::vector<FlagSpec>& specs() const { return specs_; }
   const std::string& program() const { return program_; }
   std::string help_text(const std::string& epilogue = "") const;
-  // "flags": [{name, kind, default, help, min, max | choices, axis}, ...]
+  // "flags": [{name, kind, default, value, help, axis, min, max, expected | choices}, ...]
+  // ("expected": the words a refusal uses for its values), and "flag_syntax":
+  // the parser's rules as data, {"integer": its pattern, "messages": {key:
+  // template}}, the very templates it refuses a command line with.
   void describe(JsonWriter* json) const;
 
  private:

@@ -23,7 +23,7 @@
 // writes its own files) to itself. A forked child that does not exec runs no
 // probe of its own (its threads did not survive the fork): its parent
 // measures it. Without THREADBURN_PROBE_DIR the probe only forwards.
-// THREADBURN_PROBE_DESCRIBE=1 writes describe.json (counters, schema) and
+// THREADBURN_PROBE_DESCRIBE=1 writes describe.json (counters, schema, knobs) and
 // nothing else: how `threadburn tune` learns the columns before any run.
 #include <dirent.h>
 #include <signal.h>
@@ -180,6 +180,8 @@ struct State {
   RegionStats stats;
   std::vector<Gap> gaps;
   std::atomic<bool> reported{false};
+  std::atomic<bool> dnnl_isa_known{false};  // oneDNN answered (dnnl_cpu_isa): no more asking
+  std::atomic<int64_t> dnnl_asked_ns{0};
 };
 
 State* g_state = nullptr;
@@ -198,6 +200,13 @@ class Regions : public omptap::Listener {
     State& s = *g_state;
     if (s.active.fetch_add(1, std::memory_order_acq_rel) != 0) return;
     s.active_since.store(begin_ns, std::memory_order_relaxed);
+    // oneDNN's ISA is asked while the program runs (at exit its state is
+    // gone): at a region's start, at most every 50 ms, until it answers.
+    if (!s.dnnl_isa_known.load(std::memory_order_relaxed) &&
+        begin_ns - s.dnnl_asked_ns.load(std::memory_order_relaxed) >= 50 * kNsPerMsInt) {
+      s.dnnl_asked_ns.store(begin_ns, std::memory_order_relaxed);
+      s.dnnl_isa_known.store(dnnl_cpu_isa() != "n/a", std::memory_order_relaxed);
+    }
     const int64_t last = s.last_end.load(std::memory_order_relaxed);
     if (last > 0 && begin_ns - last >= s.gap_min_ns) {
       std::lock_guard<std::mutex> lock(s.mu);
@@ -350,7 +359,7 @@ void write_summary(const std::vector<BurnSample>& samples, const std::vector<Thr
   }
   j.end_array();
   j.key("context").begin_object();
-  for (const auto& [k, v] : openmp_context()) j.field(k, v);
+  for (const auto& [k, v] : openmp_context(false)) j.field(k, v);  // at exit: oneDNN is not asked
   j.end_object();
   j.end_object();
   write_file(stem() + ".json", j.str() + "\n");
@@ -438,6 +447,7 @@ void write_describe(const std::string& dir) {
   describe_counters(&j, {&counters()});
   describe_rules(&j);
   describe_runtimes(&j);
+  describe_knobs(&j);
   j.key("context").begin_object();
   for (const auto& [k, v] : openmp_context()) j.field(k, v);
   j.end_object().end_object();

@@ -1,6 +1,7 @@
 #include "runtime/runtime.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -18,17 +20,34 @@
 namespace threadburn {
 
 const std::vector<std::string>& knob_variables() {
-  static const std::vector<std::string> vars = {
-      "OMP_NUM_THREADS", "KMP_BLOCKTIME", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OMP_PROC_BIND",
-      "OMP_PLACES",      "KMP_AFFINITY",  "LD_PRELOAD"};
+  static const std::vector<std::string> vars = [] {
+    std::vector<std::string> names;
+    for (const KnobSpec& k : kKnobTable) names.emplace_back(k.name);
+    return names;
+  }();
   return vars;
 }
 
+void describe_knobs(JsonWriter* json) {
+  json->key("knobs").begin_array();
+  for (const KnobSpec& k : kKnobTable) {
+    json->begin_object();
+    for (std::size_t c = 0; c < kKnobColumnCount; ++c) json->field(kKnobColumns[c], k.*kKnobFields[c]);
+    json->end_object();
+  }
+  json->end_array();
+}
+
 const std::vector<RuntimeSpec>& runtime_specs() {
-  static const std::vector<RuntimeSpec> specs = {
-      {"gomp", "libgomp", {"GOMP_SPINCOUNT"}},
-      {"llvm", "llvm-libomp", {"KMP_BLOCKTIME", "KMP_AFFINITY"}},
-  };
+  static const std::vector<RuntimeSpec> specs = [] {
+    std::vector<RuntimeSpec> out = {{"gomp", "libgomp", {}}, {"llvm", "llvm-libomp", {}}};
+    for (RuntimeSpec& r : out) {
+      for (const KnobSpec& k : kKnobTable) {
+        if (std::string(k.reader) == r.name) r.own_knobs.emplace_back(k.name);
+      }
+    }
+    return out;
+  }();
   return specs;
 }
 
@@ -92,6 +111,26 @@ std::string implied_by_wait_policy(const std::string& runtime, const std::string
   return "";
 }
 
+// Whether an OpenMP runtime reads the knob (the others have readers of their own).
+bool read_by_openmp(const std::string& reader) {
+  if (reader == "openmp") return true;
+  for (const RuntimeSpec& r : runtime_specs()) {
+    if (reader == r.name) return true;
+  }
+  return false;
+}
+
+// LLVM's execution mode by its number (kmp_get_library returns LLVM's enum
+// library_type: 1 serial, 2 turnaround, 3 throughput).
+std::string kmp_library_name(int mode) {
+  switch (mode) {
+    case 1: return "serial";
+    case 2: return "turnaround";
+    case 3: return "throughput";
+    default: return "unknown(" + std::to_string(mode) + ")";
+  }
+}
+
 std::string spin_text(const std::string& display_value) {
   // libgomp prints ~0ULL for "infinite".
   return display_value == "18446744073709551615" ? kInfinite : display_value;
@@ -138,11 +177,14 @@ std::string gomp_throttled_spincount(const std::string& wait_policy_env, const s
 
 std::vector<KnobStatus> knob_report(const OmpInfo& omp, const EnvGetter& env) {
   std::vector<KnobStatus> out;
-  for (const auto& var : knob_variables()) {
-    const char* v = env(var.c_str());
-    if (!v || !*v || var == "LD_PRELOAD") continue;
+  for (const KnobSpec& spec : kKnobTable) {
+    const std::string var = spec.name, reader = spec.reader;
+    const char* v = env(spec.name);
+    if (!v || !*v || reader == "loader") continue;
     KnobStatus k{var, v, "read", ""};
-    if (omp.runtime == "none") {
+    if (!read_by_openmp(reader)) {
+      // Its own read-back (the table's in_force column) says what is in force.
+    } else if (omp.runtime == "none") {
       k.status = "ignored";
       k.why = "no OpenMP runtime in this process";
     } else if (!omp.display.empty() && omp.display.count(var) == 0) {
@@ -154,6 +196,11 @@ std::vector<KnobStatus> knob_report(const OmpInfo& omp, const EnvGetter& env) {
       k.status = "overridden";
       k.why = "GOMP_SPINCOUNT=" + std::string(env("GOMP_SPINCOUNT")) + " sets the spin count: libgomp spins " +
               omp.gomp_spincount;
+    } else if (var == "OMP_WAIT_POLICY" && omp.runtime == "llvm-libomp" && env("KMP_LIBRARY") && *env("KMP_LIBRARY")) {
+      // LLVM takes its wait mode from KMP_LIBRARY alone when both are set (and warns so).
+      k.status = "ignored";
+      k.why = "KMP_LIBRARY=" + std::string(env("KMP_LIBRARY")) + " is set, which LLVM reads instead: " +
+              omp.kmp_library + " mode, blocktime " + omp.kmp_blocktime_ms + " ms";
     } else if (var == "OMP_WAIT_POLICY" && omp.runtime == "llvm-libomp" && env("KMP_BLOCKTIME") &&
                implied_by_wait_policy(omp.runtime, v) != omp.kmp_blocktime_ms) {
       k.status = "overridden";
@@ -183,7 +230,7 @@ OmpInfo detect_openmp() {
   if (gomp_parallel && dladdr(gomp_parallel, &where) && where.dli_fname) info.library = where.dli_fname;
   info.runtime = runtime_from_library(info.library);
   info.wait_policy = info.gomp_spincount = info.gomp_throttled_spincount = info.gomp_spincount_in_force = "n/a";
-  info.kmp_blocktime_ms = "n/a";
+  info.kmp_blocktime_ms = info.kmp_library = "n/a";
   if (info.runtime == "none") return info;
   // Everything below from the serving library itself, not the first in search order.
   void* lib = dlopen(info.library.c_str(), RTLD_NOLOAD | RTLD_LAZY);
@@ -213,6 +260,9 @@ OmpInfo detect_openmp() {
     const int b = blocktime();
     info.kmp_blocktime_ms = b == INT_MAX ? kInfinite : std::to_string(b);
   }
+  if (auto library = reinterpret_cast<int (*)()>(dlsym(lib, "kmp_get_library"))) {
+    info.kmp_library = kmp_library_name(library());
+  }
   dlclose(lib);
   return info;
 }
@@ -237,6 +287,63 @@ std::string blas_library() {
   return kind + ":" + path;
 }
 
+struct LoadedObjects {
+  std::vector<std::string> paths;  // the main program ("") left out
+  unsigned long long adds = 0;     // objects ever loaded: a new one changes it
+  bool all = true;                 // false: only the count
+};
+
+int add_object(dl_phdr_info* info, size_t, void* data) {
+  auto* out = static_cast<LoadedObjects*>(data);
+  out->adds = info->dlpi_adds;
+  if (!out->all) return 1;
+  if (info->dlpi_name && *info->dlpi_name) out->paths.push_back(info->dlpi_name);
+  return 0;
+}
+
+// A symbol of whichever loaded library defines it, searched one by one: a
+// library Python loaded with RTLD_LOCAL (torch's, and with it oneDNN) is
+// not in the global scope dlsym(RTLD_DEFAULT) searches.
+void* loaded_symbol(const char* symbol, const LoadedObjects& objects) {
+  if (void* s = dlsym(RTLD_DEFAULT, symbol)) return s;
+  for (const std::string& path : objects.paths) {
+    void* lib = dlopen(path.c_str(), RTLD_NOLOAD | RTLD_LAZY);
+    if (!lib) continue;
+    void* s = dlsym(lib, symbol);
+    dlclose(lib);  // RTLD_NOLOAD only took a reference: the library stays loaded
+    if (s) return s;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string dnnl_cpu_isa(bool may_ask) {
+  static std::mutex mu;
+  static std::string found;                   // oneDNN's answer, once one was had
+  static unsigned long long searched = ~0ULL;  // the load count of the last search that found none
+  std::lock_guard<std::mutex> lock(mu);
+  if (!found.empty() || !may_ask) return found.empty() ? "n/a" : found;
+  LoadedObjects objects;
+  objects.all = false;
+  dl_iterate_phdr(add_object, &objects);
+  if (objects.adds == searched) return "n/a";  // nothing loaded since: no need to look again
+  objects.all = true;
+  dl_iterate_phdr(add_object, &objects);
+  auto effective = reinterpret_cast<int (*)()>(loaded_symbol("dnnl_get_effective_cpu_isa", objects));
+  auto name = reinterpret_cast<const char* (*)(int)>(loaded_symbol("dnnl_cpu_isa2str", objects));
+  if (!effective || !name) {
+    searched = objects.adds;
+    return "n/a";
+  }
+  const std::string isa = name(effective());
+  const std::string prefix = "cpu_isa_";
+  found = isa.rfind(prefix, 0) == 0 ? isa.substr(prefix.size()) : isa;
+  return found;
+}
+
+namespace {
+
 // The CPU's model name, for rows of a fleet: which machine measured them.
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -258,7 +365,7 @@ std::string join(const std::vector<std::string>& items, const char* sep) {
 
 }  // namespace
 
-Context openmp_context() {
+Context openmp_context(bool ask_libraries) {
   const OmpInfo omp = detect_openmp();
   Context ctx = {
       {"threadburn_schema_version", kSchemaVersion},
@@ -271,6 +378,8 @@ Context openmp_context() {
       {"gomp_throttled_spincount", omp.gomp_throttled_spincount},
       {"gomp_spincount_in_force", omp.gomp_spincount_in_force},
       {"kmp_blocktime_ms", omp.kmp_blocktime_ms},
+      {"kmp_library", omp.kmp_library},
+      {"dnnl_cpu_isa", dnnl_cpu_isa(ask_libraries)},
       {"blas_library", blas_library()},
       {"cpu_model", cpu_model()},
   };

@@ -12,20 +12,24 @@
 #include <vector>
 
 #include "core/json.h"
+#include "runtime/knob_table.h"  // generated from python/threadburn/knobs.tsv (src/CMakeLists.txt)
 
 namespace threadburn {
 
 using Context = std::vector<std::pair<std::string, std::string>>;
 using EnvGetter = std::function<const char*(const char*)>;
 
-// The environment variables the suite sweeps and reports: the one list
-// (programs print it in --describe; the Python side reads it from there).
+// The environment variables the suite sets, sweeps and reports are the rows
+// of kKnobTable (knob_table.h), the table the Python package reads too:
+// their names in its order, and --describe's "knobs" (every column).
 const std::vector<std::string>& knob_variables();
+void describe_knobs(JsonWriter* json);
 
 // The OpenMP runtimes the suite runs under: the name a grid or `run
 // --runtime` uses, the library name the programs report (omp_runtime), and
-// the knobs only that runtime reads (varied only under it; the other one
-// ignores them). The one list; --describe prints it ("runtimes").
+// the knobs only that runtime reads (the table's rows whose reader is the
+// runtime's name: varied only under it; the other one ignores them).
+// --describe prints them ("runtimes").
 struct RuntimeSpec {
   const char* name;
   const char* library;
@@ -45,6 +49,7 @@ struct OmpInfo {
   // which of the two a team of max_threads gets. "n/a" under other runtimes.
   std::string gomp_spincount, gomp_throttled_spincount, gomp_spincount_in_force;
   std::string kmp_blocktime_ms;  // LLVM's kmp_get_blocktime() ("infinite"), or "n/a"
+  std::string kmp_library;       // LLVM's kmp_get_library(): serial, turnaround, throughput; or "n/a"
   std::map<std::string, std::string> display;  // the serving runtime's omp_display_env(verbose)
 };
 
@@ -62,7 +67,9 @@ std::string runtime_from_library(const std::string& path);
 // 100 (unset) or 0 (passive), never above the spin count. "infinite" for ~0.
 std::string gomp_throttled_spincount(const std::string& wait_policy_env, const std::string& spincount);
 
-// What each knob set in the environment does in the live runtime.
+// What each knob set in the environment does in the live runtime. The
+// OpenMP knobs are judged by the serving runtime's own display; the others
+// (a library's own, such as oneDNN's) only by their read-back (in_force).
 struct KnobStatus {
   std::string name, value;
   std::string status;  // "read", "ignored" or "overridden"
@@ -72,11 +79,22 @@ std::vector<KnobStatus> knob_report(const OmpInfo& omp, const EnvGetter& env);
 
 OmpInfo detect_openmp();
 
+// oneDNN's instruction set in force ("avx2", ...: dnnl_get_effective_cpu_isa,
+// the CPU's best capped by ONEDNN_MAX_CPU_ISA), asked through dlsym of
+// whichever loaded library exports it (no link to oneDNN), and remembered
+// once answered; "n/a" while none does (a copy linked inside another
+// library cannot be asked). Searching again only after a new library was
+// loaded, it is cheap to ask often. oneDNN's own state is gone once the
+// process exits: there, may_ask = false gives only the remembered answer.
+// Like any oneDNN call, the first fixes oneDNN's ISA for the process.
+std::string dnnl_cpu_isa(bool may_ask = true);
+
 // OpenMP's effective settings, knob statuses (ignored_knobs,
 // overridden_knobs, knob_notes), the knob variables as set ("unset" when
-// not) and the BLAS, as key/value pairs. Needs nothing but libdl: the preload
-// probe reports it from inside any process (runtime.cc).
-Context openmp_context();
+// not), oneDNN's ISA and the BLAS, as key/value pairs. Needs nothing but
+// libdl: the preload probe reports it from inside any process (runtime.cc),
+// at exit with ask_libraries = false (dnnl_cpu_isa).
+Context openmp_context(bool ask_libraries = true);
 // openmp_context() plus the oneDNN and TBB versions this build links (libs.cc).
 Context runtime_context();
 

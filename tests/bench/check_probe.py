@@ -11,7 +11,8 @@ b ms into the gap (earlier only by the time it waited for a CPU). Under
 libgomp with OMP_WAIT_POLICY=passive the worker sleeps at once: no burn past
 the gap's first interval. The python case checks the same on a real PyTorch training in the
 sleep/step/sleep pattern (examples/sleep_step_sleep.py; skipped without
-python3-torch). Standard library only.
+python3-torch), the knobs case the read-back of KMP_LIBRARY and
+ONEDNN_MAX_CPU_ISA in one. Standard library only.
 """
 import argparse
 import csv
@@ -38,7 +39,7 @@ def check(cond, msg):
 def probed(a, tmp, cmd, env):
     out = os.path.join(tmp, "probe")
     os.makedirs(out, exist_ok=True)
-    preload = [a.probe] + ([a.libomp] if "KMP_BLOCKTIME" in env else [])
+    preload = [a.probe] + ([a.libomp] if any(k.startswith("KMP_") for k in env) else [])
     full = dict(os.environ, LD_PRELOAD=" ".join(preload), THREADBURN_PROBE_DIR=out, **env)
     print("$ " + " ".join(f"{k}={v}" for k, v in env.items()) + " " + " ".join(cmd))
     p = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=300)
@@ -51,6 +52,7 @@ def probed(a, tmp, cmd, env):
             summaries.append((json.load(f), path))
     check(summaries, "the probe wrote no summary")
     summary, path = max(summaries, key=lambda s: s[0]["counters"]["regions"])
+    probed.context = summary["context"]
     with open(path.removesuffix(".json") + ".gaps.csv") as f:
         gaps = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
     c = summary["counters"]
@@ -160,6 +162,29 @@ def case_python(a, tmp):
     check_no_burn([g for g in gaps if g["length_ms"] >= 250], "passive workers, python")
 
 
+# The knobs' read-back in a probed Python process: oneDNN's ISA capped by
+# ONEDNN_MAX_CPU_ISA (SSE4.1: every x86-64 CPU this runs on has it, so the ISA
+# in force is exactly it), LLVM's execution mode from KMP_LIBRARY. oneDNN is
+# asked while the program runs: asked at exit, when its state is gone, it
+# threw and the process died of SIGABRT (the exit code is checked).
+CONVOLUTIONS = ("import torch\ntorch.set_num_threads(2)\nnet = torch.nn.Conv2d(3, 16, 3)\n"
+                "for _ in range(5): net(torch.randn(8, 3, 32, 32)).sum().backward()\n")
+
+
+def case_knobs(a, tmp):
+    py = "/usr/bin/python3"
+    if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode != 0:
+        print("SKIP: no python3-torch")
+        return
+    probed(a, tmp, [py, "-c", CONVOLUTIONS],
+           {"OMP_NUM_THREADS": "2", "ONEDNN_MAX_CPU_ISA": "SSE41", "KMP_LIBRARY": "turnaround"})
+    ctx = probed.context
+    print({k: ctx.get(k) for k in ("omp_runtime", "kmp_library", "dnnl_cpu_isa", "ignored_knobs")})
+    check(ctx.get("omp_runtime") == "llvm-libomp", f"omp_runtime {ctx.get('omp_runtime')}, expected llvm-libomp")
+    check(ctx.get("kmp_library") == "turnaround", f"kmp_library {ctx.get('kmp_library')}, expected turnaround")
+    check(ctx.get("dnnl_cpu_isa") == "sse41", f"dnnl_cpu_isa {ctx.get('dnnl_cpu_isa')}, expected sse41")
+
+
 # Forked children: a PyTorch training with DataLoader(num_workers=2)
 # (examples/dataloader_workers.py, whose workers spin a known CPU time per item
 # and report it). Under the probe, cpu_ms must be the whole tree's CPU: within
@@ -200,7 +225,7 @@ def case_children(a, tmp):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=("llvm", "gomp_passive", "gomp_default", "python", "children"))
+    ap.add_argument("case", choices=("llvm", "gomp_passive", "gomp_default", "python", "knobs", "children"))
     for name in ("--probe", "--child", "--libomp", "--repo"):
         ap.add_argument(name, required=True)
     a = ap.parse_args()

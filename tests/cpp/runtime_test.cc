@@ -101,9 +101,24 @@ TEST(Runtime, KnobReportSaysIgnoredAndOverriddenFromTheLiveRuntime) {
   EXPECT_EQ(k["KMP_BLOCKTIME"].status, "read");
   EXPECT_EQ(k["OMP_WAIT_POLICY"].status, "overridden");
   EXPECT_EQ(k.count("LD_PRELOAD"), 0u);
+  // With KMP_LIBRARY set LLVM ignores OMP_WAIT_POLICY (and warns so), blocktime or not.
+  llvm.kmp_library = "turnaround";
+  for (const char* blocktime : {"", "50"}) {
+    auto env = std::map<std::string, std::string>{{"KMP_LIBRARY", "turnaround"}, {"OMP_WAIT_POLICY", "passive"}};
+    if (*blocktime) env["KMP_BLOCKTIME"] = blocktime;
+    k = by_name(knob_report(llvm, env_of(env)));
+    EXPECT_EQ(k["OMP_WAIT_POLICY"].status, "ignored") << blocktime;
+    EXPECT_NE(k["OMP_WAIT_POLICY"].why.find("KMP_LIBRARY=turnaround"), std::string::npos);
+  }
+  // libgomp's display has no KMP_LIBRARY: it never read it.
+  EXPECT_EQ(by_name(knob_report(gomp, env_of({{"KMP_LIBRARY", "serial"}})))["KMP_LIBRARY"].status, "ignored");
 
   OmpInfo none;
-  EXPECT_EQ(by_name(knob_report(none, env_of({{"OMP_NUM_THREADS", "2"}})))["OMP_NUM_THREADS"].status, "ignored");
+  k = by_name(knob_report(none, env_of({{"OMP_NUM_THREADS", "2"}, {"ONEDNN_MAX_CPU_ISA", "AVX2"}})));
+  EXPECT_EQ(k["OMP_NUM_THREADS"].status, "ignored");
+  // oneDNN reads its own knob, OpenMP runtime or not: its read-back (dnnl_cpu_isa) says what is in force.
+  EXPECT_EQ(k["ONEDNN_MAX_CPU_ISA"].status, "read");
+  EXPECT_EQ(by_name(knob_report(gomp, env_of({{"ONEDNN_MAX_CPU_ISA", "AVX2"}})))["ONEDNN_MAX_CPU_ISA"].status, "read");
 }
 
 std::string expect(const char* name, const char* fallback) {
@@ -127,14 +142,26 @@ TEST(LiveRuntime, ReportsWhatTheServingRuntimeDoes) {
   const Context ctx = runtime_context();
   EXPECT_EQ(context_value(ctx, "ignored_knobs"), expect("TB_EXPECT_IGNORED", "none"));
   EXPECT_EQ(context_value(ctx, "overridden_knobs"), expect("TB_EXPECT_OVERRIDDEN", "none"));
+  EXPECT_EQ(context_value(ctx, "kmp_library"), info.kmp_library);
+  // oneDNN's ISA in force: what ONEDNN_MAX_CPU_ISA caps it to, else the CPU's best (some ISA).
+  const std::string isa = context_value(ctx, "dnnl_cpu_isa");
+  if (have_dnnl()) {
+    EXPECT_EQ(isa, expect("TB_EXPECT_DNNL_ISA", isa.c_str()));
+    EXPECT_NE(isa, "n/a");
+    EXPECT_EQ(isa.find("cpu_isa_"), std::string::npos);
+  } else {
+    EXPECT_EQ(isa, "n/a");
+  }
   if (info.runtime == "libgomp") {
     EXPECT_EQ(info.kmp_blocktime_ms, "n/a");
+    EXPECT_EQ(info.kmp_library, "n/a");
     EXPECT_EQ(info.gomp_spincount, expect("TB_EXPECT_SPINCOUNT", "300000"));
     // libgomp throttles a team larger than the CPUs it may use.
     const bool throttled = info.max_threads > info.available_cpus;
     EXPECT_EQ(info.gomp_spincount_in_force, throttled ? info.gomp_throttled_spincount : info.gomp_spincount);
   } else {
     EXPECT_EQ(info.kmp_blocktime_ms, expect("TB_EXPECT_BLOCKTIME", "200"));
+    EXPECT_EQ(info.kmp_library, expect("TB_EXPECT_LIBRARY", "throughput"));  // LLVM's default mode
     EXPECT_EQ(info.gomp_spincount, "n/a");
   }
 }

@@ -6,9 +6,10 @@
 
 prefix  `cmake --install DIR --prefix TMP`, then from a folder outside the
         checkout: doctor, list, run, a tiny tune, a smoke sweep
-        (tiny_grid.toml) and findings --check on the installed references.
+        (tiny_grid.toml) and findings --check on the installed references;
+        the license (share/doc/threadburn/copyright, LICENSE's text).
 deb     `cpack -G DEB` into TMP, its control fields (Depends from
-        dpkg-shlibdeps, Recommends) and file list, then `dpkg -x` into a
+        dpkg-shlibdeps, Recommends), file list and license, then `dpkg -x` into a
         private root (no root needed, the system untouched) and doctor + run
         from there: the tree finds its parts relative to itself (paths.py),
         so it works unpacked anywhere, not only at /usr.
@@ -33,6 +34,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+LICENSE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "LICENSE")
+DEP5 = "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
 REGIONS = 40   # run: REGIONS + 1 regions (omp_entry_points' check of the kind)
 
 
@@ -112,11 +115,40 @@ def check_run(command, program, cwd):
         fail(f"run: the probe saw {eps}, expected {want} GOMP_parallel regions of 2 threads")
 
 
+def check_copyright(root):
+    """share/doc/threadburn/copyright under an installed root: Debian's
+    machine-readable format, every file under BSD-3-Clause by the threadburn
+    developers, and the license text exactly LICENSE's."""
+    path = os.path.join(root, "share", "doc", "threadburn", "copyright")
+    if not os.path.isfile(path):
+        fail(f"no license in the installed tree: {path} is missing")
+    with open(path) as f:
+        paragraphs = [p.split("\n") for p in f.read().rstrip("\n").split("\n\n")]
+    if paragraphs[0][0] != DEP5:
+        fail(f"{path}: its first line is not {DEP5!r}")
+    files = next((p for p in paragraphs if p[0] == "Files: *"), None)
+    if files is None or "Copyright: 2026 the threadburn developers" not in files or "License: BSD-3-Clause" not in files:
+        fail(f"{path}: no paragraph 'Files: *' with the copyright of the threadburn developers under BSD-3-Clause")
+    text = next((p for p in paragraphs if p[0] == "License: BSD-3-Clause" and len(p) > 1), None)
+    if text is None:
+        fail(f"{path}: no stand-alone License: BSD-3-Clause paragraph with the text")
+    with open(LICENSE) as f:
+        want = f.read().rstrip("\n")
+    bad = [line for line in text[1:] if not line.startswith(" ") or not line.strip()]
+    if bad:
+        fail(f"{path}: the license text is not in Debian's format (each line indented, an empty one as ' .'): {bad[0]!r}")
+    got = "\n".join("" if line == " ." else line[1:] for line in text[1:])
+    if got != want:
+        fail(f"{path}: the license text differs from {LICENSE}")
+    print(f"{path}: BSD-3-Clause, the text of LICENSE")
+
+
 def check_prefix(build, work):
     prefix = os.path.join(work, "prefix")
     p = subprocess.run(["cmake", "--install", build, "--prefix", prefix], capture_output=True, text=True)
     if p.returncode:
         fail("cmake --install: " + p.stdout[-2000:] + p.stderr[-2000:])
+    check_copyright(prefix)
     before = snapshot(prefix)
     cwd = os.path.join(work, "user")
     os.mkdir(cwd)
@@ -228,12 +260,14 @@ def check_deb(build, work):
     for path in ("./usr/bin/threadburn", "./usr/libexec/threadburn/libthreadburn_probe.so",
                  "./usr/libexec/threadburn/train_step_bench", "./usr/share/threadburn/configs/default.toml",
                  "./usr/share/threadburn/results/FINDINGS.md", "./usr/share/doc/threadburn/README.md",
+                 "./usr/share/doc/threadburn/copyright",
                  "./usr/share/threadburn/python/threadburn/_installed.py"):
         if path + " " not in listing + " " and path + "\n" not in listing:
             fail(f"the package lacks {path}")
     root = os.path.join(work, "root")
     subprocess.run(["dpkg-deb", "-x", deb, root], check=True)
     check_depends(os.path.join(root, "usr", "libexec", "threadburn"), dep_names)
+    check_copyright(os.path.join(root, "usr"))
     before = snapshot(root)
     cwd = os.path.join(work, "user")
     os.mkdir(cwd)

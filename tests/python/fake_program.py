@@ -6,10 +6,13 @@ none of their rules: it serves their recorded self-descriptions.
 
 tests/fixtures/programs/<bench>.<device>.json holds what the real program
 printed for `--describe` (tests/python/record_programs.py records them; the
-drift test test_fake_matches_programs.py checks they are current). From the
-recorded flag declarations this checks the flags as the C++ FlagParser does
-(src/core/cli.cc: kinds, bounds, choices, the same one-line errors, exit 2),
-picks the recording of the --device in force, and computes the benchmarks
+drift test test_fake_matches_programs.py checks they are current and that
+this fake answers as the programs do). It checks the flags with the
+recording's declarations (kinds, defaults, bounds, choices) and the rules
+the C++ parser publishes with them (flag_syntax: what an integer is and
+the template of every refusal, src/core/cli.cc), so a refusal is the
+program's own line, exit 2; it picks the recording of the --device in
+force, and computes the benchmarks
 generically: the cross product of the axis flags' values in the recorded axes
 order, minus the recorded skip rules, named "<prefix>/<first value>/<axis>:<value>...".
 The rules the programs enforce in their own code (a CUDA-only flag on cpu, a
@@ -19,29 +22,10 @@ repeated here.
 --describe prints the recording with those flag values, axes and benchmarks.
 A run writes Google Benchmark 1.7.1 JSON (--benchmark_out=FILE, and stdout with
 --benchmark_format=json): the recorded context with the settings of this
-process (omp_runtime the llvm runtime's library when LD_PRELOAD names libomp, env_*,
-ignored_knobs, overridden_knobs, ...), one entry per benchmark named
-"<benchmark>/iterations:<steps>/manual_time", with toy counters from a small
-model so that tests can check exact values (T = OMP_NUM_THREADS, else
-FAKE_CPUS, else the CPU count; gap = the benchmark's gap_ms):
-  spin after a step   LLVM: min(KMP_BLOCKTIME (default 200; OMP_WAIT_POLICY=passive
-                      without KMP_BLOCKTIME: 0; "infinite": gap), gap);
-                      libgomp: OMP_WAIT_POLICY=passive: 0, active: gap, else
-                      min(gap, 3 ms * GOMP_SPINCOUNT / 300000) (default: 3 ms)
-  residual_cpu_ms     (T - 1) * spin (= residual_omp_ms); tail_ms = spin (0 if T = 1)
-  optimizer_step      step_ms = 2 + 4 * params / 1e6 / T
-  train_step          step_ms = 1 + {mnist_adadelta: 30, cifar_sgd: 60} * batch / 64 / T
-                      + 0.5 per loader worker + 4 with mkldnn 0; samples_per_s = batch / step
-  runtime             serial_ms = 2 * n / 2^20; k = 1 (serial) else T;
-                      backtoback_ms = serial / k + 0.25 * (k - 1); wakeup_ms = 0.5 when
-                      k > 1, gap > 0 and the spin ended before the gap did; step = both
-  everywhere          step_cpu_ms = T * step_ms, cores_busy = T, threads = T + 1 + workers,
-                      vol_ctxsw 12, invol_ctxsw 3, sampler_cpu_ms 0.5, gap_slept_ms = gap,
-                      timed_start_s/timed_end_s: CLOCK_MONOTONIC at the start, + steps *
-                      (step_ms + gap) / 1000 (not slept)
-CUDA benchmarks report "<the recorded skipped_prefix> no CUDA device" unless
-FAKE_CUDA=1. Which knobs a runtime ignores and what it is called come from
-the recording's "runtimes".
+process, one entry per benchmark named "<benchmark>/iterations:<steps>/manual_time",
+with the toy counters of fake_model.py (exact values tests can check). CUDA
+benchmarks report "<the recorded skipped_prefix> no CUDA device" unless
+FAKE_CUDA=1.
 
 Faults, only on request (a FAKE_*_IF holds "1", or "VAR=VALUE[;VAR=VALUE...]"
 tested against this process's environment):
@@ -71,112 +55,35 @@ poll it until all P arrived.
 import fcntl
 import json
 import os
-import random
 import re
 import signal
 import struct
 import sys
 import time
 
+from fake_model import Refused, context, counters, cpus, knob_names, rank_and_world, write_timeline
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECORDINGS = os.path.join(os.path.dirname(HERE), "fixtures", "programs")
 INT64_MAX = 2 ** 63 - 1
 INT64_MIN = -2 ** 63
-KNOBS = ("OMP_NUM_THREADS", "KMP_BLOCKTIME", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY",
-         "OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY", "LD_PRELOAD")
 RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 BARRIER_TIMEOUT_S = 60.0
 
 
-class Refused(Exception):
-    """A flag the program would refuse; str() is the text after "<program>: error: "."""
-
-
-# --- FlagParser, from the declarations (src/core/cli.cc) ---------------------------
-
-def trim(text):
-    return text.strip(" \t")
-
-
-def split_list(text):
-    return [] if text == "" else [trim(item) for item in text.split(",")]
-
-
-def range_text(lo, hi):
-    return f"an integer >= {lo}" if hi == INT64_MAX else f"an integer in [{lo}, {hi}]"
-
-
-def parse_int(flag, text, lo, hi):
-    t = trim(text)
-    m = re.fullmatch(r"[ \t\n\v\f\r]*([+-]?[0-9]+)", t)
-    value = int(m.group(1)) if m else None
-    if value is None or not INT64_MIN <= value <= INT64_MAX:  # strtoll: no number, or ERANGE
-        raise Refused(f"--{flag}: expected {range_text(lo, hi)}, got '{text}'")
-    if value < lo or value > hi:
-        raise Refused(f"--{flag}: expected {range_text(lo, hi)}, got {t}")
-    return value
-
-
-def parse_int_list(flag, text, lo, hi):
-    if not trim(text):
-        raise Refused(f"--{flag}: expected a comma-separated list, got nothing")
-    return [parse_int(flag, item, lo, hi) for item in split_list(text)]
-
-
-_FLOAT = re.compile(r"[ \t\n\v\f\r]*[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"
-                    r"|0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)([pP][+-]?[0-9]+)?"
-                    r"|inf|infinity|nan)", re.IGNORECASE)
-
-
-def parse_double(flag, text, lo, hi):
-    t = trim(text)
-    value = None
-    if _FLOAT.fullmatch(t):
-        body = t.strip()
-        value = float.fromhex(body) if "x" in body.lower() else float(body)
-    if value is None or value != value or value in (float("inf"), float("-inf")) or value < lo or value > hi:
-        raise Refused(f"--{flag}: expected a number in [{'%g' % lo}, {'%g' % hi}], got '{text}'")
-    return value
-
-
-def parse_choice_list(flag, text, choices):
-    if not trim(text):
-        raise Refused(f"--{flag}: expected a comma-separated list, got nothing")
-    out = []
-    for item in split_list(text):
-        if item not in choices:
-            raise Refused(f"--{flag}: unknown value '{item}' (expected one of: {', '.join(choices)})")
-        out.append(item)
-    return out
-
-
-def check(spec, value):
-    kind, name = spec["kind"], spec["name"]
-    lo, hi = spec.get("min", 0), spec.get("max", INT64_MAX)
-    if kind == "int":
-        parse_int(name, value, lo, hi)
-    elif kind == "int_list":
-        parse_int_list(name, value, lo, hi)
-    elif kind == "double":
-        parse_double(name, value, spec.get("min", 0.0), spec.get("max", 0.0))
-    elif kind == "choice":
-        if len(split_list(value)) != 1:
-            raise Refused(f"--{name}: expected one value, got '{value}'")
-        parse_choice_list(name, value, spec["choices"])
-    elif kind == "choice_list":
-        parse_choice_list(name, value, spec["choices"])
-    elif kind == "switch":
-        parse_int(name, value, 0, 1)
-    elif kind != "string":
-        raise RuntimeError(f"fake_program.py: flag kind {kind!r} of --{name} is new to the fake")
-
+# --- FlagParser, from the recorded declarations and the parser's own rules ----------
+# A recording holds every flag (kind, default, bounds or choices, the words
+# "expected" its refusals use) and the parser's syntax as data ("flag_syntax":
+# what an integer is, the template of every refusal), src/core/cli.cc's own.
+# What is left here is the grammar of a command line and of comma lists.
 
 class Flags:
-    """FlagParser::parse over the recorded declarations."""
+    """FlagParser::parse over a recording's declarations and syntax."""
 
-    def __init__(self, specs, argv):
-        self.specs = {s["name"]: s for s in specs}
-        self.values = {s["name"]: s["default"] for s in specs}
+    def __init__(self, recording, argv):
+        self.syntax = recording["flag_syntax"]
+        self.specs = {s["name"]: s for s in recording["flags"]}
+        self.values = {s["name"]: s["default"] for s in recording["flags"]}
         self.help = self.describe = False
         self.gb = []
         i = 0
@@ -185,41 +92,66 @@ class Flags:
             i += 1
             if arg in ("--help", "-h"):
                 self.help = True
-                continue
-            if arg == "--describe":
+            elif arg == "--describe":
                 self.describe = True
-                continue
-            if arg.startswith("--benchmark_") or arg.startswith("--v="):
+            elif arg.startswith("--benchmark_") or arg.startswith("--v="):
                 self.gb.append(arg)
-                continue
-            if not arg.startswith("--"):
-                raise Refused(f"unexpected argument '{arg}' (flags look like --name=value; see --help)")
-            name, eq, value = arg[2:].partition("=")
-            name = name.replace("-", "_")  # the programs' one spelling; '-' an alias
-            if name not in self.specs:
-                raise Refused(f"--{name}: unknown flag (see --help)")
-            if not eq:
-                if self.specs[name]["kind"] == "switch":
+            elif not arg.startswith("--"):
+                self.refuse("positional", text=arg)
+            else:
+                name, eq, value = arg[2:].partition("=")
+                name = name.replace("-", "_")  # the programs' one spelling; '-' an alias
+                if name not in self.specs:
+                    self.refuse("unknown_flag", flag=name)
+                if not eq and self.specs[name]["kind"] == "switch":
                     value = "1"
-                elif i >= len(argv):
-                    raise Refused(f"--{name}: missing value")
-                else:
-                    value = argv[i]
-                    i += 1
-            self.values[name] = value
+                elif not eq and i >= len(argv):
+                    self.refuse("missing_value", flag=name)
+                elif not eq:
+                    value, i = argv[i], i + 1
+                self.values[name] = value
         if not self.help:
-            for spec in specs:
-                check(spec, self.values[spec["name"]])
+            for name, value in self.values.items():
+                self.parse(self.specs[name], value)
+
+    def refuse(self, key, **values):
+        text = self.syntax["messages"][key]
+        for slot, value in values.items():
+            text = text.replace("{" + slot + "}", value)
+        raise Refused(text)
+
+    def parse(self, spec, value):
+        """The value's items as the program reads them (a refusal for a bad one)."""
+        kind, name = spec["kind"], spec["name"]
+        if kind in ("int", "switch"):
+            return [self.integer(spec, value)]
+        if kind == "string":
+            return split_list(value)
+        if kind not in ("int_list", "choice", "choice_list"):
+            raise RuntimeError(f"fake_program.py: flag kind {kind!r} of --{name} is new to the fake")
+        if not trim(value):
+            self.refuse("empty_list", flag=name)
+        if kind == "choice" and len(split_list(value)) != 1:
+            self.refuse("one_value", flag=name, text=value)
+        if kind == "int_list":
+            return [self.integer(spec, item) for item in split_list(value)]
+        for item in split_list(value):
+            if item not in spec["choices"]:
+                self.refuse("unknown_value", flag=name, item=item, choices=", ".join(spec["choices"]))
+        return split_list(value)
+
+    def integer(self, spec, text):
+        lo, hi = (0, 1) if spec["kind"] == "switch" else (spec["min"], spec.get("max", INT64_MAX))
+        t = trim(text)
+        if not re.fullmatch(self.syntax["integer"], t) or not INT64_MIN <= int(t) <= INT64_MAX:
+            self.refuse("bad_value", flag=spec["name"], expected=spec["expected"], text=text)
+        if not lo <= int(t) <= hi:
+            self.refuse("out_of_range", flag=spec["name"], expected=spec["expected"], text=t)
+        return str(int(t))
 
     def items(self, name):
         """An axis flag's values as the programs turn them into names."""
-        spec = self.specs[name]
-        value = self.values[name]
-        if spec["kind"] in ("int_list", "int"):
-            return [str(v) for v in parse_int_list(name, value, spec.get("min", 0), spec.get("max", INT64_MAX))]
-        if spec.get("choices"):
-            return parse_choice_list(name, value, spec["choices"])
-        return split_list(value)
+        return self.parse(self.specs[name], self.values[name])
 
     def gb_flag(self, name):
         for arg in self.gb:
@@ -229,6 +161,14 @@ class Flags:
 
 
 # --- the recordings -----------------------------------------------------------------
+
+def trim(text):
+    return text.strip(" \t")
+
+
+def split_list(text):
+    return [] if text == "" else [trim(item) for item in text.split(",")]
+
 
 def recordings_dir():
     return os.environ.get("FAKE_PROGRAMS_DIR") or RECORDINGS
@@ -293,7 +233,7 @@ def skipped(rule, args):
     return True
 
 
-# --- the toy model --------------------------------------------------------------------
+# --- faults on request -------------------------------------------------------------
 
 def condition(var):
     text = os.environ.get(var, "")
@@ -304,153 +244,6 @@ def condition(var):
         if os.environ.get(name) == value:
             return True
     return False
-
-
-def cpus():
-    return int(os.environ.get("FAKE_CPUS") or os.cpu_count() or 1)
-
-
-def is_llvm():
-    return any(os.path.basename(p).startswith(("libomp", "libiomp"))
-               for p in re.split(r"[ :]", os.environ.get("LD_PRELOAD", "")) if p)
-
-
-def threads():
-    text = os.environ.get("OMP_NUM_THREADS", "")
-    return int(text) if text.isdigit() and int(text) > 0 else cpus()
-
-
-def spin_ms(gap):
-    policy = os.environ.get("OMP_WAIT_POLICY", "").lower()
-    if is_llvm():
-        blocktime = os.environ.get("KMP_BLOCKTIME", "0" if policy == "passive" else "200")
-        spin = gap if blocktime == "infinite" else float(blocktime)
-    else:
-        count = os.environ.get("GOMP_SPINCOUNT")
-        if count is None:
-            count = {"passive": "0", "active": "infinite"}.get(policy, "300000")
-        spin = gap if count == "infinite" else 3.0 * int(count) / 300000
-    return min(spin, float(gap))
-
-
-def runtime_entry(recording, name):
-    return next(r for r in recording["runtimes"] if r["name"] == name)
-
-
-def knob_report(recording):
-    """(ignored, overridden) knobs: the knobs the recording says only the
-    other runtime reads are ignored."""
-    ignored, overridden = [], []
-    llvm = is_llvm()
-    for knob in runtime_entry(recording, "gomp" if llvm else "llvm")["own_knobs"]:
-        if os.environ.get(knob):
-            ignored.append(knob)
-    if os.environ.get("OMP_WAIT_POLICY") and os.environ.get("KMP_BLOCKTIME" if llvm else "GOMP_SPINCOUNT"):
-        overridden.append("OMP_WAIT_POLICY")
-    return ",".join(ignored) or "none", ",".join(overridden) or "none"
-
-
-def context(recording, flags, device):
-    ctx = dict(recording["context"])
-    llvm = is_llvm()
-    runtime = os.environ.get("FAKE_REPORT_RUNTIME") or runtime_entry(recording, "llvm" if llvm else "gomp")["library"]
-    policy = os.environ.get("OMP_WAIT_POLICY", "")
-    blocktime = os.environ.get("KMP_BLOCKTIME") or ("0" if policy.lower() == "passive" else "200")
-    spincount = os.environ.get("GOMP_SPINCOUNT") or {"passive": "0", "active": "infinite"}.get(policy.lower(), "300000")
-    ignored, overridden = knob_report(recording)
-    settings = {
-        "omp_runtime": runtime,
-        "omp_library": os.environ["LD_PRELOAD"] if llvm else "/lib/x86_64-linux-gnu/libgomp.so.1",
-        "omp_max_threads": str(threads()),
-        "available_cpus": str(cpus()),
-        "omp_wait_policy": policy.lower() or "default",
-        "kmp_blocktime_ms": blocktime if llvm else "n/a",
-        "gomp_spincount": "n/a" if llvm else spincount,
-        "gomp_spincount_in_force": "n/a" if llvm else spincount,
-        "ignored_knobs": ignored,
-        "overridden_knobs": overridden,
-        "cuda_available": "1" if device == "cuda" and os.environ.get("FAKE_CUDA") == "1" else "0",
-    }
-    if device == "cuda" and "cuda_sync" in flags.values:
-        settings["cuda_sync_requested"] = flags.values["cuda_sync"]
-        settings["cuda_sync_in_force"] = (os.environ.get("FAKE_SYNC_IN_FORCE") or flags.values["cuda_sync"]
-                                          if settings["cuda_available"] == "1" else "n/a")
-    settings.update({f"env_{k}": os.environ.get(k) or "unset" for k in KNOBS})
-    for key, value in settings.items():
-        if key in ctx:  # only what the programs report
-            ctx[key] = value
-    return ctx
-
-
-def rank_and_world():
-    """torchrun's variables, as src/core/rendezvous.h reads them first; none: a world of 1."""
-    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
-    if rank is None and world is None:
-        return 0, 1
-    if rank is None or world is None:
-        raise Refused("RANK and WORLD_SIZE: set both or neither")
-    if int(rank) >= int(world):
-        raise Refused(f"RANK={rank} but WORLD_SIZE={world}")
-    return int(rank), int(world)
-
-
-def counters(bench, args, flags):
-    t = threads()
-    gap = int(args.get("gap_ms", "0"))
-    spin = spin_ms(gap)
-    workers = int(args.get("workers", "0"))
-    out = {}
-    if bench == "optimizer_step":
-        step = 2.0 + 4.0 * int(args["params"]) / 1e6 / t
-    elif bench == "train_step":
-        base = {"mnist_adadelta": 30.0, "cifar_sgd": 60.0}.get(args.get("model"), 45.0)
-        batch = int(args["batch"])
-        step = 1.0 + base * batch / 64 / t + 0.5 * workers + (4.0 if args.get("mkldnn") == "0" else 0.0)
-        out["samples_per_s"] = batch / step * 1000.0
-        out["data_ms"] = 0.5
-        if args.get("loader"):
-            out["step_cpu_loader_ms"] = 0.25 * workers
-    elif bench == "runtime":
-        k = 1 if args["kernel"] == "serial" else t
-        serial = 2.0 * int(args["n"]) / 2 ** 20
-        b2b = serial / k + 0.25 * (k - 1)
-        wakeup = 0.5 if k > 1 and gap > 0 and spin < gap else 0.0
-        step = b2b + wakeup
-        if args["kernel"] == "serial":
-            spin = 0.0
-        out.update(serial_ms=serial, backtoback_ms=b2b, wakeup_ms=wakeup, kernel_threads=float(k),
-                   overhead_ms=step - serial / k, speedup=serial / step)
-    elif bench == "ddp_step":
-        # Rank r computes 10 % more slowly per rank above 0 and waits in the
-        # all-reduce (2 ms) for the slowest; after it, its optimizer step takes
-        # 0.5 ms x r more. So step_ms = base x (1 + 0.1 (W - 1)) + 2 + 0.5 r,
-        # and compute (step - all-reduce) = base x (1 + 0.1 r) + 0.5 r.
-        rank, world = rank_and_world()
-        batch = int(args["batch"])
-        base = {"mnist_adadelta": 30.0, "cifar_sgd": 60.0}.get(args.get("model"), 45.0) * batch / 64 / t
-        allreduce = base * 0.1 * (world - 1 - rank) + 2.0
-        step = base * (1 + 0.1 * (world - 1)) + 2.0 + 0.5 * rank
-        out.update(allreduce_ms=allreduce, samples_per_s=batch / step * 1000.0, world_size=float(world),
-                   rank=float(rank), buckets=1.0)
-    else:
-        step = 10.0
-    residual = (t - 1) * spin
-    jitter = float(os.environ.get("FAKE_JITTER", "0"))
-    if jitter and os.environ.get("FAKE_JITTER_GAP_MS", str(gap)) == str(gap):  # this process's luck: one factor for all its steps, as a run's placement would be
-        step *= 1 + jitter * random.Random(os.getpid()).uniform(-1, 1)
-    out.update(step_ms=step, step_ms_median=step, step_ms_cv=0.0, step_cpu_ms=t * step, cores_busy=float(t),
-               residual_cpu_ms=residual, residual_cpu_ms_median=residual, residual_omp_ms=residual,
-               residual_cores=residual / gap if gap else 0.0, tail_ms=spin if t > 1 else 0.0,
-               tail_ms_median=spin if t > 1 else 0.0, gap_slept_ms=float(gap), threads=float(t + 1 + workers),
-               vol_ctxsw=12.0, invol_ctxsw=3.0, sampler_cpu_ms=0.5,
-               sampler_period_us=float(flags.values.get("sampler_us", "1000")))
-    if os.environ.get("FAKE_MEASURED"):
-        # As a measurement: a float with all its digits, not a round figure (the
-        # decision rule floors the spread of round figures by their resolution).
-        for k in ("step_ms", "step_ms_median", "step_cpu_ms", "residual_cpu_ms", "residual_cpu_ms_median",
-                  "residual_omp_ms"):
-            out[k] *= 1 + 1e-9
-    return out
 
 
 # --- running ----------------------------------------------------------------------------
@@ -493,18 +286,6 @@ class Barrier:
             time.sleep(0.002)
             arrived = self._add(0)
         return True
-
-
-def write_timeline(directory, file, values, gap):
-    step, spin, others = values["step_ms"], values["tail_ms"], values["cores_busy"] - 1
-    lines = ["# threadburn timeline 1; origin=step_end", "t_ms,series,cores", f"{-step:g},step_start,0",
-             "0,step_end,0"]
-    for t in range(-int(step) - 5, gap + 1):
-        during = -step <= t < 0
-        lines.append(f"{t},others,{others if during or 0 <= t < spin else 0}")
-        lines.append(f"{t},main,{1 if during else 0}")
-    with open(os.path.join(directory, file), "w") as f:
-        f.write("\n".join(lines) + "\n")
 
 
 def kv(key, value):
@@ -635,9 +416,9 @@ def main(argv):
     program = first["program"]
     if os.environ.get("FAKE_LOG"):
         with open(os.environ["FAKE_LOG"], "a") as f:
-            f.write(json.dumps({"argv": args, "env": {k: os.environ.get(k) for k in KNOBS + RANK_VARIABLES}}) + "\n")
+            f.write(json.dumps({"argv": args, "env": {k: os.environ.get(k) for k in knob_names(first) + list(RANK_VARIABLES)}}) + "\n")
     try:
-        flags = Flags(first["flags"], args)
+        flags = Flags(first, args)
         if flags.help:
             sys.stdout.write(help_text(program, first))
             return 0

@@ -79,6 +79,25 @@ def describe(build_dir, bench, args):
     return json.loads(out)
 
 
+def dumps(doc):
+    """The description as JSON with one line per top-level key and per item
+    of its lists and objects: short files whose diffs name what changed."""
+    def item(value):
+        return json.dumps(value, ensure_ascii=False)
+
+    parts = []
+    for key, value in doc.items():
+        if isinstance(value, list) and value:
+            inner = ",\n".join("  " + item(v) for v in value)
+            parts.append(f" {item(key)}: [\n{inner}\n ]")
+        elif isinstance(value, dict) and value:
+            inner = ",\n".join(f"  {item(k)}: {item(v)}" for k, v in value.items())
+            parts.append(f" {item(key)}: {{\n{inner}\n }}")
+        else:
+            parts.append(f" {item(key)}: {item(value)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
 def recording_path(bench, device):
     return os.path.join(OUT_DIR, f"{bench}.{device}.json")
 
@@ -94,8 +113,7 @@ def main(argv):
         doc = describe(build_dir, bench, args)
         path = recording_path(bench, device)
         with open(path, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+            f.write(dumps(doc))
         print(f"record_programs.py: {path}: {len(doc['flags'])} flags, {len(doc['benchmarks'])} benchmarks, "
               f"{len(doc['counters'])} counters")
     for bench, device, _ in recorded():

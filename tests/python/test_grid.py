@@ -72,6 +72,27 @@ class Expansion(unittest.TestCase):
         self.assertEqual(llvm, [("1", "0", "unset"), ("1", "200", "unset"), ("1", "50", "unset"),
                                 ("2", "0", "unset"), ("2", "200", "unset"), ("2", "50", "unset")])
 
+    def test_kmp_library_is_an_llvm_axis(self):
+        g = load("""
+            [[study]]
+            bench = "optimizer_step"
+            runtimes = [{name = "gomp"}, {name = "llvm", KMP_LIBRARY = ["turnaround", "throughput"]}]
+        """)
+        self.assertEqual([(p.runtime, p.env["KMP_LIBRARY"]) for p in g.points],
+                         [("gomp", "unset"), ("llvm", "turnaround"), ("llvm", "throughput")])
+        self.assertEqual(g.points[1].child_env("/x/libomp.so.5")[0],
+                         {"KMP_LIBRARY": "turnaround", "LD_PRELOAD": "/x/libomp.so.5"})
+
+    def test_onednn_isa_is_crossed_with_every_runtime(self):
+        g = load("""
+            [[study]]
+            bench = "runtime"
+            env = {ONEDNN_MAX_CPU_ISA = ["unset", "SSE41"]}
+            runtimes = [{name = "gomp"}, {name = "llvm"}]
+        """)
+        self.assertEqual([(p.runtime, p.env["ONEDNN_MAX_CPU_ISA"]) for p in g.points],
+                         [("gomp", "unset"), ("gomp", "SSE41"), ("llvm", "unset"), ("llvm", "SSE41")])
+
     def test_entry_list_replaces_study_list(self):
         g = load("""
             [[study]]
@@ -224,7 +245,10 @@ class Validation(unittest.TestCase):
          "study[0].runtimes[0].KMP_AFFINITY", "a KMP_AFFINITY string without spaces"),
         ('[[study]]\n' + OPT + 'env = {NOT_A_KNOB = 1}\n', "study[0].env.NOT_A_KNOB",
          "not a knob every runtime reads; expected one of: OMP_NUM_THREADS, OMP_WAIT_POLICY, OMP_PROC_BIND, "
-         "OMP_PLACES"),
+         "OMP_PLACES, ONEDNN_MAX_CPU_ISA"),
+        ('[[study]]\n' + OPT + 'env = {ONEDNN_MAX_CPU_ISA = "avx2"}\n', "study[0].env.ONEDNN_MAX_CPU_ISA",
+         """expected "ALL", "SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI", """
+         """"AVX512_CORE_BF16" or "AVX512_CORE_AMX", or "unset", got 'avx2'"""),
         # runtime-only knobs only under their runtime
         ('[[study]]\n' + OPT + 'env = {KMP_BLOCKTIME = [0]}\n', "study[0].env.KMP_BLOCKTIME",
          'not a knob every runtime reads (KMP_BLOCKTIME is read only by the llvm runtime: set it in a '
@@ -235,11 +259,16 @@ class Validation(unittest.TestCase):
          "study[0].runtimes[0].KMP_BLOCKTIME",
          "not a key of a gomp entry (KMP_BLOCKTIME is read only by the llvm runtime, so it is not varied "
          "under gomp); expected one of: GOMP_SPINCOUNT, OMP_NUM_THREADS, OMP_PLACES, OMP_PROC_BIND, "
-         "OMP_WAIT_POLICY, name, preset, timeline"),
+         "OMP_WAIT_POLICY, ONEDNN_MAX_CPU_ISA, name, preset, timeline"),
         ('[[study]]\n' + OPT + 'runtimes = [{name = "llvm", GOMP_SPINCOUNT = 0}]\n',
          "study[0].runtimes[0].GOMP_SPINCOUNT", "read only by the gomp runtime, so it is not varied under llvm"),
         ('[[study]]\n' + OPT + 'runtimes = [{name = "gomp", KMP_AFFINITY = "compact"}]\n',
          "study[0].runtimes[0].KMP_AFFINITY", "not varied under gomp"),
+        ('[[study]]\n' + OPT + 'runtimes = [{name = "gomp", KMP_LIBRARY = "serial"}]\n',
+         "study[0].runtimes[0].KMP_LIBRARY", "KMP_LIBRARY is read only by the llvm runtime, so it is not varied"),
+        ('[[study]]\n' + OPT + 'runtimes = [{name = "llvm", KMP_LIBRARY = ["turnaround", "fast"]}]\n',
+         "study[0].runtimes[0].KMP_LIBRARY[1]",
+         """expected "serial", "turnaround" or "throughput", or "unset", got 'fast'"""),
         ('[[study]]\n' + OPT + 'runtimes = [{name = "iomp"}]\n', "study[0].runtimes[0].name",
          "expected one of gomp, llvm, got 'iomp'"),
         ('[[study]]\n' + OPT + 'runtimes = []\n', "study[0].runtimes", "expected a non-empty array of tables"),

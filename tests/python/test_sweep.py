@@ -116,26 +116,31 @@ class Running(SweepTest):
 
     def test_summary_recommends_a_setting_against_the_default(self):
         # Equal step times (the fake has no noise; its figures with all their digits); CPU per
-        # step 20 + burn: 20 (blocktime 0) against 23 (libgomp's default spin) and 70
-        # (blocktime 50), distinguishable in 4 runs.
+        # iteration 20 + burn: 20 (blocktime 0) against 23 (libgomp's default 3 ms spin) and 20 +
+        # the blocktime's 50 ms or the gap. A 30 ms gap: 3 ms of burn per 40 ms iteration (7.5 %
+        # of a core) is worth a change; a 300 ms gap: 3 ms per 310 ms (1 % of a core) is not,
+        # below the CPU floor (5 % of a core over the iteration): keep.
         result = self.sweep(self.grid("""
             repetitions = 4
             [[study]]
             bench = "optimizer_step"
             optimizer = "sgd"
-            gap_ms = 300
+            gap_ms = [30, 300]
             runtimes = [{name = "gomp"}, {name = "llvm", OMP_NUM_THREADS = 2, KMP_BLOCKTIME = [0, 50]}]
         """), env=self.env(FAKE_MEASURED=1))
         lines = [" ".join(ln.split()) for ln in result.stdout.splitlines()]
-        start = lines.index("optimizer_step/sgd/params:4000000/gap_ms:300")
-        self.assertTrue(lines[start + 1].startswith("CHANGE to llvm OMP_NUM_THREADS=2 KMP_BLOCKTIME=0: step +0.0% "
+        short = lines.index("optimizer_step/sgd/params:4000000/gap_ms:30")
+        self.assertTrue(lines[short + 1].startswith("CHANGE to llvm OMP_NUM_THREADS=2 KMP_BLOCKTIME=0: time +0.0% "
                                                     "[+0.0%, +0.0%], CPU -13.0% [-13.0%, -13.0%] against gomp (no env)"),
-                        lines[start + 1])
+                        lines[short + 1])
+        self.assertIn("compared: time per iteration (step + gap) and CPU", lines[short + 2])
+        long = lines.index("optimizer_step/sgd/params:4000000/gap_ms:300")
+        self.assertTrue(lines[long + 1].startswith("KEEP gomp (no env)"), lines[long + 1])
         with open(os.path.splitext(self.out)[0] + ".verdict.json") as f:
-            (w,) = [w for w in json.load(f)["workloads"] if w["workload"] == lines[start]]
+            (w,) = [w for w in json.load(f)["workloads"] if w["workload"] == lines[short]]
         self.assertEqual((w["verdict"], w["env"]["KMP_BLOCKTIME"], w["runs_per_setting"]["gomp (no env)"]),
                          ("change", "0", 4))
-        self.assertIn("rows: 12 ok, 0 skipped, 0 failed", lines)
+        self.assertIn("rows: 24 ok, 0 skipped, 0 failed", lines)
 
     def test_exports_hold_the_verdict_file_and_the_printed_line(self):
         md, js = self.path("v.md"), self.path("v.json")
@@ -165,7 +170,7 @@ class Running(SweepTest):
             [[study]]
             bench = "optimizer_step"
             optimizer = "sgd"
-            gap_ms = 300
+            gap_ms = 30
             runtimes = [{name = "gomp"}, {name = "llvm", OMP_NUM_THREADS = 2, KMP_BLOCKTIME = [0, 50]}]
         """)
         result = self.sweep(grid, "--decide", "--budget", "30", env=self.env(FAKE_MEASURED=1))

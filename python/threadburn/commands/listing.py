@@ -43,7 +43,12 @@ def schema_markdown(progs, build=None):
     as Markdown: the one place results/README.md learns them from."""
     from ..lib import fmt, probe
     descriptions = [p.describe() for p in progs.values()]
-    lines = [BEGIN, "", "#### Program flags (knob columns; `threadburn list PROGRAM` shows defaults)", ""]
+    lines = [BEGIN, "", "#### Environment knobs (knob columns but `LD_PRELOAD`; python/threadburn/knobs.tsv)", ""]
+    lines += fmt.table(["column", "read by", "values", "in force", "meaning"],
+                       [[f"`{k['name']}`", k["reader"], f"`{k['values']}`",
+                         f"`{k['in_force']}`" if k["in_force"] != "-" else "", k["doc"]]
+                        for k in descriptions[0].knobs], "md", 5)
+    lines += ["", "#### Program flags (knob columns; `threadburn list PROGRAM` shows defaults)", ""]
     seen = {}
     for bench, d in zip(progs, descriptions):
         for f in d.flags.values():

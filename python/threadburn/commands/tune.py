@@ -44,7 +44,7 @@ from ..analysis import confirmation, race as races, verdicts
 from ..engine import campaign
 from ..engine.exec_probe import ProbeExecutor, TunePoint
 from ..export import jsonfile, text
-from ..lib import files, probe, records, rule as rules, schema
+from ..lib import files, knobs, probe, records, rule as rules, schema
 from ..lib.errors import ThreadburnError
 from ..lib.machine import physical_cores, usable_cpus
 from ..lib.records import ResultsFile
@@ -131,6 +131,11 @@ def load_points(path, user_env):
         env = entry.get("env", {})
         if not isinstance(env, dict) or not all(isinstance(v, (str, int)) for v in env.values()):
             raise ThreadburnError(f"{where}.env: expected a table of VAR = value")
+        for name, value in env.items():  # the knob table's values (lib/knobs.py); the user's own variables: any
+            try:
+                knobs.check(name, value, extra=(schema.UNSET,) if knobs.get(name) else ())
+            except knobs.KnobError as e:
+                raise ThreadburnError(f"{where}.env.{name}: {e}") from None
         unknown = set(entry) - {"name", "runtime", "env"}
         if unknown:
             raise ThreadburnError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; expected name, runtime, env")

@@ -7,7 +7,7 @@ Needs matplotlib (Debian's python3-matplotlib, for /usr/bin/python3).
 import os
 import re
 
-from ..lib import keys, fmt, schema, stats
+from ..lib import keys, fmt, knobs, schema, stats
 from ..analysis import results
 from ..lib.records import world_rows
 from .drawing import pyplot, save_figure, timeline_figure
@@ -18,8 +18,11 @@ MAX_LABELLED_POINTS = 30
 METRIC_TITLES = {"step_ms": "Median step time",
                  "residual_cpu_ms": "Median CPU burned after the step"}
 METRIC_SHORT = {"step_ms": "step time (ms)", "residual_cpu_ms": "residual CPU (ms per step)"}
-# Setting knobs a heatmap does not lay out as cells: each value gets its own figure.
-FIXED_KNOBS = ("OMP_PROC_BIND", "OMP_PLACES", "KMP_AFFINITY", "cuda_sync", "preset")
+# A heatmap's layout: cells of OMP_NUM_THREADS x the runtime's wait knob,
+# panels per wait policy. Every other setting knob of the table is not laid
+# out: each of its values gets its own figure.
+HEATMAP_KNOBS = ("OMP_NUM_THREADS", "KMP_BLOCKTIME", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
+FIXED_KNOBS = tuple(k.name for k in knobs.table() if k.is_column and k.name not in HEATMAP_KNOBS) + ("cuda_sync", "preset")
 MAX_OVERSUB_WORKLOADS = 4
 
 
@@ -225,13 +228,8 @@ def pareto_panel(ax, label, points):
 
 
 def short_label(row):
-    text = keys.env_label(row)
-    text = re.sub(r"KMP_AFFINITY=\S+", "aff", text)
-    for long, short in (("OMP_NUM_THREADS=", "T="), ("KMP_BLOCKTIME=", "bt="),
-                        ("OMP_WAIT_POLICY=", ""), ("GOMP_SPINCOUNT=", "spin="),
-                        ("OMP_PROC_BIND=", "bind="), ("OMP_PLACES=", "places=")):
-        text = text.replace(long, short)
-    return text
+    """A row's setting with each knob in its short form (the table's label: T=2, bt=1, passive, aff)."""
+    return knobs.shorten(keys.env_label(row))
 
 
 def lines_by_workload(entries, plt, out_dir, name, x, panels, xlabel, label_of, suptitle, size):

@@ -27,7 +27,8 @@ VERDICT_COLORS = {"change": ("#e3f4e6", "#1e7b34"), "keep": ("#e6edf7", "#2c5aa0
                   "undecided": ("#fdf1dc", "#a86200"), "run": ("#ececec", "#555555")}
 IN_FORCE = (("runtime", "runtime asked"), ("omp_runtime", "runtime in force"), ("omp_max_threads", "threads"),
             ("max_team", "largest team"), ("omp_wait_policy", "wait policy"), ("kmp_blocktime_ms", "blocktime ms"),
-            ("gomp_spincount_in_force", "spin count in force"))
+            ("gomp_spincount_in_force", "spin count in force"), ("kmp_library", "LLVM library mode"),
+            ("dnnl_cpu_isa", "oneDNN ISA"))
 KNOBS = (("ignored_knobs", "ignored"), ("overridden_knobs", "overridden"), ("knob_notes", "notes"))
 MACHINE = (("host_name", "host"), ("cpu_model", "CPU"), ("num_cpus", "CPUs"), ("available_cpus", "CPUs usable"),
            ("mhz_per_cpu", "MHz"), ("omp_library", "OpenMP library"), ("blas_library", "BLAS"),

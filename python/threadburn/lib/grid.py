@@ -24,7 +24,7 @@ try:
 except ImportError:  # Python < 3.11
     tomllib = None
 
-from . import keys, schema
+from . import keys, knobs, schema
 from .records import Row
 from .errors import ThreadburnError
 
@@ -39,37 +39,16 @@ def max_processes():
     return 4 * (os.cpu_count() or 1)
 
 
-# Environment values the grid accepts, per knob (the list of knobs itself is
-# the programs': Description.env_knobs). Checked here because the process
-# that would reject them starts only later, one point at a time.
-_INT_WORDS = {"OMP_NUM_THREADS": ("cores", "cores_per_process"), "KMP_BLOCKTIME": ("infinite",),
-              "GOMP_SPINCOUNT": ("infinite",)}
-_PLACES = r"(threads|cores|sockets|ll_caches|numa_domains)(\(\d+\))?|\{.+\}.*"
-_BIND = r"(true|false|master|primary|close|spread)(,(master|primary|close|spread))*"
-_PATTERNS = {
-    "OMP_WAIT_POLICY": (r"active|passive", '"active" or "passive"'),
-    "OMP_PROC_BIND": (_BIND, "true, false, close, spread, primary (comma list)"),
-    "OMP_PLACES": (_PLACES, 'threads, cores, sockets, ll_caches, numa_domains or an explicit "{...}" list'),
-    "KMP_AFFINITY": (r"[A-Za-z0-9_=,.\[\]\-]+", 'a KMP_AFFINITY string without spaces, e.g. "granularity=fine,compact,1,0"'),
-}
-
-
 def check_env_value(knob, value, where):
+    """A knob's value as the table (knobs.tsv) accepts it, or "unset".
+    Checked here because the process that would reject it starts only
+    later, one point at a time."""
     if value == schema.UNSET:
         return value
-    if knob in _INT_WORDS:
-        words = _INT_WORDS[knob]
-        if isinstance(value, str) and value in words:
-            return value
-        low = 1 if knob == "OMP_NUM_THREADS" else 0
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise GridError(f"{where}: expected an integer >= {low}, "
-                            + ", ".join(f'"{w}"' for w in words) + f' or "unset", got {value!r}')
-        return str(value)
-    pattern, expected = _PATTERNS.get(knob, (r"\S+", "a value without spaces"))
-    if not isinstance(value, str) or not re.fullmatch(pattern, value):
-        raise GridError(f'{where}: expected {expected}, or "unset", got {value!r}')
-    return value
+    try:
+        return knobs.check(knob, value, extra=(schema.UNSET,))
+    except knobs.KnobError as e:
+        raise GridError(f"{where}: {e}") from None
 
 
 def flag_value(value, where):

@@ -15,11 +15,9 @@ what was measured. Two rows compare only within one workload.
 """
 from dataclasses import dataclass
 
+from . import knobs
 
-# A knob column's value when the variable was not set at all.
-UNSET = "unset"
-# Not a knob column: the runtime column says what was preloaded.
-NOT_A_KNOB = ("LD_PRELOAD",)
+from .knobs import NOT_A_KNOB, UNSET  # noqa: F401  (keys.UNSET: the words rows carry)
 
 # Program flags that are part of the setting (the CUDA host wait policy), not of the workload.
 SETTING_FLAGS = ("cuda_sync",)
@@ -149,24 +147,23 @@ def setting_of(row):
                    row.text("cuda_sync"))
 
 
-# What a run reports in force, beside the team it used: the wait settings
-# and the affinity (the context columns the runtime read back, and the
-# affinity variables as set).
-IN_FORCE = ("omp_wait_policy", "kmp_blocktime_ms", "gomp_spincount_in_force", "KMP_AFFINITY", "OMP_PROC_BIND",
-            "OMP_PLACES")
-
-
 def in_force(row):
-    """What a run really ran, as the program or the probe reports it: with
-    no OpenMP region run (one thread, or no OpenMP at all), nothing of the
-    runtime mattered: ("no region",); with a team of one, the runtime; with a
-    team of 2 or more, the runtime, the team and the settings IN_FORCE."""
+    """What a run really ran, as the program or the probe reports it (the
+    knob table's in-force keys, lib/knobs.py; the asked value of a knob the
+    runtime does not report). With no OpenMP region run (one thread, or no
+    OpenMP at all) nothing of an OpenMP runtime mattered: only the knobs
+    other readers take (oneDNN's) count; with a team of one, the runtime
+    too; with a team of 2 or more, the team and every knob's value in force."""
+    table = [k for k in knobs.table() if k.is_column]
+    own = tuple(row.text(k.in_force) if k.in_force != knobs.NONE else row.text(k.name) for k in table
+                if k.reader not in ("openmp", "gomp", "llvm"))
     if row.has("regions") and (row.number("regions") or 0) == 0:
-        return ("no region",)
+        return ("no region",) + own
     team = row.integer("max_team", 1) if row.has("max_team") else row.integer("omp_max_threads", 1)
     if team <= 1:
-        return (row.text("omp_runtime"), 1)
-    return (row.text("omp_runtime"), team) + tuple(row.text(k) for k in IN_FORCE)
+        return (row.text("omp_runtime"), 1) + own
+    return (row.text("omp_runtime"), team) + tuple(
+        row.text(k.in_force) if k.in_force != knobs.NONE else row.text(k.name) for k in table)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ component of its benchmark names), the schema version, every flag (kind,
 default, bounds or choices, whether it is a benchmark axis), the axes and
 skip rules in force for those flags, the benchmarks it would run (name and
 the value of every axis), every counter it reports (name, unit, meaning),
-the environment knobs it reports, and the context (settings in force). Bad
+the environment knobs it reports (the knob table it was built with, every
+column: knobs.py), and the context (settings in force). Bad
 flags make it exit 2 with one line, as a real run would, before anything
 runs. The Python side asks this instead of re-deriving names, loop order,
 skipped combinations, defaults or bounds.
@@ -52,7 +53,7 @@ class Description:
     flags: dict                  # name -> Flag, in the program's order
     benchmarks: list             # [Benchmark] in run order
     counters: list               # [{"name", "unit", "help"}]
-    env_knobs: list
+    knobs: list                  # the knob table as built in: [{column: cell}] (lib/knobs.py's COLUMNS)
     axes: list = field(default_factory=list)
     skip_rules: list = field(default_factory=list)
     context: dict = field(default_factory=dict)
@@ -70,6 +71,11 @@ class Description:
     # A JSON entry's label "timeline=FILE" names its timeline file in --timeline_dir.
     timeline_label_prefix: str = "timeline="
 
+    @property
+    def env_knobs(self):
+        """The environment variables it reports, in the table's order."""
+        return [k["name"] for k in self.knobs]
+
     @classmethod
     def from_json(cls, doc):
         flags = {}
@@ -78,7 +84,7 @@ class Description:
                                     f.get("min"), f.get("max"), tuple(f.get("choices", ())))
         return cls(doc["program"], doc["family"], str(doc["schema_version"]), flags,
                    [Benchmark(b["name"], dict(b["args"])) for b in doc["benchmarks"]],
-                   list(doc["counters"]), list(doc["env_knobs"]), list(doc.get("axes", [])),
+                   list(doc["counters"]), list(doc["knobs"]), list(doc.get("axes", [])),
                    list(doc.get("skip_rules", [])), dict(doc.get("context", {})), doc.get("launch", "copies"),
                    dict(doc["rules"]), list(doc["runtimes"]), dict(doc["throughput"]), doc["timeline_label_prefix"])
 

@@ -13,7 +13,7 @@ import math
 import os
 
 from .errors import ThreadburnError
-from .keys import NOT_A_KNOB, UNSET  # noqa: F401  (the CSV's words for them)
+from .knobs import NOT_A_KNOB, UNSET  # noqa: F401  (the CSV's words for them)
 
 with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schema_version.txt")) as _f:
     SCHEMA_VERSION = _f.read().strip()
@@ -23,7 +23,8 @@ with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # 4 lacks the rules 5's rows carry (noise_cv, burn_threshold_cores,
 # throughput_counter, throughput_unit: schema.rule_of, keys.throughput) and
 # spells the flag column data-dir (5: data_dir, the programs' one spelling).
-# 5 lacks what 6 added: the decision rule of the campaign (rule), the
+# 5 lacks what 6 added: the knob columns KMP_LIBRARY and ONEDNN_MAX_CPU_ISA and
+# their context (env_*, kmp_library, dnnl_cpu_isa), the decision rule of the campaign (rule), the
 # evidence of disturbance (host_other_cpu_ms, host_steal_ms) and the
 # programs' loop rule (loop_counters); its verdicts are recomputed by the
 # rule its verdict file recorded, or the defaults (analysis/verdicts.rule_for).

@@ -1,0 +1,134 @@
+"""The knob table (python/threadburn/knobs.tsv) and lib/knobs.py: one table
+that the C++ programs, the probe and the Python package all see the same.
+
+* parse/check/shorten on tables and values whose answers are known;
+* the recorded descriptions (tests/fixtures/programs) carry exactly the table;
+* with a build: every program's --describe and the probe's describe.json
+  carry exactly the table, their runtimes' own knobs are the table's, and
+  every in_force key of the table is a context key they report.
+"""
+import os
+import unittest
+
+import helpers
+import record_programs
+from threadburn.lib import knobs, probe, programs
+
+BUILD = helpers.real_build_dir()
+
+SMALL = "\t".join(knobs.COLUMNS) + "\n" + "\n".join("\t".join(row) for row in (
+    ("THREADS", "openmp", "int>=1 cores", "-", "T={}", "max_threads", "threads"),
+    ("WAIT", "gomp", "one-of active passive", "-", "{}", "-", "wait"),
+    ("PLACE", "llvm", "pattern [a-z]+(,[a-z]+)*", "lower-case words, comma list", "aff", "-", "places"),
+    ("PRE", "loader", "-", "-", "-", "-", "preloaded"),
+)) + "\n"
+
+
+class Table(unittest.TestCase):
+    def test_parses_each_column(self):
+        t = knobs.parse("# a comment\n\n" + SMALL)
+        self.assertEqual([k.name for k in t], ["THREADS", "WAIT", "PLACE", "PRE"])
+        self.assertEqual((t[0].kind, t[0].minimum, t[0].words), ("int", 1, ("cores",)))
+        self.assertEqual((t[1].kind, t[1].words, t[1].reader), ("one-of", ("active", "passive"), "gomp"))
+        self.assertEqual((t[2].kind, t[2].pattern), ("pattern", "[a-z]+(,[a-z]+)*"))
+        self.assertEqual([k.is_column for k in t], [True, True, True, False])
+
+    def test_refuses_a_broken_table_naming_the_line(self):
+        lines = SMALL.splitlines()
+        for text, words in (
+                (SMALL.replace("reader", "who"), ":1: expected the header"),
+                (SMALL.replace("\tgomp\t", "\tgcc\t"), ":3: WAIT: reader 'gcc'"),
+                (SMALL.replace("one-of active passive", "one-of"), ":3: WAIT: values 'one-of'"),
+                (SMALL.replace("lower-case words, comma list", "-"), ":4: PLACE: a pattern needs its expected"),
+                (SMALL.replace("\tmax_threads\tthreads", "\tmax_threads"), ":2: expected 7 non-empty"),
+                (SMALL + lines[1] + "\n", ":6: THREADS twice"),
+                (lines[0] + "\n", ": no knobs")):
+            with self.subTest(words=words):
+                with self.assertRaises(ValueError) as e:
+                    knobs.parse(text, "t.tsv")
+                self.assertIn("t.tsv" + words, str(e.exception))
+
+    def test_checks_values_by_kind(self):
+        threads, wait, place, pre = knobs.parse(SMALL)
+        self.assertEqual([threads.check(v) for v in (1, 8, "8", "cores")], ["1", "8", "8", "cores"])
+        for bad in (0, -1, True, 1.5, "eight", "8 "):
+            with self.subTest(bad=bad), self.assertRaises(knobs.KnobError) as e:
+                threads.check(bad, extra=("unset",))
+            self.assertEqual(str(e.exception), f'expected an integer >= 1, "cores" or "unset", got {bad!r}')
+        self.assertEqual(wait.check("passive"), "passive")
+        with self.assertRaises(knobs.KnobError) as e:
+            wait.check("PASSIVE", extra=("unset",))
+        self.assertEqual(str(e.exception), """expected "active" or "passive", or "unset", got 'PASSIVE'""")
+        self.assertEqual(place.check("a,b"), "a,b")
+        with self.assertRaises(knobs.KnobError) as e:
+            place.check("a, b")
+        self.assertEqual(str(e.exception), "expected lower-case words, comma list, got 'a, b'")
+        with self.assertRaises(knobs.KnobError):
+            pre.check("/lib/x.so")
+
+    def test_a_variable_outside_the_table_takes_any_word(self):
+        self.assertIsNone(knobs.get("MY_OWN_VARIABLE"))
+        self.assertEqual(knobs.check("MY_OWN_VARIABLE", 3), "3")
+        with self.assertRaises(knobs.KnobError):
+            knobs.check("MY_OWN_VARIABLE", "two words")
+
+    def test_short_labels_come_from_the_table(self):
+        label = "llvm OMP_NUM_THREADS=2 KMP_BLOCKTIME=1 KMP_AFFINITY=granularity=fine,compact,1,0 " \
+                "OMP_WAIT_POLICY=passive MY_VAR=3 [launcher]"
+        self.assertEqual(knobs.shorten(label), "llvm T=2 bt=1 aff passive MY_VAR=3 [launcher]")
+
+    def test_header_holds_every_cell_as_a_cpp_string(self):
+        text = knobs.header(knobs.parse(SMALL))
+        self.assertIn('{"PLACE", "llvm", "pattern [a-z]+(,[a-z]+)*", "lower-case words, comma list", "aff", "-", '
+                      '"places"},', text)
+        self.assertIn('kKnobColumns[kKnobColumnCount] = {"name", "reader", "values", "expected", "label", '
+                      '"in_force", "doc"}', text)
+        self.assertIn(r'"pattern a\\d\"b"', knobs.header([knobs.Knob("X", "openmp", 'pattern a\\d"b', "x", "-",
+                                                                        "-", "x")]))
+
+    def test_the_package_table_parses_and_names_its_runtimes(self):
+        self.assertIn("OMP_NUM_THREADS", knobs.names())
+        self.assertEqual(knobs.runtime_knobs("gomp"), ["GOMP_SPINCOUNT"])
+        self.assertTrue(set(knobs.runtime_knobs("llvm")) >= {"KMP_BLOCKTIME", "KMP_AFFINITY"})
+
+
+class Recordings(unittest.TestCase):
+    """What the fake programs serve is the table (the drift test checks the
+    recordings against the real programs)."""
+
+    def test_every_recording_carries_the_table(self):
+        for bench, device, _ in record_programs.recorded():
+            with self.subTest(recording=f"{bench}.{device}"):
+                rec = helpers.recording(bench, device)
+                self.assertEqual(rec["knobs"], knobs.as_dicts(),
+                                 "knobs.tsv changed: rebuild and re-record (tests/python/record_programs.py)")
+                d = programs.Description.from_json(rec)
+                for runtime in d.runtimes:
+                    self.assertEqual(runtime["own_knobs"], knobs.runtime_knobs(runtime["name"]))
+                missing = [k for k in knobs.in_force_keys() if k not in rec["context"]]
+                self.assertEqual(missing, [], "in_force keys the program does not report")
+
+
+@unittest.skipUnless(BUILD, "no build of the real programs ($THREADBURN_BUILD_DIR or build/bench/*_bench)")
+class Build(unittest.TestCase):
+    def test_every_program_describes_the_table(self):
+        for bench in record_programs.built_programs(BUILD):
+            with self.subTest(program=bench):
+                doc = record_programs.describe(BUILD, bench, [])
+                self.assertEqual(doc["knobs"], knobs.as_dicts())
+                self.assertEqual({r["name"]: r["own_knobs"] for r in doc["runtimes"]},
+                                 {r["name"]: knobs.runtime_knobs(r["name"]) for r in doc["runtimes"]})
+                self.assertEqual([k for k in knobs.in_force_keys() if k not in doc["context"]], [])
+
+    def test_the_probe_describes_the_table(self):
+        doc = probe.describe(BUILD)
+        self.assertEqual(doc["knobs"], knobs.as_dicts())
+        self.assertEqual([k for k in knobs.in_force_keys() if k not in doc["context"]], [])
+
+    def test_the_generated_header_is_the_tables(self):
+        with open(os.path.join(BUILD, "generated", "runtime", "knob_table.h")) as f:
+            self.assertEqual(f.read(), knobs.header(knobs.table()))
+
+
+if __name__ == "__main__":
+    unittest.main()
