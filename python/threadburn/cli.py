@@ -7,6 +7,7 @@ import sys
 
 from .commands import compare, doctor, findings, listing, monitor, plot, report, run, slurm_task, sweep, tune, verdict
 from .lib.errors import ThreadburnError
+from .lib.procs import Interrupt
 
 DESCRIPTION = """threadburn measures how OpenMP, TBB and oneDNN worker threads behave around
 training steps: step time, and the CPU threads keep burning after a step returned.
@@ -46,6 +47,7 @@ def parser():
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[0] if argv else ""
+    Interrupt.install()
     try:
         if command == "monitor":  # the monitor program's own flags: handed over as they are
             return monitor.record(argv[1:])

@@ -352,6 +352,13 @@ class Decider:
         needs = set(short)
         if d.candidate is not None:
             d.contenders = [(n, self.runs_needed(by[n], by[d.candidate])) for n, _ in d.contenders]
+        if d.candidate is not None and self.rule.confirm:
+            pass  # the race stops at its candidate: fresh runs confirm it
+        elif d.verdict == "change":
+            d.contenders = [(n, self.runs_needed(by[n], by[d.chosen])) for n in ready if n not in (b, d.chosen)
+                            and not self.cannot_beat(d.vs_chosen[n])]
+            if d.contenders:
+                needs |= {n for n, _ in d.contenders} | {d.chosen}
         elif d.verdict == "undecided":
             for n, r in d.vs_baseline.items():
                 if not self.beats(r) and not self.cannot_beat(r):

@@ -100,20 +100,29 @@ def duplicates(recs):
 
 
 def disturbed(recs, rule):
-    """{run key: why} of the runs (race and confirmation) whose evidence
-    says something else ran: other processes' CPU and steal, as cores over the run, above the
-    median run's by rule.disturbed_cores, and by at least
-    rule.DISTURBED_MIN_MS (what /proc/stat's ticks alone cannot make)."""
-    runs = {r.run_key: r.disturbance for r in recs if r.status == "ok" and r.disturbance.known}
-    if len(runs) < 3:
-        return {}
-    typical = statistics.median(x.cores for x in runs.values())
+    """{run key: why} of the runs whose evidence says something else ran:
+    other processes' CPU and steal, as cores over the run, above the median
+    of the same setting's runs (of the same workload and phase) by
+    rule.disturbed_cores, and by at least rule.DISTURBED_MIN_MS in all (what
+    /proc/stat's ticks alone cannot make). Against the setting's own median,
+    not the campaign's: a setting that leaves cores idle lets a co-runner use
+    them, one that spins does not, so the level of other load is the
+    setting's own; a burst above it is the run's luck."""
+    groups = {}
+    for r in recs:
+        if r.status == "ok" and r.disturbance.known:
+            groups.setdefault((r.workload, r.name, r.phase), []).append(r)
     out = {}
-    for key, x in runs.items():
-        excess = x.other_ms - typical * x.wall_ms
-        if excess > max(rule.disturbed_cores * x.wall_ms, rules.DISTURBED_MIN_MS):
-            out[key] = (f"other processes and steal took {x.cores:.2f} cores during the run (the median run "
-                        f"{typical:.2f})")
+    for runs in groups.values():
+        if len(runs) < 3:
+            continue
+        typical = statistics.median(r.disturbance.cores for r in runs)
+        for r in runs:
+            x = r.disturbance
+            excess = x.other_ms - typical * x.wall_ms
+            if excess > max(rule.disturbed_cores * x.wall_ms, rules.DISTURBED_MIN_MS):
+                out[r.run_key] = (f"other processes and steal took {x.cores:.2f} cores during the run (the "
+                                  f"setting's median run {typical:.2f})")
     return out
 
 

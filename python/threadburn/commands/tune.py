@@ -193,18 +193,24 @@ def check_args(args, points):
 
 
 def budgets(args, points):
-    """(the whole budget, the race's part of it): the confirmation needs
-    room for CONFIRM_MIN runs of each side after the race."""
+    """(the whole budget, the race's part of it, whether fresh runs confirm
+    a change): the confirmation needs room for CONFIRM_MIN runs of each side
+    after the race; a budget too small for it leaves the claim to the race."""
     if args.repetitions:
-        return None, None
+        return None, None, args.confirm != "0"
     whole = args.budget or campaign.Budget(runs=RUNS_PER_SETTING_BUDGET * len(points))
+    confirm = args.confirm != "0"
     if whole.runs is not None:
-        reserve = 0 if args.confirm == "0" else 2 * confirmation.CONFIRM_MIN
-        if whole.runs - reserve < rules.START_RUNS * 2:
-            raise ThreadburnError(f"--budget {whole.runs}: too few runs for a race of two settings and its "
-                                  f"confirmation (at least {rules.START_RUNS * 2 + reserve})")
-        return whole, campaign.Budget(runs=whole.runs - reserve)
-    return whole, campaign.Budget(seconds=whole.seconds * (1.0 if args.confirm == "0" else RACE_SHARE_OF_TIME))
+        if whole.runs < 2 * rules.MIN_RUNS:
+            raise ThreadburnError(f"--budget {whole.runs}: too few runs to compare two settings (at least "
+                                  f"{2 * rules.MIN_RUNS})")
+        reserve = 2 * confirmation.CONFIRM_MIN
+        if confirm and whole.runs - reserve < rules.START_RUNS * 2:
+            print(f"tune: --budget {whole.runs} leaves no room for fresh runs to confirm a change "
+                  f"({rules.START_RUNS * 2 + reserve} would): the race's own test makes the claim", flush=True)
+            confirm = False
+        return whole, campaign.Budget(runs=whole.runs - (reserve if confirm else 0)), confirm
+    return whole, campaign.Budget(seconds=whole.seconds * (RACE_SHARE_OF_TIME if confirm else 1.0)), confirm
 
 
 def main(args):
@@ -212,8 +218,9 @@ def main(args):
     user_env = parse_env(args.env)
     points = load_points(args.points, user_env) if args.points else default_points(user_env)
     check_args(args, points)
-    rule = rules.Rule(objective=args.objective, margin=args.margin, design="fixed" if args.repetitions else "race")
-    whole, race_budget = budgets(args, points)
+    whole, race_budget, confirm_it = budgets(args, points)
+    rule = rules.Rule(objective=args.objective, margin=args.margin, design="fixed" if args.repetitions else "race",
+                      confirm=confirm_it)
     if args.dry_run:
         print("\n".join(plan_text(points, args, whole, rule)))
         return 0
@@ -255,7 +262,7 @@ def confirm(args, cmd, columns, work, seed, out, results_file, race_campaign, po
     of two, without the probe, as many runs each as the race's spread says
     the gain needs to show again (confirmation.runs_for), within what the
     budget has left."""
-    if args.confirm == "0":
+    if not rule.confirm:
         return
     have = sum(1 for r in records.read_rows(out) if r.phase == "confirm") // 2
     if whole is None or args.confirm != "auto":
@@ -296,7 +303,7 @@ def report(args, out, ended, rule):
                                                                           if confirmed else ""))
     for e in v.entries:
         print("\n".join(text.settings_table(e)))
-    print("\n".join(text.lines(v)[1:]))
+    print("\n".join(text.lines(v, labels=False)))
     path = files.write_text(files.verdict_path(out), jsonfile.verdict_text(v))
     print(f"tune: verdict in {path}")
     for written in options.write_exports(args, v):

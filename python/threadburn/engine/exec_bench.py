@@ -18,7 +18,7 @@ import time
 
 from . import campaign
 from ..lib import launch, schema
-from ..lib.procs import Children, describe_exit, die_with_parent, last_line, utc_now
+from ..lib.procs import Children, Interrupt, describe_exit, die_with_parent, last_line, utc_now
 from ..lib.records import Row
 
 # Google Benchmark's own numeric entry fields: not counters.
@@ -200,6 +200,7 @@ class Run:
     def wait(self, copies):
         deadline = self.t0 + self.point.timeout_s
         while any(c.end is None for c in copies):
+            Interrupt.check()  # a Ctrl-C dropped in the fork's hooks
             for c in copies:
                 if c.end is None and c.proc.poll() is not None:
                     c.end = time.monotonic()

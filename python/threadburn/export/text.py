@@ -4,11 +4,14 @@ from . import views
 from ..lib import fmt
 
 
-def lines(verdicts):
+def lines(verdicts, labels=True):
+    """The console's lines; labels=False (a tune: one workload, the command
+    printed already): no label line, the headline first."""
     out = []
     for e in verdicts.entries:
-        out.append(e.label)
-        out.append("  " + views.headline(e))
+        if labels:
+            out.append(e.label)
+        out.append(("  " if labels else "") + views.headline(e))
         out += views.evidence(e)
         out += ["    " + ln for ln in views.confirmation_lines(e)]
     if verdicts.rule_from.startswith("the defaults"):

@@ -14,7 +14,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from .procs import Children, die_with_parent
+from .procs import Children, Interrupt, die_with_parent
 
 TICK_MS = 1000.0 / os.sysconf("SC_CLK_TCK")
 
@@ -86,6 +86,7 @@ class Finished:
 def run(cmd, env, timeout_s=None, capture=True):
     """Runs cmd to its end in a session of its own (killed with us, and with
     its whole group on a timeout or Ctrl-C: Children.kill_all)."""
+    Interrupt.check()
     load = HostLoad()
     pipe = subprocess.PIPE if capture else None
     with subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=pipe, stderr=pipe, text=True,
@@ -100,6 +101,7 @@ def run(cmd, env, timeout_s=None, capture=True):
             code, why = None, f"timeout after {timeout_s} s"
         finally:
             Children.procs = []
+    Interrupt.check()  # a Ctrl-C dropped in the fork's hooks
     cpu, other, steal, wall = load.end()
     lines = [ln for ln in (err or "").splitlines() if ln.strip()]
     last = why or (lines[-1][:300] if lines else "")

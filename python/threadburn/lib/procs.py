@@ -51,3 +51,27 @@ def last_line(path):
     except OSError:
         return ""
     return lines[-1][:300] if lines else ""
+
+
+class Interrupt:
+    """Ctrl-C that cannot get lost. Python runs its at-fork hooks (the
+    logging module registers some, and scipy imports logging) in Python code
+    right after each fork of a child, and an exception raised there, the
+    KeyboardInterrupt of a Ctrl-C included, is printed and dropped. So the
+    handler also raises a flag, and every launch checks it (check())."""
+    pending = False
+
+    @classmethod
+    def install(cls):
+        import signal
+
+        def handler(signum, frame):
+            cls.pending = True
+            raise KeyboardInterrupt
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, handler)
+
+    @classmethod
+    def check(cls):
+        if cls.pending:
+            raise KeyboardInterrupt

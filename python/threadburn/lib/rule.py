@@ -43,7 +43,8 @@ RACE_ALPHA = 0.05
 FLOOR = 1e-6
 # A run is disturbed (set aside, and said) when other processes and the
 # hypervisor (steal) took this many cores more, over its wall time, than the
-# campaign's median run did: the run's own evidence that something else ran.
+# median run of the same setting did: the run's own evidence that something
+# else ran (analysis/verdicts.py, disturbed).
 DISTURBED_CORES = 0.25
 # ... and by at least this much CPU in all: /proc/stat counts in ticks of
 # 10 ms per CPU, whose rounding alone must not make a run disturbed.
@@ -68,6 +69,7 @@ class Rule:
     alpha: float = ALPHA
     design: str = "race"           # race: alpha spent over looks; fixed: one look, all of alpha
     method: str = "paired"
+    confirm: bool = True           # a race's candidate is confirmed in fresh runs (the claim); False: the race claims
     disturbed_cores: float = DISTURBED_CORES
     cpu_floor_cores: float = CPU_FLOOR_CORES
     confirm_alpha: float = CONFIRM_ALPHA
@@ -146,7 +148,7 @@ def parse(text):
     unknown = set(parts) - set(known)
     if unknown:
         raise ValueError(f"rule {text!r}: unknown part(s) {', '.join(sorted(unknown))}")
-    kinds = {"objective": str, "method": str, "design": str, "version": int}
+    kinds = {"objective": str, "method": str, "design": str, "version": int, "confirm": lambda v: v in ("True", "1")}
     values = {k: kinds.get(k, float)(v) for k, v in parts.items()}
     if values.get("version", RULE_VERSION) > RULE_VERSION:
         raise ValueError(f"rule version {values['version']}: newer than this threadburn knows ({RULE_VERSION})")
