@@ -557,7 +557,7 @@ def case_tune_keep(a, tmp):
     budget = keep_budget(cv, len(points))
     print(f"tune_keep: run noise {cv:.2%}: a budget of {budget} runs", flush=True)
     p, out = race(a, tmp, points, ["--budget", str(budget)])
-    w = check_verdict(a, p, out, "keep", "plain")
+    check_verdict(a, p, out, "keep", "plain")
     _, rows = read_csv(out)
     check(len(rows) <= budget, f"{len(rows)} runs for a budget of {budget}")
     check(not any(r["phase"] == "confirm" for r in rows), "confirmation runs for a keep")

@@ -21,6 +21,7 @@ import helpers
 import make_fixtures
 from threadburn.lib import paths, records
 from threadburn.lib.records import Row
+from threadburn.export import summary
 from threadburn.analysis import results, verdicts
 
 FIXTURE = os.path.join(helpers.FIXTURES, "oversub_results.csv")
@@ -78,10 +79,10 @@ class Aggregate(unittest.TestCase):
     def test_no_crowded_point_no_aggregate(self):
         rows = [r for r in self.rows if r.processes == 1]
         self.assertEqual(results.oversubscription(rows), [])
-        self.assertNotIn("oversubscription", results.summary_text(rows))
+        self.assertNotIn("oversubscription", summary.summary_text(rows))
 
     def test_summary_section(self):
-        lines = results.summary_text(self.rows).splitlines()
+        lines = summary.summary_text(self.rows).splitlines()
         self.assertIn("rows: 19 ok, 0 skipped, 1 failed", lines)
         start = next(i for i, ln in enumerate(lines) if ln.startswith("oversubscription:"))
         self.assertEqual([" ".join(ln.split()) for ln in lines[start + 1:]], [
@@ -157,7 +158,7 @@ class Verdicts(unittest.TestCase):
         self.assertAlmostEqual(r.cpu.est, geo([21, 22, 21, 21, 20]) / geo([27, 27.5, 27, 26.5, 27]))
         self.assertTrue(r.cpu.better(0.05) and r.time.not_worse(0.05))
         self.assertEqual(e.env[self.BT0], {"KMP_BLOCKTIME": "0", "LD_PRELOAD": paths.LIBOMP})
-        text = [" ".join(ln.split()) for ln in results.summary_text(rows).splitlines()]
+        text = [" ".join(ln.split()) for ln in summary.summary_text(rows).splitlines()]
         self.assertEqual(text[0], "rows: 20 ok, 0 skipped, 1 failed")
 
     def test_cpu_objective(self):

@@ -4,6 +4,7 @@ and left out of the oversubscription aggregate (results.oversubscription)."""
 import unittest
 
 from test_sweep import SweepTest
+from threadburn.export import summary
 from threadburn.analysis import results
 from threadburn.lib import records
 
@@ -62,7 +63,7 @@ class Processes(SweepTest):
         typed = records.read_rows(self.out)
         self.assertTrue(all(results.poorly_overlapped(r) for r in typed if r.processes == 2))
         self.assertEqual([e["processes"] for e in results.oversubscription(typed)], [1])
-        self.assertNotIn("P=2", results.summary_text(typed))
+        self.assertNotIn("P=2", summary.summary_text(typed))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import unittest
 
 from test_sweep import SweepTest
 import helpers
+from threadburn.export import summary
 from threadburn.analysis import results, verdicts
 from threadburn.lib import records
 
@@ -93,7 +94,7 @@ class Ranks(SweepTest):
         self.assertAlmostEqual(three["cpu_ms"], sum(float(r["step_cpu_ms"]) + float(r["residual_cpu_ms"])
                                                     for r in rows if r["run_key"] == three["row"].run_key
                                                     and r["benchmark"] == three["row"].benchmark))
-        self.assertIn("W=3 T=1", results.summary_text(helpers.typed(rows)))
+        self.assertIn("W=3 T=1", summary.summary_text(helpers.typed(rows)))
         from threadburn.export import figures
         try:
             plt = figures.pyplot()

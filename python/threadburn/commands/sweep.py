@@ -27,9 +27,9 @@ import time
 from datetime import datetime
 
 from . import options
-from ..analysis import confirmation, results, verdicts
+from ..analysis import confirmation, verdicts
 from ..engine import campaign, exec_bench, exec_slurm, slurm
-from ..export import jsonfile, text
+from ..export import jsonfile, summary, text
 from ..lib import files, grid as gridmod, paths, records, rule as rules, schema
 from ..lib.errors import ThreadburnError
 from ..lib.programs import programs as build_programs
@@ -387,7 +387,7 @@ def finish(args, out):
         plot_dir = make_plots(out)
         if plot_dir:
             print(f"sweep: plots in {plot_dir}")
-    print(results.summary_text(rows))
+    print(summary.summary_text(rows))
     v = verdicts.decide_rows(rows, os.path.basename(out), libomp=args.libomp)
     print("verdicts: per workload, against the default environment (gomp, no env); docs/design.md, Decisions")
     print("\n".join(text.lines(v)))

@@ -234,7 +234,7 @@ def confirmation_lines(e):
     c = e.confirmation
     if c is None:
         return []
-    verdict = {"yes": f"the gain holds in fresh runs (better by more than the margin)",
+    verdict = {"yes": "the gain holds in fresh runs (better by more than the margin)",
                "no": "the gain does NOT hold in fresh runs",
                "undecided": "these fresh runs cannot yet tell whether the gain holds",
                None: "no usable fresh runs"}[c.holds]

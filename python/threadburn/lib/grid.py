@@ -16,7 +16,6 @@ import hashlib
 import itertools
 import json
 import os
-import re
 from dataclasses import dataclass, field
 
 try:
