@@ -254,6 +254,9 @@ COLUMNS = ("scenario", "objective", "effect", "noise", "drift", "preempt", "tria
            "meets", "seconds")
 
 
+RATES = ("change_right", "change_false", "keep", "undecided")
+
+
 def _work(arg):
     sc, trials = arg
     return run_scenario(sc, trials)
@@ -282,8 +285,8 @@ def main():
         w = csv.DictWriter(f, COLUMNS, lineterminator="\n")
         w.writeheader()
         for row in rows:
-            w.writerow({k: (f"{v:.4f}" if isinstance(v, float) and k not in ("noise", "drift", "preempt", "effect")
-                            else v) for k, v in row.items()})
+            w.writerow({k: (f"{v:.4f}" if k in RATES else f"{v:g}" if isinstance(v, float) else v)
+                        for k, v in row.items()})
     os.replace(tmp, args.out)
     print(f"decisions: {args.out}")
     return 0 if all(r["meets"] != "no" for r in rows) else 1

@@ -305,6 +305,24 @@ def fleet_ddp_table(rows):
     return t
 
 
+def decisions_table(rows):
+    """bench/decisions.py's operating characteristics of the decision rule."""
+    t = Table("The decision rule on synthetic tunes whose truth is known (decisions.csv, bench/decisions.py; "
+              "shares of the cases, tune's default budget)",
+              ["scenario", "objective", "right change", "false change", "keep", "undecided", "runs (median / p90)",
+               "gain printed: bias pp (cases)", "as selected: bias pp (cases)", "target", "met"], key_cells=1)
+    pct = lambda v: f"{float(v):.1%}"
+
+    def bias(r, column):  # over the cases the fresh runs measured, and how many
+        return f"{r.text(column)} ({r.text('bias_cases')})" if r.has(column) else "–"
+    for r in rows:
+        t.add([r.text("scenario"), r.text("objective"), pct(r.text("change_right")), pct(r.text("change_false")),
+               pct(r.text("keep")), pct(r.text("undecided")), f"{r.text('runs_median')} / {r.text('runs_p90')}",
+               bias(r, "bias_reported_pp"), bias(r, "bias_as_selected_pp"), r.text("target", "–"),
+               r.text("meets", "–")])
+    return t
+
+
 # name -> (CSV in results/, how to tabulate it)
 # name -> (CSV in results/, how to tabulate its rows and path)
 TABLES = {
@@ -320,6 +338,7 @@ TABLES = {
     "sampler": ("sampler", lambda r, p: sampler_table(r)),
     "ddp": ("ddp", lambda r, p: ddp_table(r)),
     "overheads": ("overheads", lambda r, p: overheads_table(r)),
+    "decisions": ("decisions", lambda r, p: decisions_table(r)),
     "fleet": ("fleet", lambda r, p: fleet_table(r)),
     "fleet_ddp": ("fleet_ddp", lambda r, p: fleet_ddp_table(r)),
     "verdict_default": ("default", lambda r, p: verdict_table(r, p, "Verdicts of the default study (default.csv)")),
