@@ -232,17 +232,9 @@ class Decision:
     settings: dict = field(default_factory=dict)      # name -> Runs
     higher_is_better: bool = False
 
-    @property
-    def decided(self):
-        return self.verdict in ("change", "keep")
-
-    @property
-    def margin(self):
-        return self.rule.margin
-
-    @property
-    def objective(self):
-        return self.rule.objective
+    decided = property(lambda self: self.verdict in ("change", "keep"))
+    margin = property(lambda self: self.rule.margin)
+    objective = property(lambda self: self.rule.objective)
 
 
 class Decider:

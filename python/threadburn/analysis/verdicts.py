@@ -57,13 +57,8 @@ class Verdict:
             return self.confirmation.chosen
         return self.decision.chosen
 
-    @property
-    def higher_is_better(self):
-        return self.decision.higher_is_better
-
-    @property
-    def baseline(self):
-        return self.decision.baseline
+    higher_is_better = property(lambda self: self.decision.higher_is_better)
+    baseline = property(lambda self: self.decision.baseline)
 
 
 @dataclass

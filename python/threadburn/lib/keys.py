@@ -173,14 +173,8 @@ class SettingId:
     attached (which tells duplicates apart)."""
     asked: Setting
     effective: tuple
-
-    @property
-    def label(self):
-        return self.asked.label
-
-    @property
-    def is_default(self):
-        return self.asked.is_default
+    label = property(lambda self: self.asked.label)
+    is_default = property(lambda self: self.asked.is_default)
 
 
 def setting_id(row):

@@ -42,6 +42,10 @@ def _float(value):
         return None
 
 
+def _column(name):
+    return property(lambda self: self.text(name))
+
+
 class Row:
     """One row of a results CSV (or one an executor is about to write)."""
     __slots__ = ("_cells",)
@@ -72,87 +76,21 @@ class Row:
     def columns(self):
         return tuple(self._cells)
 
-    @property
-    def run_key(self):
-        return self.text("run_key")
-
-    @property
-    def point_key(self):
-        return self.text("point_key")
-
-    @property
-    def status(self):
-        return self.text("status")
-
-    @property
-    def ok(self):
-        return self.status == "ok"
-
-    @property
-    def reason(self):
-        return self.text("reason")
-
-    @property
-    def grid(self):
-        return self.text("grid")
-
-    @property
-    def is_tune(self):
-        return self.grid == "tune"
-
-    @property
-    def study(self):
-        return self.text("study")
-
-    @property
-    def preset(self):
-        return self.text("preset")
-
-    @property
-    def benchmark(self):
-        return self.text("benchmark")
-
-    @property
-    def bench(self):
-        return self.text("bench")
-
-    @property
-    def runtime(self):
-        return self.text("runtime")
-
-    @property
-    def phase(self):
-        """race (files older than schema 4 name no phase: all race) or confirm."""
-        return self.text("phase", "race")
-
-    @property
-    def round(self):
-        return self.integer("round")
-
-    @property
-    def processes(self):
-        return self.integer("processes", 1)
-
-    @property
-    def world_size(self):
-        """The size of the data-parallel world this row's rank belongs to; None for copies."""
-        return self.integer("world_size")
-
-    @property
-    def rank(self):
-        return self.integer("rank", 0)
-
-    @property
-    def command(self):
-        return self.text("command")
-
-    @property
-    def metric_higher(self):
-        return self.has("metric") and self.text("metric_better") == "higher"
-
-    @property
-    def repro(self):
-        return self.text("repro")
+    # The structural columns, typed: text ...
+    run_key, point_key, status, reason = _column("run_key"), _column("point_key"), _column("status"), _column("reason")
+    grid, study, preset, benchmark = _column("grid"), _column("study"), _column("preset"), _column("benchmark")
+    bench, runtime, command, repro = _column("bench"), _column("runtime"), _column("command"), _column("repro")
+    # ... and numbers (None when empty; processes and rank have their defaults)
+    round = property(lambda self: self.integer("round"), doc="the shuffled block the run ran in")
+    processes = property(lambda self: self.integer("processes", 1))
+    world_size = property(lambda self: self.integer("world_size"),
+                          doc="the size of the data-parallel world of this rank's row; None for copies")
+    rank = property(lambda self: self.integer("rank", 0))
+    ok = property(lambda self: self.status == "ok")
+    is_tune = property(lambda self: self.grid == "tune")
+    phase = property(lambda self: self.text("phase", "race"),
+                     doc="race (files older than schema 4 name no phase: all race) or confirm")
+    metric_higher = property(lambda self: self.has("metric") and self.text("metric_better") == "higher")
 
     @property
     def setting(self):
