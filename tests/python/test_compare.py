@@ -15,6 +15,7 @@ import unittest
 
 import helpers
 from threadburn.commands import compare
+from threadburn.analysis import comparison
 from threadburn.lib import keys, schema, stats
 
 A = os.path.join(helpers.FIXTURES, "compare_a.csv")
@@ -75,7 +76,7 @@ def load_pair(a, b):
     header_a, rows_a, _ = compare.load(a)
     header_b, rows_b, _ = compare.load(b)
     knobs = [k for k in keys.knob_columns(rows_a[0]) if k in header_b]
-    return compare.compare(compare.group(rows_a, knobs), compare.group(rows_b, knobs))
+    return comparison.compare(comparison.group(rows_a, knobs), comparison.group(rows_b, knobs))
 
 
 class CompareFixtures(unittest.TestCase):

@@ -27,25 +27,11 @@ columns, another schema version, nothing in common) exits 2 with one line.
 import argparse
 import sys
 
-from ..lib import keys, fmt, schema, stats
-from ..analysis import results
-from ..lib import records
+from ..analysis import comparison
+from ..analysis.comparison import LOWER_IS_BETTER, METRICS, RUN_METRICS
+from ..lib import fmt, keys, records, schema, stats
 from ..lib.errors import ThreadburnError
 
-METRICS = ("step_ms", "residual_cpu_ms", "samples_per_s")
-# Rows of your own command under the preload probe (`threadburn tune` and
-# `run`, bench = command) have no steps: their run's wall time, its CPU, the
-# OpenMP workers' CPU between regions, and the --metric figure. Which way
-# that figure is better is not in the file: it is compared, but cannot be
-# used with --fail-if-regress.
-RUN_METRICS = ("wall_ms", "cpu_ms", "omp_between_regions_ms", "metric")
-LOWER_IS_BETTER = dict(schema.LOWER_IS_BETTER, wall_ms=True, cpu_ms=True, omp_between_regions_ms=True)
-# Below this a metric is indistinguishable from zero: residual burn under half
-# a millisecond per step is sampler noise (the sampler's period is <= 1 ms and
-# idle gaps measure within +-0.01 ms of 0). Such a baseline gives no ratio,
-# and such a sample no noise flag (its CV would only measure that noise).
-ZERO_FLOOR = {"step_ms": 0.0, "residual_cpu_ms": 0.5, "samples_per_s": 0.0,
-              "wall_ms": 0.0, "cpu_ms": 0.0, "omp_between_regions_ms": 0.5, "metric": 0.0}
 REQUIRED = ("schema_version", "status", "benchmark", "runtime", "repetition") + METRICS
 REQUIRED_RUNS = ("schema_version", "status", "benchmark", "runtime", "repetition", "wall_ms", "cpu_ms")
 
@@ -99,10 +85,6 @@ def only_where(path, header, rows, conditions):
     return [r for r in rows if all(r.text(c) == v for c, v in conditions)]
 
 
-def match_key(row, knobs):
-    return tuple(row.text(k) for k in knobs) + (row.benchmark,)
-
-
 def load(path):
     header, rows = records.read_table(path)
     # The version first: a file of another schema lacks columns for a reason,
@@ -128,84 +110,6 @@ def is_runs_file(header):
 
 def metrics_of(header):
     return [m for m in (RUN_METRICS if is_runs_file(header) else METRICS) if m in header]
-
-
-def group(rows, knobs):
-    groups = {}
-    for row in rows:
-        # A tune's confirmation runs (no probe: wall time only) are not samples of its settings.
-        if row.ok and row.phase != "confirm":
-            groups.setdefault(match_key(row, knobs), []).append(row)
-    return groups
-
-
-def compare_metric(rows_a, rows_b, metric):
-    a = records.metric_values(rows_a, metric)
-    b = records.metric_values(rows_b, metric)
-    if not a or not b:
-        return None
-    med_a, med_b = stats.median(a), stats.median(b)
-    floor = ZERO_FLOOR[metric]
-    ratio = med_b / med_a if med_a > floor else None
-    _, p_value, method = stats.mann_whitney_u(a, b)
-
-    def cv(values):
-        if abs(stats.median(values)) <= floor:
-            return None
-        return stats.coefficient_of_variation(values)
-    return {"n_a": len(a), "n_b": len(b), "median_a": med_a, "median_b": med_b,
-            "ratio": ratio, "change": None if ratio is None else ratio - 1,
-            "p": p_value, "method": method, "cv_a": cv(a), "cv_b": cv(b),
-            "noise_a": schema.rule_of(rows_a, "noise_cv"), "noise_b": schema.rule_of(rows_b, "noise_cv")}
-
-
-def compare(groups_a, groups_b, metrics=METRICS):
-    common = [k for k in groups_a if k in groups_b]
-    table = []
-    for key in common:
-        rows_a, rows_b = groups_a[key], groups_b[key]
-        entry = {"key": key, "label": group_label(rows_a[0]),
-                 "workload": results.workload_label(rows_a[0]),
-                 "setting": keys.env_label(rows_a[0]),
-                 "n_a": len(rows_a), "n_b": len(rows_b), "metrics": {}}
-        for metric in metrics:
-            result = compare_metric(rows_a, rows_b, metric)
-            if result:
-                entry["metrics"][metric] = result
-        table.append(entry)
-    table.sort(key=lambda e: e["label"])
-    geomeans = {}
-    for metric in metrics:
-        ratios = [e["metrics"][metric]["ratio"] for e in table if metric in e["metrics"]]
-        usable = [r for r in ratios if r is not None]
-        if usable:
-            geomeans[metric] = {"ratio": stats.geometric_mean(usable), "n": len(usable),
-                                "left_out": len(ratios) - len(usable)}
-    only_a = sorted(group_label(groups_a[k][0]) for k in groups_a if k not in groups_b)
-    only_b = sorted(group_label(groups_b[k][0]) for k in groups_b if k not in groups_a)
-    return table, geomeans, only_a, only_b
-
-
-def group_label(row):
-    return f"{results.workload_label(row)} | {keys.env_label(row)}"
-
-
-def is_worse(metric, change, pct):
-    limit = pct / 100
-    return change > limit if LOWER_IS_BETTER[metric] else change < -limit
-
-
-def regressions(table, geomeans, rules):
-    found = []
-    for metric, pct in rules:
-        geo = geomeans.get(metric)
-        if geo and is_worse(metric, geo["ratio"] - 1, pct):
-            found.append(f"{metric} geomean {geo['ratio'] - 1:+.1%} (limit {pct:g}%)")
-        for entry in table:
-            m = entry["metrics"].get(metric)
-            if m and m["change"] is not None and is_worse(metric, m["change"], pct):
-                found.append(f"{metric} {m['change']:+.1%} (limit {pct:g}%): {entry['label']}")
-    return found
 
 
 def fmt_num(value):
@@ -263,7 +167,7 @@ def render(table, geomeans, only_a, only_b, statuses, names, style, metrics=METR
     for metric, g in geomeans.items():
         if g["left_out"]:
             notes.append(f"{metric}: {g['left_out']} group(s) with a median in A of at most "
-                         f"{ZERO_FLOOR[metric]:g} (zero within noise) have no ratio; left out "
+                         f"{comparison.ZERO_FLOOR[metric]:g} (zero within noise) have no ratio; left out "
                          "of the geomean and of --fail-if-regress")
     for name, counts in zip(names, statuses):
         if any(counts.values()):
@@ -284,7 +188,8 @@ def main(args):
     header_b, rows_b, statuses_b = load(args.b)
     rows_a = only_where(args.a, header_a, rows_a, args.a_where)
     rows_b = only_where(args.b, header_b, rows_b, args.b_where)
-    knobs = [k for k in keys.knob_columns(rows_a[0] if rows_a else dict.fromkeys(header_a)) if k in header_b]
+    knobs = [k for k in keys.knob_columns(rows_a[0] if rows_a else records.Row(dict.fromkeys(header_a, "")))
+             if k in header_b]
     if is_runs_file(header_a) != is_runs_file(header_b):
         raise CompareError(f"{args.a} and {args.b}: one holds benchmark rows (sweep), the other runs of a "
                            "command (tune, run): nothing to compare")
@@ -292,14 +197,14 @@ def main(args):
     if va and vb and va != vb:
         raise CompareError(f"{args.a} is schema {va.pop()}, {args.b} schema {vb.pop()}: compare files of one version")
     metrics = [m for m in metrics_of(header_a) if m in header_b]
-    groups_a, groups_b = group(rows_a, knobs), group(rows_b, knobs)
-    table, geomeans, only_a, only_b = compare(groups_a, groups_b, metrics)
+    groups_a, groups_b = comparison.group(rows_a, knobs), comparison.group(rows_b, knobs)
+    table, geomeans, only_a, only_b = comparison.compare(groups_a, groups_b, metrics)
     if not table:
         raise CompareError(f"no common rows: no (knobs, benchmark) with status ok is in both {args.a} and {args.b}")
     names = tuple(path + "".join(f" [{c}={v}]" for c, v in where)
                   for path, where in ((args.a, args.a_where), (args.b, args.b_where)))
     print(render(table, geomeans, only_a, only_b, (statuses_a, statuses_b), names, args.format, metrics))
-    found = regressions(table, geomeans, args.fail_if_regress)
+    found = comparison.regressions(table, geomeans, args.fail_if_regress)
     for line in found:
         print(f"regression: {line}", file=sys.stderr)
     return 1 if found else 0
