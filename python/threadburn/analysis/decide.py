@@ -31,8 +31,10 @@ Verdict:
              slower than the fastest winner by m (non-inferior, one-sided).
              Settings not yet shown unable to beat the chosen one are named
              (contenders: more runs would tell);
-  keep       every setting is shown unable to beat b (an intersection of
-             one-sided tests);
+  keep       every setting is shown unable to beat b: an intersection of
+             one-sided tests, each at the look's share of alpha (a keep is
+             false only if one of them is, so no split over settings or
+             claims: Rule.alpha_keep);
   undecided  neither, with the runs each open comparison would need.
 """
 import math
@@ -246,6 +248,7 @@ class Decider:
             raise ValueError(f"baseline {baseline!r} is not among the settings")
         self.rule, self.by, self.baseline, self.thb, self.look = rule, by, baseline, time_higher_is_better, look
         self.a = rule.alpha_per_test(len(settings), look)
+        self.a_keep = rule.alpha_keep(look)
         self.m = rule.margin
         self.mc = max(rule.margin, cpu_margin or 0.0)
 
@@ -332,7 +335,7 @@ class Decider:
                             and not self.cannot_beat(self.compare(by[n], by[d.candidate], self.a_sel))]
         if d.winners:
             d.verdict, d.chosen = "change", self.pick(d.winners, ratios)
-        elif not short and all(self.cannot_beat(r) for r in d.vs_baseline.values()):
+        elif not short and all(self.cannot_beat(self.compare(by[n], by[b], self.a_keep)) for n in d.vs_baseline):
             d.verdict, d.chosen = "keep", b
         else:
             d.chosen = self.pick(list(ratios), ratios)
@@ -353,7 +356,7 @@ class Decider:
                 needs |= {n for n, _ in d.contenders} | {d.chosen}
         elif d.verdict == "undecided":
             for n, r in d.vs_baseline.items():
-                if not self.beats(r) and not self.cannot_beat(r):
+                if not self.beats(r) and not self.cannot_beat(self.compare(by[n], by[b], self.a_keep)):
                     d.open.append((n, self.runs_needed(by[n], by[b])))
             # The race runs the baseline, the leader and the open settings not
             # shown behind the leader: those could still be the change.

@@ -108,6 +108,13 @@ class Rule:
         alpha; one-sided."""
         return self.alpha * self.look_share(look) / (max(1, n_settings - 1) * self.claims)
 
+    def alpha_keep(self, look=1):
+        """The level of each one-sided test behind a keep: "every setting is
+        shown unable to beat the baseline" is false only if one of its tests
+        is, so each takes the look's share of alpha whole (an intersection of
+        tests needs no split over settings or claims; the looks still do)."""
+        return self.alpha * self.look_share(look)
+
     def alpha_select(self, n_settings):
         """The level at which a race selects its candidate (the setting fresh
         runs then confirm), one-sided per comparison: alpha, uncorrected. A
