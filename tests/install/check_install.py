@@ -161,14 +161,14 @@ def check_prefix(build, work):
         if bench not in out:
             fail(f"list: {bench} missing")
     check_run(command, program, cwd)
-    # A tiny tune: 2 settings x 3 runs (and 1 + 1 confirmation runs without the probe).
+    # A tiny tune: 2 settings x 3 runs (and 2 + 2 fresh runs without the probe when the race selects one).
     points = os.path.join(cwd, "points.toml")
     with open(points, "w") as f:
         # Teams of 2 on any machine: the settings differ in force (no duplicate dropped).
         f.write('[[point]]\nname = "plain"\nruntime = "gomp"\nenv = {OMP_NUM_THREADS = "2"}\n'
                 '[[point]]\nname = "passive"\nruntime = "gomp"\n'
                 'env = {OMP_NUM_THREADS = "2", OMP_WAIT_POLICY = "passive"}\n')
-    out = tb(command, ["tune", "--points", points, "--repetitions", "3", "--confirm", "1", "--seed", "1", "--",
+    out = tb(command, ["tune", "--points", points, "--repetitions", "3", "--confirm", "2", "--seed", "1", "--",
                        program, "--bench=parallel", "--regions=40"], cwd)
     if not any(w in out for w in ("CHANGE to", "KEEP", "UNDECIDED")):
         fail("tune: no verdict in its report")
@@ -177,8 +177,10 @@ def check_prefix(build, work):
         fail(f"tune: expected one results CSV under {cwd}/runs, found {csvs}")
     with open(csvs[0]) as f:
         phases = [r["phase"] for r in csv.DictReader(l for l in f if not l.startswith("#"))]
-    # 2 settings x 3 probed runs; a CHANGE verdict adds 1 + 1 runs without the probe.
-    confirm = 2 if "CHANGE to" in out else 0
+    # 2 settings x 3 probed runs; a candidate the race selected adds 2 + 2 runs without the probe.
+    with open(os.path.splitext(csvs[0])[0] + ".verdict.json") as f:
+        candidate = json.load(f)["workloads"][0]["candidate"]
+    confirm = 4 if candidate else 0
     if sorted(phases) != ["confirm"] * confirm + ["race"] * 6:
         fail(f"tune: rows of phases {phases}, expected 6 race rows and {confirm} confirm rows")
     out = tb(command, ["sweep", os.path.join(HERE, "tiny_grid.toml"), "--seed", "1", "--strict", "--no-plot"], cwd)
