@@ -94,6 +94,20 @@ class Exports(helpers.TempDir, unittest.TestCase):
         same = synthetic_tune(self.path("tune-y.csv"), fast_ms=100.0)
         self.assertEqual(self.verdict(same)[2]["workloads"][0]["verdict"], "keep")
 
+    def test_a_csv_without_its_rule_says_what_it_was_judged_by(self):
+        # No rule column and no verdict file beside it: the defaults, said on the console and in
+        # the verdict file, never silently.
+        csv_path = synthetic_tune(self.path("tune-old.csv"))
+        with open(csv_path) as f:
+            lines = f.read().splitlines()
+        i = lines[0].split(",").index("rule")
+        with open(csv_path, "w") as f:
+            f.write("\n".join(",".join(c for j, c in enumerate(ln.split(",")) if j != i) for ln in lines) + "\n")
+        printed, _, data = self.verdict(csv_path)
+        self.assertIn("note: rule from the defaults (the file records no rule): objective=balanced", printed)
+        self.assertTrue(data["rule_from"].startswith("the defaults"))
+        self.assertEqual((data["rule"]["method"], data["rule"]["design"]), ("welch", "race"))
+
     def test_an_unwritable_export_is_one_line(self):
         result = helpers.threadburn("verdict", os.path.join(RESULTS, "default.csv"), "--no-write",
                                     "--export-json", self.path("no", "such", "dir.json"))

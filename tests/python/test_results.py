@@ -171,6 +171,27 @@ class Verdicts(unittest.TestCase):
         self.assertIn("the baseline", e.decision.why)
 
 
+class InForce(unittest.TestCase):
+    """What a run really ran (keys.in_force): settings equal on it are one setting."""
+
+    def row(self, runtime, regions, team, **extra):
+        return Row(dict({"omp_runtime": runtime, "regions": str(regions), "max_team": str(team),
+                         "omp_wait_policy": "default", "kmp_blocktime_ms": "0" if runtime == "llvm-libomp" else "n/a",
+                         "dnnl_cpu_isa": "avx2"}, **extra))
+
+    def test_no_region_run_means_no_runtime_mattered(self):
+        from threadburn.lib import keys
+        # One thread, no OpenMP region: libgomp and LLVM with its blocktime 0 ran the same program.
+        self.assertEqual(keys.in_force(self.row("libgomp", 0, 1)), keys.in_force(self.row("llvm-libomp", 0, 1)))
+        # ... but what oneDNN ran still counts.
+        self.assertNotEqual(keys.in_force(self.row("libgomp", 0, 1)),
+                            keys.in_force(self.row("libgomp", 0, 1, dnnl_cpu_isa="sse41")))
+        # With a team of two, the runtime and its wait settings do.
+        self.assertNotEqual(keys.in_force(self.row("libgomp", 40, 2)), keys.in_force(self.row("llvm-libomp", 40, 2)))
+        self.assertNotEqual(keys.in_force(self.row("libgomp", 40, 2)),
+                            keys.in_force(self.row("libgomp", 40, 2, omp_wait_policy="passive")))
+
+
 class Labels(unittest.TestCase):
     def test_workload_label_drops_gb_suffixes_and_settings_carry_cuda_sync(self):
         self.assertEqual(results.workload_label(Row({"benchmark": "runtime_region/omp/n:5/gap_ms:0/iterations:8"
