@@ -56,7 +56,6 @@
 namespace threadburn::probe {
 namespace {
 
-constexpr int64_t kDefaultGapMinNs = 1000000;  // 1 ms without a region is a gap
 // The sampler's budget: at most this share of a core (the goal is 2 %; the
 // rest is the report's own sample and the noise of the running average).
 constexpr double kSamplerMaxShare = 0.015;
@@ -111,7 +110,7 @@ class Children {
     std::lock_guard<std::mutex> lock(mu_);
     last_scan_ns_.store(now, std::memory_order_relaxed);
     for (auto& [pid, c] : children_) c.alive = false;
-    std::vector<pid_t> todo = children_of(getpid());
+    std::vector<pid_t> todo = child_processes(getpid());
     while (!todo.empty()) {
       const pid_t pid = todo.back();
       todo.pop_back();
@@ -125,7 +124,7 @@ class Children {
       Child& c = children_[pid];
       c.cpu_ns = std::max(c.cpu_ns, ns);
       c.alive = true;
-      for (pid_t grandchild : children_of(pid)) todo.push_back(grandchild);
+      for (pid_t grandchild : child_processes(pid)) todo.push_back(grandchild);
     }
     int64_t total = 0;
     for (const auto& [pid, c] : children_) total += c.cpu_ns;
@@ -138,24 +137,6 @@ class Children {
     probed_.insert(pid);
     ever_probed_ = true;
     return true;
-  }
-
-  // The children of every thread of pid (/proc/PID/task/TID/children).
-  static std::vector<pid_t> children_of(pid_t pid) {
-    std::vector<pid_t> out;
-    const std::string task = "/proc/" + std::to_string(pid) + "/task";
-    DIR* d = opendir(task.c_str());
-    if (!d) return out;
-    while (dirent* e = readdir(d)) {
-      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-      FILE* f = std::fopen((task + "/" + e->d_name + "/children").c_str(), "r");
-      if (!f) continue;
-      long child;
-      while (std::fscanf(f, "%ld", &child) == 1) out.push_back(static_cast<pid_t>(child));
-      std::fclose(f);
-    }
-    closedir(d);
-    return out;
   }
 
   std::string dir_;
