@@ -232,8 +232,8 @@ std::string stem() { return g_state->dir + "/probe-" + std::to_string(g_state->p
 
 // The summary: every counter of report.h, the region histogram, threads, context.
 void write_summary(const std::vector<BurnSample>& samples, const std::vector<ThreadCpu>& threads,
-                   const std::vector<GapBurn>& gaps, const RegionStats& stats, int64_t end_ns, int threads_max,
-                   int64_t children_ns, int child_processes) {
+                   const ClassArray& wait, const std::vector<GapBurn>& gaps, const RegionStats& stats, int64_t end_ns,
+                   int threads_max, int64_t children_ns, int child_processes) {
   State& s = *g_state;
   const double wall_ms = ns_to_ms(end_ns - s.start_ns);
   const RegionSplit split = split_by_regions(samples);
@@ -241,11 +241,13 @@ void write_summary(const std::vector<BurnSample>& samples, const std::vector<Thr
   for (const auto& t : threads) cpu[index_of(t.cls)] += t.cpu_ns;
   const int omp = index_of(ThreadClass::kOmp), main = index_of(ThreadClass::kMain);
   const int sampler = index_of(ThreadClass::kSampler);
-  int64_t all = 0, other = 0, others_between = 0;
+  int64_t all = 0, other = 0, others_between = 0, wait_all = 0, wait_other = 0;
   for (int c = 0; c < kThreadClasses; ++c) {
     if (c != sampler) all += cpu[c];
     if (c != sampler && c != main && c != omp) other += cpu[c];
     if (c != sampler && c != main) others_between += split.between_ns[c];
+    if (c != sampler) wait_all += wait[c];
+    if (c != sampler && c != main && c != omp) wait_other += wait[c];
   }
   std::vector<double> gap_len, gap_cpu, gap_tail, gap_wait;
   double gap_total = 0;
@@ -293,6 +295,10 @@ void write_summary(const std::vector<BurnSample>& samples, const std::vector<Thr
       {"region_depth_max", static_cast<double>(stats.max_depth)},
       {"cpu_children_ms", ns_to_ms(children_ns)},
       {"child_processes", static_cast<double>(child_processes)},
+      {"wait_ms", ns_to_ms(wait_all)},
+      {"wait_main_ms", ns_to_ms(wait[main])},
+      {"wait_omp_ms", ns_to_ms(wait[omp])},
+      {"wait_other_ms", ns_to_ms(wait_other)},
   };
   JsonWriter j;
   j.begin_object().field("schema_version", kSchemaVersion).field("pid", static_cast<int64_t>(s.pid))
@@ -381,7 +387,10 @@ void report() {
   omptap::set_listener(nullptr);
   const int64_t children_ns = s->children->final_ns();
   std::vector<ThreadCpu> threads;
-  s->sampler->sample_now(false, &threads);
+  // Run-queue waits by class: each thread's schedstat run delay, read at
+  // every sample since its birth (a thread's last moments before its exit
+  // are lost, at most one period).
+  const ClassTotals totals = s->sampler->sample_now(true, &threads);
   const int64_t end_ns = wall_ns();
   const auto samples = s->sampler->window(0, end_ns);
   const auto snaps = s->sampler->thread_window(0, end_ns);
@@ -402,7 +411,8 @@ void report() {
   if (last > 0 && s->active.load() == 0 && end_ns - last >= s->gap_min_ns) gaps.push_back({last, end_ns, true});
   std::vector<GapBurn> burns;
   for (const Gap& gap : gaps) burns.push_back(gap_burn(samples, gap));
-  write_summary(samples, threads, burns, stats, end_ns, threads_max, children_ns, s->children->count());
+  write_summary(samples, threads, totals.wait_ns, burns, stats, end_ns, threads_max, children_ns,
+                s->children->count());
   write_timeline(samples, snaps);
   write_gaps(gaps, burns);
 }

@@ -4,7 +4,7 @@
 // Two of them on one CPU: the one that spins forever waits, each period,
 // while the other holds the CPU: the other's CPU time, which it prints at its
 // end ("cpu_ns N", its own clock since the start signal: exact however
-// loaded the machine).
+// loaded the machine; "wall_ns W", the wall time that took).
 // --wait_usr1: start on SIGUSR1 (a monitor attaches first).
 #include <sched.h>
 #include <signal.h>
@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
     tb::spin_cpu_ns(spin_ms * 1000000);
     tb::sleep_until_ns(start + (p + 1) * period_ms * 1000000);
   }
-  std::printf("cpu_ns %lld\n", static_cast<long long>(tb::thread_cpu_ns() - cpu0));
+  std::printf("cpu_ns %lld wall_ns %lld\n", static_cast<long long>(tb::thread_cpu_ns() - cpu0),
+              static_cast<long long>(tb::wall_ns() - start));
   return 0;
 }
