@@ -179,10 +179,11 @@ void ExactRecorder::report() {
   gaps_->flush();
   char mode[640];
   std::snprintf(mode, sizeof mode,
-                "exact mode: the scheduler's events (%s): %lld events, %lld lost%s, %lld inferred (not reported "
+                "exact mode: the scheduler's events (%s): %lld events (%.0f/s), %lld lost%s, %lld inferred (not reported "
                 "by the kernel), %lld contradicted the state, %lld wait pieces without a process, %.3f ms of CPU "
                 "placed late; rows in %s and %s",
                 tracer_->description().c_str(), static_cast<long long>(events_in_),
+                end_ns_ > t0_ ? static_cast<double>(events_in_) * 1e9 / static_cast<double>(end_ns_ - t0_) : 0.0,
                 static_cast<long long>(tracer_->lost()),
                 tracer_->lost() > 0 ? " (a ring was full: intervals near them are uncertain)" : "",
                 static_cast<long long>(model_.unreported()), static_cast<long long>(model_.inconsistencies()),

@@ -5,6 +5,7 @@
 // `-- CMD ARGS...` itself and returns its exit code. main is parse -> choose
 // the mode -> open -> start -> record -> report -> finish; each step lives in
 // its own file (options, launch, out_file, *_recorder).
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +45,22 @@ int finish_launch(const mon::Options& o, const mon::Recorder& rec) {
   std::fprintf(stderr, "%s: note: '%s' ended (%s)%s; the files are complete\n", kProg, o.command[0],
                mon::status_text(status).c_str(), rec.exited() ? " while recording" : "");
   return mon::exit_code_of(status);
+}
+
+// Points fd 2 at path (the summary goes there); returns the saved fd 2, or
+// -1 (a note on stderr) when the file cannot be written.
+int to_summary_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    std::fprintf(stderr, "%s: warning: --summary_file=%s: %s; the summary follows here\n", kProg, path.c_str(),
+                 std::strerror(errno));
+    return -1;
+  }
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  ::dup2(fd, 2);
+  ::close(fd);
+  return saved;
 }
 
 // The exact mode's tracer, or why not (the /proc mode then; an error with --mode=exact).
@@ -114,19 +131,30 @@ int main(int argc, char** argv) {
       io_error = e.what();
     }
     csv.close();
+    // The summary, on stderr or (--summary_file) in a file: fd 2 points there meanwhile.
+    const int saved_stderr = o.summary_file.empty() ? -1 : to_summary_file(o.summary_file);
     rec->report();
     const double own_cpu_ms = tb::ns_to_ms(tb::thread_cpu_ns());
     std::fprintf(stderr, "%s: own CPU %.1f ms (%.2f %% of a core)\n", kProg, own_cpu_ms,
                  rec->span_ms() > 0 ? 100 * own_cpu_ms / rec->span_ms() : 0.0);
-    if (!io_error.empty()) std::fprintf(stderr, "%s: error: %s\n", kProg, io_error.c_str());
+    int code = 0;
     if (launch) {
-      const int child = finish_launch(o, *rec);
-      return io_error.empty() ? child : 1;
+      code = finish_launch(o, *rec);
+    } else {
+      const std::string how =
+          rec->exited() ? "process " + std::to_string(o.pid) + " exited while recording" : rec->end_note();
+      std::fprintf(stderr, "%s: note: %s; the files are complete\n", kProg, how.c_str());
     }
-    const std::string how =
-        rec->exited() ? "process " + std::to_string(o.pid) + " exited while recording" : rec->end_note();
-    std::fprintf(stderr, "%s: note: %s; the files are complete\n", kProg, how.c_str());
-    return io_error.empty() ? 0 : 1;
+    if (saved_stderr >= 0) {
+      std::fflush(stderr);
+      ::dup2(saved_stderr, 2);
+      ::close(saved_stderr);
+    }
+    if (!io_error.empty()) {
+      std::fprintf(stderr, "%s: error: %s\n", kProg, io_error.c_str());
+      return 1;
+    }
+    return code;
   } catch (const tb::Error& e) {
     std::fprintf(stderr, "%s: error: %s\n", kProg, e.what());
     return 2;

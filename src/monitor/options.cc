@@ -64,6 +64,7 @@ void declare(FlagParser* f) {
                 "log with lines 'YYYY-MM-DD HH:MM:SS,mmm - name - event' (local time): the summary adds "
                 "each thread's CPU tail after every --mark_event");
   f->add_string("mark_event", "update_end", "the event of --marks after which tails are measured");
+  f->add_string("summary_file", "", "write the summary into this file instead of stderr (errors stay on stderr)");
   f->add_switch("print_marks", "only print the marks of --marks as CSV (unix_ms,name,event) and exit");
 }
 
@@ -138,6 +139,7 @@ bool parse_options(int argc, char** argv, Options* o, int* code) {
       o->main_tid = static_cast<pid_t>(parse_int("main_tid", flags.text("main_tid"), 1, INT32_MAX));
     }
     o->gap_min_ns = static_cast<int64_t>(flags.number("gap_min_ms") * 1e6);
+    o->summary_file = flags.text("summary_file");
     o->marks = flags.text("marks");
     o->mark_event = flags.text("mark_event");
     if (o->pid != 0) check_target(o->pid, flags.text("pid"));

@@ -25,6 +25,7 @@ struct Options {
   Mode mode = Mode::kAuto;
   pid_t main_tid = 0;  // the thread whose sleeps are the gaps (0: the pid)
   int64_t gap_min_ns = 0;
+  std::string summary_file;  // the summary there instead of stderr
   std::vector<char*> command;  // null-terminated; empty: attach
   bool launch() const { return command.size() > 1; }
 };
