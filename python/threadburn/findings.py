@@ -241,6 +241,12 @@ OVERHEAD_MEANING = {
     "probe_sampler_share_regions_child": "the probe's sampler, on a C++ program of regions and 150 ms sleeps",
     "probe_sampler_share_training": "the probe's sampler, on examples/sleep_step_sleep.py",
     "monitor_share_training": "threadburn_monitor at its default period, recording that training",
+    "monitor_exact_share_training": "threadburn_monitor's exact mode (the scheduler's records), recording that training",
+    "monitor_exact_share_mnist_no_gap": "threadburn_monitor's exact mode, recording the MNIST training without a sleep "
+                                        "(many short regions)",
+    "monitor_exact_events_per_s_training": "the records per second the exact mode read, on that training",
+    "monitor_exact_events_per_s_mnist_no_gap": "the records per second the exact mode read, on the MNIST training "
+                                               "without a sleep",
     "probe_sampler_share_gaps_20ms_llvm": "the probe's sampler, on regions 20 ms apart under LLVM's default blocktime",
     "probe_sampler_share_gaps_3ms_llvm": "the probe's sampler, on regions 3 ms apart under LLVM's default blocktime",
     "probe_sampler_share_dataloader_workers": "the probe's sampler, on a training with DataLoader(num_workers=2)",
@@ -263,9 +269,10 @@ def overheads_table(rows):
               ["figure", "what", "median", "min", "max", "unit", "runs"])
     for r in rows:
         unit = r.get("unit", "")
-        show = (lambda v: f"{schema.to_float(v):.0f}") if unit == "ns" else (lambda v: f"{schema.to_float(v):.2%}")
+        counted = unit in ("ns", "1/s")  # counts and times, not shares of a core
+        show = (lambda v: f"{schema.to_float(v):.0f}") if counted else (lambda v: f"{schema.to_float(v):.2%}")
         t.add([r["figure"], overhead_meaning(r["figure"]), show(r["median"]), show(r["min"]), show(r["max"]),
-               "ns" if unit == "ns" else "of a core", r.get("runs", "")])
+               unit if counted else "of a core", r.get("runs", "")])
     return t
 
 
