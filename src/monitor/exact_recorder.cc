@@ -21,6 +21,9 @@ constexpr int64_t kReadLagNs = 50 * kNsPerMsInt;
 // A bin is closed this long after the events are in: a thread whose process
 // is learned late (at its first switch-out) still lands in its own bins.
 constexpr int64_t kBinLagNs = 200 * kNsPerMsInt;
+// Threads of the baseline no record has named yet are looked up in /proc at
+// most this often.
+constexpr int64_t kUnseenCheckNs = 100 * kNsPerMsInt;
 
 }  // namespace
 
@@ -90,21 +93,26 @@ void ExactRecorder::thread(pid_t tid, pid_t pid, const std::string& name, int64_
 }
 
 void ExactRecorder::check_unseen(int64_t now, int64_t horizon) {
-  // Nearly all the time since the start on a CPU, and no event about it while
-  // the events up to the horizon are in: it was on that CPU from the start.
+  // Nearly all the time since the start on a CPU, and no record about it
+  // while the records up to the horizon are in: it was on that CPU from the
+  // start. Looked at every kUnseenCheckNs, one read of /proc per process.
   const int64_t span = now - t0_;
-  if (unseen_.empty() || span <= 0 || 5 * (horizon - t0_) < span) return;
+  if (unseen_.empty() || span <= 0 || 5 * (horizon - t0_) < span || now - unseen_checked_ < kUnseenCheckNs) return;
+  unseen_checked_ = now;
+  std::map<pid_t, std::map<pid_t, int64_t>> cpu_now;  // pid -> tid -> schedstat CPU
   for (auto it = unseen_.begin(); it != unseen_.end();) {
     if (model_.seen(it->first)) {
       it = unseen_.erase(it);
       continue;
     }
-    int64_t cpu = -1;
-    for (const ThreadStat& t : read_threads(it->second.first)) {
-      if (t.tid == it->first) cpu = t.cpu_ns;
+    const pid_t pid = it->second.first;
+    if (!cpu_now.count(pid)) {
+      auto& m = cpu_now[pid];
+      for (const ThreadStat& t : read_threads(pid)) m[t.tid] = t.cpu_ns;
     }
-    if (cpu >= 0 && 5 * (cpu - it->second.second) >= 4 * span) {
-      model_.assume_running(it->first, thread_last_cpu(it->second.first, it->first));
+    const auto found = cpu_now[pid].find(it->first);
+    if (found != cpu_now[pid].end() && 5 * (found->second - it->second.second) >= 4 * span) {
+      model_.assume_running(it->first, thread_last_cpu(pid, it->first));
       it = unseen_.erase(it);
       continue;
     }

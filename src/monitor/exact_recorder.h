@@ -54,7 +54,7 @@ class ExactRecorder : public Recorder, private Sink {
   std::map<pid_t, std::pair<pid_t, std::string>> names_;  // the tree's threads: tid -> (pid, name)
   std::set<pid_t> alive_;
   std::map<pid_t, std::pair<pid_t, int64_t>> unseen_;  // baseline tid -> (pid, schedstat CPU at the start)
-  int64_t end_ns_ = 0, events_in_ = 0;
+  int64_t end_ns_ = 0, events_in_ = 0, unseen_checked_ = 0;
 };
 
 }  // namespace threadburn::monitor
