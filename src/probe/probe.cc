@@ -303,6 +303,9 @@ void write_summary(const std::vector<BurnSample>& samples, const std::vector<Thr
   JsonWriter j;
   j.begin_object().field("schema_version", kSchemaVersion).field("pid", static_cast<int64_t>(s.pid))
       .field("command", command_line()).field("gap_min_ms", ns_to_ms(s.gap_min_ns))
+      // CLOCK_MONOTONIC of the probe's start and of this last sample: other
+      // recordings of the same run (the exact monitor's) align with them.
+      .field("start_mono_ms", ns_to_ms(s.start_ns)).field("end_mono_ms", ns_to_ms(end_ns))
       .field("omptap_installed", omptap::installed());
   j.key("counters").begin_object();
   for (const CounterSpec& c : counters()) j.field(c.name, values.at(c.name));

@@ -354,55 +354,6 @@ def case_run_llvm(a, tmp):
             check(abs(spun - b) <= slack, f"a sleep shows {spun:.2f} ms of spin, expected {b} +- {slack:.2f}")
 
 
-def case_run_exact(a, tmp):
-    """run beside the exact monitor: the command (threadburn run itself, the
-    monitor and all they start pinned to one CPU) beside a rival that never
-    stops spinning there holds that CPU while the rival waits, every moment
-    it runs: the wait it caused the rival is its own CPU (the probe's cpu_ms
-    and its sampler's: each thread's clock since its process was forked;
-    5 %: an interval also holds interrupts and the hypervisor's time). Its
-    threads' wait from the exact records equals the probe's schedstat sum.
-    Skipped where the exact mode is not allowed (not root)."""
-    p = threadburn(a, ["run", "--build-dir", a.build_dir, "--out", os.path.join(tmp, "probe"), "--exact", "on",
-                       "--no-plot", "--", "/bin/true"], echo=False)
-    if "exact mode is not available" in p.stderr:
-        print("SKIP: " + p.stderr.strip())
-        sys.exit(SKIP)
-    build = a.build_dir
-    cpu = max(os.sched_getaffinity(0))
-    rival = subprocess.Popen([os.path.join(build, "tests", "cpp", "period_child"), f"--cpu={cpu}", "--forever"])
-    out = os.path.join(tmp, "run")
-    cmd = [os.path.join(a.repo, "bin", "threadburn"), "run", "--build-dir", build, "--out", out, "--exact", "on",
-           "--no-plot", "--env", "OMP_NUM_THREADS=1", "--", os.path.join(build, "tests", "cpp", "regions_child"),
-           "--steps=4", "--regions=20", "--gap_ms=50", "--work_us=3000"]
-    print("$ " + " ".join(cmd), flush=True)
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env_clean(),
-                           preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
-        sys.stdout.write(p.stdout + p.stderr)
-    finally:
-        rival.kill()
-        rival.wait()
-    check(p.returncode == 0, f"run exited {p.returncode}")
-    check("exact (the scheduler's records)" in p.stdout and "held the CPU other processes waited for" in p.stdout,
-          "no exact lines in the summary")
-    _, rows = read_csv(os.path.join(out, "run.csv"))
-    row = rows[0]
-    extra = dict(kv.split("=") for kv in row["extra_counters"].split(";"))
-    with open(os.path.join(out, "monitor.intervals.csv")) as f:
-        f.readline()
-        caused = [r for r in csv.DictReader(f) if r["kind"] == "caused" and int(r["pid"]) == rival.pid]
-    by_rival = sum(float(r["end_us"]) - float(r["start_us"]) for r in caused) / 1000
-    cpu_ms = float(row["cpu_ms"]) + float(row["sampler_cpu_ms"])
-    print(f"the command's CPU {cpu_ms:.2f} ms; the rival waited {by_rival:.2f} ms behind it; caused_wait_ms "
-          f"{extra['caused_wait_ms']}; waits: exact {extra['exact_wait_ms']} ms, the probe's {row['wait_ms']} ms")
-    check(abs(by_rival - cpu_ms) <= 0.05 * cpu_ms + 1, f"the rival waited {by_rival:.2f} ms, expected {cpu_ms:.2f}")
-    check(float(extra["caused_wait_ms"]) >= by_rival - 0.01, "caused_wait_ms lacks the rival's wait")
-    exact_wait, probe_wait = float(extra["exact_wait_ms"]), float(row["wait_ms"])
-    check(abs(exact_wait - probe_wait) <= 0.05 * probe_wait + 1,
-          f"the exact wait {exact_wait:.2f} ms, the probe's {probe_wait:.2f} ms")
-
-
 # --- tune -----------------------------------------------------------------------------
 
 def tune(a, tmp, points, reps, cmd, extra=(), out=None, seed=7, env=None):
