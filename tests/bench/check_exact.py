@@ -135,33 +135,39 @@ def blocktime(a, tmp, b_ms):
     rows, t0 = read_intervals(os.path.join(tmp, "b.intervals.csv"))
     gaps = read_gaps(os.path.join(tmp, "b.gaps.csv"))
     errors = []
+    # Every gap (the [others] rows list them all), and the worker's figures in it.
+    starts = {g["gap"]: (round(float(g["start_ms"]) * MS) + t0, round(float(g["length_ms"]) * MS)) for g in gaps}
     for step in range(steps):
         tid, start, end = spins[step]
         check(end - start >= b_ms * MS, f"step {step}: the child spun {(end - start) / MS} ms < {b_ms}")
         # The gap: the first sleep of the main thread that began after this
         # step's call to sleep (later by a syscall's entry, or by a wait for
         # a CPU in between: measured below).
-        after = [g for g in gaps if int(g["tid"]) == tid and round(float(g["start_ms"]) * MS) + t0 >= sleeps[step]]
-        gap = min(after, key=lambda g: float(g["start_ms"]), default=None)
-        check(gap is not None, f"step {step}: no gap for thread {tid} after main's sleep at {sleeps[step]}: {gaps}")
-        gap_start = round(float(gap["start_ms"]) * MS) + t0
-        tail = float(gap["tail_ms"]) * MS
-        known = end - gap_start  # the spin's end, from the gap's start
+        after = [k for k, (st, _) in starts.items() if st >= sleeps[step]]
+        check(after, f"step {step}: no sleep of the main thread after its call at {sleeps[step]}: {gaps}")
+        k = min(after, key=lambda k: starts[k][0])
+        gap_start, length = starts[k]
+        mine = next((g for g in gaps if g["gap"] == k and int(g["tid"]) == tid), None)
+        burn, wait, tail = ((float(mine[c]) * MS for c in ("burn_ms", "wait_ms", "tail_ms")) if mine else (0, 0, 0))
+        # The spin in the gap: from the gap's start (or the spin's) to the
+        # spin's end, or to the gap's end when a starved worker spun past it
+        # (then the gap's tail is no answer: only burn + wait is).
+        end_in_gap = min(end, gap_start + length)
+        in_gap = max(0, end_in_gap - max(start, gap_start))
         # What happened between the instants the program read and the
         # switches the monitor saw: syscall entries (microseconds), or waits
         # for a CPU there, which the monitor measured.
-        slack = (overlap(rows, "wait", tid, end - t0, end - t0 + round(abs(tail - known)) + 1) +
+        slack = (overlap(rows, "wait", tid, end - t0, end - t0 + 5 * MS) +
                  overlap(rows, "wait", int(rows[0]["pid"]), sleeps[step] - t0, gap_start - t0))
-        diff = tail - known
-        print(f"step {step}: spun {(end - start) / MS:.3f} ms (blocktime {b_ms}); tail {tail / MS:.3f} ms, known "
-              f"{known / MS:.3f} ms, diff {diff / 1000:.1f} us (waits at the edges {slack / 1000:.1f} us); "
-              f"burn {gap['burn_ms']} ms + wait {gap['wait_ms']} ms")
-        if abs(diff) > 0.2 * MS + slack:
+        known = max(0, end - gap_start)
+        print(f"step {step}: spun {(end - start) / MS:.3f} ms (blocktime {b_ms}); gap {length / MS:.3f} ms; tail "
+              f"{tail / MS:.3f} ms, the spin ended {known / MS:.3f} ms into it (waits at the edges {slack / 1000:.1f} "
+              f"us); burn {burn / MS:.3f} + wait {wait / MS:.3f} ms, the spin in it {in_gap / MS:.3f} ms")
+        if end <= gap_start + length and abs(tail - known) > 0.2 * MS + slack:
             errors.append(f"step {step}: tail {tail / MS:.3f} ms, the spin ended {known / MS:.3f} ms after the gap began")
-        # On a CPU or waiting for one all the spin long: burn + wait = the tail.
-        spun = (float(gap["burn_ms"]) + float(gap["wait_ms"])) * MS
-        if abs(spun - (end - max(start, gap_start))) > 0.2 * MS + slack:
-            errors.append(f"step {step}: burn + wait {spun / MS:.3f} ms, the spin in the gap {(end - max(start, gap_start)) / MS:.3f} ms")
+        # On a CPU or waiting for one all the spin long: burn + wait = the spin.
+        if abs(burn + wait - in_gap) > 0.2 * MS + slack:
+            errors.append(f"step {step}: burn + wait {(burn + wait) / MS:.3f} ms, the spin in the gap {in_gap / MS:.3f} ms")
     check(not errors, "; ".join(errors))
 
 
@@ -186,7 +192,10 @@ def case_llvm_blocktime(a, tmp):
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
     sys.stdout.write(p.stderr)
     check(p.returncode == 0 and "exact mode" in p.stderr, f"monitor returned {p.returncode}")
-    gaps = [g for g in read_gaps(os.path.join(tmp, "l.gaps.csv")) if g["open"] == "0" and g["tid"] != "0"]
+    # The steps' sleeps (150 ms): not a shorter sleep of the main thread inside
+    # a step (a gap by the rule too, but no blocktime ends in it).
+    gaps = [g for g in read_gaps(os.path.join(tmp, "l.gaps.csv"))
+            if g["open"] == "0" and g["tid"] != "0" and float(g["length_ms"]) > 100]
     check(len(gaps) >= 7, f"{len(gaps)} gaps with a worker, expected 8")
     rows, _ = read_intervals(os.path.join(tmp, "l.intervals.csv"))
     main = int(rows[0]["pid"])
@@ -258,13 +267,18 @@ def case_short_threads(a, tmp):
         first, last = min(r["start"] for r in runs) + t0, max(r["end"] for r in runs) + t0
         # Its CPU between its first and last instruction is c1 - c0 (its own
         # clock): the intervals hold all of it (whole: nothing lost at its
-        # birth or end). It cannot have been on a CPU longer than it lived:
-        # the wall time between those instructions, and outside them.
+        # birth or end), but for a few us at each interval's edges: the
+        # scheduler starts a thread's clock when it picks it and stops it when
+        # it puts it back, a moment before the switch record that starts or
+        # ends its interval (seen: up to 20 us per interval with the machine
+        # switching 30000-70000 times a second; 50 us allowed). It cannot have
+        # been on a CPU longer than it lived: the wall time between those
+        # instructions, and outside them.
         outside = max(0, w0 - first) + max(0, last - w1)
-        lo, hi = c1 - c0, (w1 - w0) + outside
-        print(f"burst {tid}: intervals {total / MS:.3f} ms, its clock {(c1 - c0) / MS:.3f} ms, wall outside its "
-              f"first/last instruction {outside / 1000:.1f} us")
-        if not lo - 10000 <= total <= hi:
+        lo, hi = c1 - c0 - 50000 * len(runs), (w1 - w0) + outside
+        print(f"burst {tid}: intervals {total / MS:.3f} ms in {len(runs)}, its clock {(c1 - c0) / MS:.3f} ms, wall "
+              f"outside its first/last instruction {outside / 1000:.1f} us")
+        if not lo <= total <= hi:
             errors.append(f"thread {tid}: {total / MS:.3f} ms in intervals, expected {lo / MS:.3f}..{hi / MS:.3f}")
     check(not errors, "; ".join(errors))
 
@@ -392,12 +406,17 @@ def main():
     ap.add_argument("--monitor", required=True)
     ap.add_argument("--build-dir", required=True)
     ap.add_argument("--libomp", default="")
+    ap.add_argument("--keep", help="work in this folder and leave the files there (to look at a failure)")
     ap.add_argument("--repo", default=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     a = ap.parse_args()
     if a.case not in ("exited_pid", "other_user", "no_tracepoints"):
         exact_allowed(a)
-    with tempfile.TemporaryDirectory() as tmp:
-        globals()["case_" + a.case](a, tmp)
+    if a.keep:
+        os.makedirs(a.keep, exist_ok=True)
+        globals()["case_" + a.case](a, a.keep)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            globals()["case_" + a.case](a, tmp)
     print("OK " + a.case)
 
 

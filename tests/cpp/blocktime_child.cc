@@ -60,11 +60,13 @@ void worker(int64_t blocktime_ns, int64_t work_ns, long steps, long regions, std
       int64_t now = start;
       while ((now = tb::wall_ns()) < deadline && generation.load() == seen) {
       }
+      // A whole spin: its deadline reached (the next region may have come
+      // since, when this thread waited long for a CPU: it spun all the same).
       const long step = (seen - 1) / regions;
-      if (generation.load() != seen) continue;  // the next region came: spin cut short
-      if ((seen - 1) % regions == regions - 1 && step < steps) {
+      if (now >= deadline && (seen - 1) % regions == regions - 1 && step < steps) {
         (*spins)[static_cast<size_t>(step)] = {tb::current_tid(), start, now, true};
       }
+      if (generation.load() != seen) continue;  // the next region came: take it
       break;
     }
   }
