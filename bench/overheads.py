@@ -19,7 +19,19 @@
                       and on one with DataLoader worker processes
                       (examples/dataloader_workers.py).
   monitor_share       threadburn_monitor's own CPU / wall time at its default
-                      period, recording that training.
+                      period, recording that training (--mode=proc: /proc bins).
+  monitor_exact_share the same in the exact mode (the scheduler's records of the
+                      whole machine, read every period), recording that training,
+                      and train_step_bench's MNIST training without a sleep (many
+                      short regions: libgomp's workers wake and sleep around each).
+  monitor_exact_events_per_s
+                      the records per second the exact mode read there: the
+                      machine's switches, wakeups, forks, exits, renames.
+  monitor_exact_step_cost_mnist_no_gap
+                      what the exact mode costs the traced program: its mean
+                      step time with the monitor over the one of the run
+                      before without it, less 1 (the kernel writes a record at
+                      every switch of every CPU).
 Each figure: the median over the runs, with the min and max. The sampler's
 cost inside the benchmark programs (sampler_cpu_ms per step, and step_ms with
 the sampler on and off) comes from configs/sampler.toml instead.
@@ -65,11 +77,18 @@ def probe_share(cmd, env, probe):
     return max(summaries, key=lambda s: s["counters"]["regions"])["counters"]["sampler_share"]
 
 
-def monitor_share(monitor, cmd, env):
+def monitor_run(monitor, cmd, env, mode):
+    """(own CPU share, records per second, the command's stdout) of the monitor launching cmd in mode."""
     with tempfile.TemporaryDirectory() as out:
-        p = subprocess.run([monitor, f"--out={out}/m.csv", "--", *cmd], env=env, capture_output=True, text=True)
+        p = subprocess.run([monitor, f"--mode={mode}", f"--out={out}/m.csv", "--", *cmd], env=env,
+                           capture_output=True, text=True)
     m = re.search(r"own CPU ([0-9.]+) ms \(([0-9.]+) % of a core\)", p.stderr)
-    return float(m[2]) / 100
+    e = re.search(r" events \(([0-9.]+)/s\)", p.stderr)
+    return float(m[2]) / 100, float(e[1]) if e else 0.0, p.stdout
+
+
+def step_ms(stdout):
+    return json.loads(stdout)["benchmarks"][0]["step_ms"]
 
 
 def main():
@@ -86,12 +105,17 @@ def main():
     training = ["/usr/bin/python3", os.path.join(REPO, "examples", "sleep_step_sleep.py"), "--steps=3",
                 "--sleep_s=0.5", "--threads=2", "--log=/dev/null"]
     workers = ["/usr/bin/python3", os.path.join(REPO, "examples", "dataloader_workers.py"), "--workers=2"]
+    regions = [os.path.join(b, "bench", "train_step_bench"), "--model=mnist_adadelta", "--batch=64", "--workers=0",
+               "--gap_ms=0", "--steps=30", "--warmup=2", "--benchmark_format=json"]
     kinds = [k for k in ENTRY_KINDS if os.path.exists(os.path.join(b, "tests", "cpp", k[0]))]
     samples = {"probe_region_ns": []}
     samples.update({f"probe_region_ns_{entry}": [] for _, _, entry in kinds})
     samples.update({"probe_sampler_share_regions_child": [], "probe_sampler_share_gaps_20ms_llvm": [],
                     "probe_sampler_share_gaps_3ms_llvm": [], "probe_sampler_share_training": [],
-                    "probe_sampler_share_dataloader_workers": [], "monitor_share_training": []})
+                    "probe_sampler_share_dataloader_workers": [], "monitor_share_training": [],
+                    "monitor_exact_share_training": [], "monitor_exact_share_mnist_no_gap": [],
+                    "monitor_exact_events_per_s_training": [], "monitor_exact_events_per_s_mnist_no_gap": [],
+                    "monitor_exact_step_cost_mnist_no_gap": []})
     for i in range(a.runs):
         with tempfile.TemporaryDirectory() as out:
             without = region_ns(child, base)
@@ -110,14 +134,20 @@ def main():
             [child, "--steps=10", "--regions=20", "--gap_ms=150"], dict(base, KMP_BLOCKTIME="30"),
             probe + " " + LIBOMP))
         samples["probe_sampler_share_training"].append(probe_share(training, base, probe))
-        samples["monitor_share_training"].append(monitor_share(monitor, training, base))
+        samples["monitor_share_training"].append(monitor_run(monitor, training, base, "proc")[0])
+        alone = step_ms(subprocess.run(regions, env=base, capture_output=True, text=True, check=True).stdout)
+        for name, cmd in (("training", training), ("mnist_no_gap", regions)):
+            share, per_s, out = monitor_run(monitor, cmd, base, "exact")
+            samples[f"monitor_exact_share_{name}"].append(share)
+            samples[f"monitor_exact_events_per_s_{name}"].append(per_s)
+        samples["monitor_exact_step_cost_mnist_no_gap"].append(step_ms(out) / alone - 1)
         print(f"run {i + 1}/{a.runs}: " + ", ".join(f"{k} {v[-1]:.4g}" for k, v in samples.items()), flush=True)
     with open(a.out, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["figure", "median", "min", "max", "runs", "unit"])
         for k, v in samples.items():
             w.writerow([k, f"{statistics.median(v):.4g}", f"{min(v):.4g}", f"{max(v):.4g}", len(v),
-                        "ns" if "_ns" in k else "cores"])
+                        "ns" if "_ns" in k else "1/s" if "_per_s" in k else "step" if "_step_cost" in k else "cores"])
     print(f"overheads: wrote {a.out}")
 
 

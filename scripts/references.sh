@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Regenerate the committed reference results in results/: every grid of
 # configs/ into results/<grid>.csv (with its plots), `threadburn tune` on the two
-# example trainings, the monitor on a Python training, the measuring
-# overheads, then results/FINDINGS.md.
+# example trainings, the monitor on a Python training and (as root) its exact
+# mode on the built-in trainings, the measuring overheads, then
+# results/FINDINGS.md.
 # About 55 minutes on a 2-vCPU VM. Run it on a quiet machine: every figure is a
 # time or a CPU share.
 #   scripts/references.sh                 everything
@@ -52,7 +53,7 @@ fi
 
 if [ "$overheads" = 1 ]; then
   # The first user report's picture: a Python training's threads, recorded
-  # from /proc by the monitor, with the script's own log as marks.
+  # by the monitor (exact where allowed), with the script's own log as marks.
   step "monitor on examples/sleep_step_sleep.py"
   rm -rf results/monitor && mkdir -p results/monitor
   for run in gomp llvm200; do
@@ -63,6 +64,13 @@ if [ "$overheads" = 1 ]; then
       "$PY" examples/sleep_step_sleep.py --steps=3 --sleep_s=1 --threads=2 --log="$m.log" 2> >(tee "$m.summary.txt" >&2)
     bin/threadburn monitor-plot "$m.csv" --marks "$m.log" --out "$m.png"
   done
+
+  step "bench/exact_figures.py"
+  if [ "$(id -u)" = 0 ]; then
+    "$PY" bench/exact_figures.py --out results/monitor --rounds 5
+  else
+    echo "references.sh: not root: results/monitor/exact_* (the monitor's exact mode) left as they are" >&2
+  fi
 
   step "bench/overheads.py"
   "$PY" bench/overheads.py --out results/overheads.csv

@@ -79,7 +79,7 @@ std::vector<ThreadStat> read_threads(pid_t pid) {
     if (!read_small_file(task_dir(pid) + "/" + std::to_string(tid) + "/schedstat", &text)) continue;
     const auto s = parse_schedstat(text.c_str());
     if (!s) continue;
-    out.push_back({tid, thread_name(pid, tid), s->cpu_ns});
+    out.push_back({tid, thread_name(pid, tid), s->cpu_ns, s->run_delay_ns});
   }
   return out;
 }
@@ -119,7 +119,7 @@ std::vector<ThreadStat> TaskReader::read() {
     const ssize_t n = ::pread(t.fd, buf, sizeof buf - 1, 0);
     if (n <= 0) continue;  // exited
     buf[n] = '\0';
-    if (const auto s = parse_schedstat(buf)) out.push_back({t.tid, t.name, s->cpu_ns});
+    if (const auto s = parse_schedstat(buf)) out.push_back({t.tid, t.name, s->cpu_ns, s->run_delay_ns});
   }
   return out;
 }
@@ -133,6 +133,68 @@ Availability process_readable(pid_t pid) {
   ::closedir(d);
   if (read_threads(pid).empty()) return Availability::no("cannot read " + dir + "/*/schedstat (permission?)");
   return Availability::yes();
+}
+
+namespace {
+
+// The text after "(comm) " of a stat file: comm may hold spaces and ')'.
+bool stat_fields(const std::string& path, std::string* after) {
+  std::string text;
+  if (!read_small_file(path, &text)) return false;
+  const auto paren = text.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= text.size()) return false;
+  *after = text.substr(paren + 2);
+  return true;
+}
+
+// The first number after "<key>:" in /proc/<id>/status, -1 when absent.
+long status_field(pid_t id, const char* key) {
+  std::string text;
+  if (!read_small_file("/proc/" + std::to_string(id) + "/status", &text)) return -1;
+  const std::string k = std::string("\n") + key + ":";
+  const auto at = text.find(k);
+  if (at == std::string::npos) return -1;
+  return std::strtol(text.c_str() + at + k.size(), nullptr, 10);
+}
+
+}  // namespace
+
+char process_state(pid_t pid) {
+  std::string after;
+  if (!stat_fields("/proc/" + std::to_string(pid) + "/stat", &after)) return '\0';
+  return after[0];
+}
+
+int process_uid(pid_t pid) { return static_cast<int>(status_field(pid, "Uid")); }
+
+pid_t process_of_thread(pid_t tid) { return static_cast<pid_t>(status_field(tid, "Tgid")); }
+
+int thread_last_cpu(pid_t pid, pid_t tid) {
+  std::string after;
+  if (!stat_fields(task_dir(pid) + "/" + std::to_string(tid) + "/stat", &after)) return -1;
+  // "processor" is field 39 of stat; after "(comm) " the state is field 3.
+  const char* p = after.c_str();
+  for (int field = 3; field < 39 && *p; ++field) {
+    p = std::strchr(p, ' ');
+    if (!p) return -1;
+    ++p;
+  }
+  return std::atoi(p);
+}
+
+std::vector<pid_t> child_processes(pid_t pid) {
+  std::vector<pid_t> out;
+  std::string text;
+  for (pid_t tid : list_tids(pid)) {
+    if (!read_small_file(task_dir(pid) + "/" + std::to_string(tid) + "/children", &text)) continue;
+    const char* p = text.c_str();
+    char* end = nullptr;
+    for (long v = std::strtol(p, &end, 10); end != p; v = std::strtol(p, &end, 10)) {
+      out.push_back(static_cast<pid_t>(v));
+      p = end;
+    }
+  }
+  return out;
 }
 
 CtxSwitches process_ctxsw() {

@@ -29,6 +29,7 @@ struct ThreadStat {
   pid_t tid = 0;
   std::string name;    // /proc/<pid>/task/<tid>/comm, without the newline
   int64_t cpu_ns = 0;  // schedstat's on-CPU time
+  int64_t run_delay_ns = 0;  // schedstat's run-queue wait
 };
 
 // Every thread of pid (0 = this process), sorted by tid. Threads that exit
@@ -64,6 +65,17 @@ int count_threads(pid_t pid = 0);
 std::string thread_name(pid_t pid, pid_t tid);
 // Whether /proc/<pid> exists and its threads' schedstat can be read.
 Availability process_readable(pid_t pid);
+// The state letter of /proc/<pid>/stat (R, S, D, Z, X, ...); '\0' when gone.
+char process_state(pid_t pid);
+// The real uid of a process (/proc/<pid>/status), -1 when gone.
+int process_uid(pid_t pid);
+// The process (thread group) a thread belongs to (/proc/<tid>/status's
+// Tgid), -1 when it is gone.
+pid_t process_of_thread(pid_t tid);
+// The CPU a thread last ran on (/proc/<pid>/task/<tid>/stat), -1 when gone.
+int thread_last_cpu(pid_t pid, pid_t tid);
+// The child processes of every thread of pid (/proc/<pid>/task/*/children).
+std::vector<pid_t> child_processes(pid_t pid);
 
 // Whole-process context switches from getrusage(RUSAGE_SELF), summed over threads.
 struct CtxSwitches {

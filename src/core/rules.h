@@ -3,6 +3,7 @@
 // that the Python side reads them instead of keeping copies.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -17,6 +18,10 @@ namespace threadburn {
 // (the console marks it '~'; compare flags it). nanobench marks relative
 // errors of 5 % or more as unstable.
 constexpr double kNoisyCv = 0.05;
+// A stretch at least this long without a parallel region (the probe) or with
+// the main thread asleep (the monitor's exact mode) is a gap: the time after a
+// step in which the burn is measured.
+constexpr int64_t kDefaultGapMinNs = 1000000;
 // A benchmark not run for a reason that is no failure (no CUDA device, ...)
 // reports an error message starting with this.
 constexpr const char* kSkippedPrefix = "skipped:";

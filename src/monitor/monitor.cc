@@ -73,12 +73,13 @@ std::vector<Row> exit_rows(const Snapshot& last, int64_t unix0_ns) {
   return out;
 }
 
-std::string recording_header(int64_t unix0_ns, pid_t pid, int64_t period_us, double threshold_cores) {
+std::string recording_header(int64_t unix0_ns, pid_t pid, int64_t period_us, double threshold_cores,
+                             const std::vector<std::pair<std::string, std::string>>& extra) {
   char t0[64];
   std::snprintf(t0, sizeof t0, "%.3f", static_cast<double>(unix0_ns / 1000) / 1000.0);
-  return timeline_header("monitor_start",
-                         {{"t0_unix_ms", t0}, {"pid", std::to_string(pid)}, {"period_us", std::to_string(period_us)}},
-                         threshold_cores);
+  TimelineMeta meta = {{"t0_unix_ms", t0}, {"pid", std::to_string(pid)}, {"period_us", std::to_string(period_us)}};
+  meta.insert(meta.end(), extra.begin(), extra.end());
+  return timeline_header("monitor_start", meta, threshold_cores);
 }
 
 std::string recording_row(const Row& r) {

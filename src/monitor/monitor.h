@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/procfs.h"
@@ -62,7 +63,9 @@ std::vector<Row> exit_rows(const Snapshot& last, int64_t unix0_ns);
 // ms (to the us). Each interval is a `process` row (always: it is the sample
 // clock) followed by one `thread:<tid>:<name>` row per thread that used CPU
 // or was born, renamed or gone; cores = CPU / interval.
-std::string recording_header(int64_t unix0_ns, pid_t pid, int64_t period_us, double threshold_cores);
+// extra: more key=value pairs after those (the mode's source, t0_mono_ms).
+std::string recording_header(int64_t unix0_ns, pid_t pid, int64_t period_us, double threshold_cores,
+                             const std::vector<std::pair<std::string, std::string>>& extra = {});
 std::string recording_row(const Row& row);
 
 // Reads a recording back into Rows, one line at a time in file order (the

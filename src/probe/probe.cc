@@ -56,7 +56,6 @@
 namespace threadburn::probe {
 namespace {
 
-constexpr int64_t kDefaultGapMinNs = 1000000;  // 1 ms without a region is a gap
 // The sampler's budget: at most this share of a core (the goal is 2 %; the
 // rest is the report's own sample and the noise of the running average).
 constexpr double kSamplerMaxShare = 0.015;
@@ -111,7 +110,7 @@ class Children {
     std::lock_guard<std::mutex> lock(mu_);
     last_scan_ns_.store(now, std::memory_order_relaxed);
     for (auto& [pid, c] : children_) c.alive = false;
-    std::vector<pid_t> todo = children_of(getpid());
+    std::vector<pid_t> todo = child_processes(getpid());
     while (!todo.empty()) {
       const pid_t pid = todo.back();
       todo.pop_back();
@@ -125,7 +124,7 @@ class Children {
       Child& c = children_[pid];
       c.cpu_ns = std::max(c.cpu_ns, ns);
       c.alive = true;
-      for (pid_t grandchild : children_of(pid)) todo.push_back(grandchild);
+      for (pid_t grandchild : child_processes(pid)) todo.push_back(grandchild);
     }
     int64_t total = 0;
     for (const auto& [pid, c] : children_) total += c.cpu_ns;
@@ -138,24 +137,6 @@ class Children {
     probed_.insert(pid);
     ever_probed_ = true;
     return true;
-  }
-
-  // The children of every thread of pid (/proc/PID/task/TID/children).
-  static std::vector<pid_t> children_of(pid_t pid) {
-    std::vector<pid_t> out;
-    const std::string task = "/proc/" + std::to_string(pid) + "/task";
-    DIR* d = opendir(task.c_str());
-    if (!d) return out;
-    while (dirent* e = readdir(d)) {
-      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-      FILE* f = std::fopen((task + "/" + e->d_name + "/children").c_str(), "r");
-      if (!f) continue;
-      long child;
-      while (std::fscanf(f, "%ld", &child) == 1) out.push_back(static_cast<pid_t>(child));
-      std::fclose(f);
-    }
-    closedir(d);
-    return out;
   }
 
   std::string dir_;
@@ -260,8 +241,8 @@ std::string stem() { return g_state->dir + "/probe-" + std::to_string(g_state->p
 
 // The summary: every counter of report.h, the region histogram, threads, context.
 void write_summary(const std::vector<BurnSample>& samples, const std::vector<ThreadCpu>& threads,
-                   const std::vector<GapBurn>& gaps, const RegionStats& stats, int64_t end_ns, int threads_max,
-                   int64_t children_ns, int child_processes) {
+                   const ClassArray& wait, const std::vector<GapBurn>& gaps, const RegionStats& stats, int64_t end_ns,
+                   int threads_max, int64_t children_ns, int child_processes) {
   State& s = *g_state;
   const double wall_ms = ns_to_ms(end_ns - s.start_ns);
   const RegionSplit split = split_by_regions(samples);
@@ -269,11 +250,13 @@ void write_summary(const std::vector<BurnSample>& samples, const std::vector<Thr
   for (const auto& t : threads) cpu[index_of(t.cls)] += t.cpu_ns;
   const int omp = index_of(ThreadClass::kOmp), main = index_of(ThreadClass::kMain);
   const int sampler = index_of(ThreadClass::kSampler);
-  int64_t all = 0, other = 0, others_between = 0;
+  int64_t all = 0, other = 0, others_between = 0, wait_all = 0, wait_other = 0;
   for (int c = 0; c < kThreadClasses; ++c) {
     if (c != sampler) all += cpu[c];
     if (c != sampler && c != main && c != omp) other += cpu[c];
     if (c != sampler && c != main) others_between += split.between_ns[c];
+    if (c != sampler) wait_all += wait[c];
+    if (c != sampler && c != main && c != omp) wait_other += wait[c];
   }
   std::vector<double> gap_len, gap_cpu, gap_tail, gap_wait;
   double gap_total = 0;
@@ -321,10 +304,17 @@ void write_summary(const std::vector<BurnSample>& samples, const std::vector<Thr
       {"region_depth_max", static_cast<double>(stats.max_depth)},
       {"cpu_children_ms", ns_to_ms(children_ns)},
       {"child_processes", static_cast<double>(child_processes)},
+      {"wait_ms", ns_to_ms(wait_all)},
+      {"wait_main_ms", ns_to_ms(wait[main])},
+      {"wait_omp_ms", ns_to_ms(wait[omp])},
+      {"wait_other_ms", ns_to_ms(wait_other)},
   };
   JsonWriter j;
   j.begin_object().field("schema_version", kSchemaVersion).field("pid", static_cast<int64_t>(s.pid))
       .field("command", command_line()).field("gap_min_ms", ns_to_ms(s.gap_min_ns))
+      // CLOCK_MONOTONIC of the probe's start and of this last sample: other
+      // recordings of the same run (the exact monitor's) align with them.
+      .field("start_mono_ms", ns_to_ms(s.start_ns)).field("end_mono_ms", ns_to_ms(end_ns))
       .field("omptap_installed", omptap::installed());
   j.key("counters").begin_object();
   for (const CounterSpec& c : counters()) j.field(c.name, values.at(c.name));
@@ -409,7 +399,10 @@ void report() {
   omptap::set_listener(nullptr);
   const int64_t children_ns = s->children->final_ns();
   std::vector<ThreadCpu> threads;
-  s->sampler->sample_now(false, &threads);
+  // Run-queue waits by class: each thread's schedstat run delay, read at
+  // every sample since its birth (a thread's last moments before its exit
+  // are lost, at most one period).
+  const ClassTotals totals = s->sampler->sample_now(true, &threads);
   const int64_t end_ns = wall_ns();
   const auto samples = s->sampler->window(0, end_ns);
   const auto snaps = s->sampler->thread_window(0, end_ns);
@@ -430,7 +423,8 @@ void report() {
   if (last > 0 && s->active.load() == 0 && end_ns - last >= s->gap_min_ns) gaps.push_back({last, end_ns, true});
   std::vector<GapBurn> burns;
   for (const Gap& gap : gaps) burns.push_back(gap_burn(samples, gap));
-  write_summary(samples, threads, burns, stats, end_ns, threads_max, children_ns, s->children->count());
+  write_summary(samples, threads, totals.wait_ns, burns, stats, end_ns, threads_max, children_ns,
+                s->children->count());
   write_timeline(samples, snaps);
   write_gaps(gaps, burns);
 }

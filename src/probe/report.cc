@@ -155,6 +155,10 @@ const CounterTable& counters() {
       {"region_depth_max", "1", "deepest nesting of a region seen (0: none nested)"},
       {"cpu_children_ms", "ms", "CPU of the command's other processes: forked children that did not exec a probed program (DataLoader workers, multiprocessing pools; part of cpu_ms), and in run/tune rows also the command's other probed processes"},
       {"child_processes", "1", "forked child processes measured from this one (sampled every 50 ms, and at their end)"},
+      {"wait_ms", "ms", "run-queue wait of every thread of the program but the sampler: time runnable but not running (each thread's schedstat run delay, read at every sample)"},
+      {"wait_main_ms", "ms", "the main thread's run-queue wait"},
+      {"wait_omp_ms", "ms", "the OpenMP team members' run-queue wait (a spinning worker without a CPU, or one waiting to start a region)"},
+      {"wait_other_ms", "ms", "run-queue wait of every other thread (Python's, loaders', the runtime's helpers)"},
   };
   return table;
 }

@@ -4,7 +4,10 @@
 spin_child's "spinner" thread burns a known 200 ms of CPU, so the recording
 must show 200 ms +-10 % for it; every file the monitor leaves must be complete
 (the timeline header, then rows of 3 columns, each ending in a newline).
-Usage: check_monitor.py CASE --monitor BIN --child BIN --fixtures DIR --threadburn BIN
+Each case runs in one mode (--mode: auto, the exact mode where allowed; or
+proc, the /proc bins): the recording's format and the known answers are the
+same in both.
+Usage: check_monitor.py CASE --mode MODE --monitor BIN --child BIN --fixtures DIR --threadburn BIN
 """
 import argparse
 import csv
@@ -60,11 +63,21 @@ def cpu_by_name(rows):
     return out
 
 
+def monitor_cmd(a):
+    """The monitor program in the case's mode."""
+    return [a.monitor, f"--mode={a.mode}"]
+
+
+def exact(stderr):
+    return "threadburn_monitor: exact mode:" in stderr
+
+
 def check_samples(rows, stderr):
     """The monitor's own account of its sampling must match the file: one
     [process] row per sample, and samples + missed deadlines = span / period
     (it skips a deadline it overslept, it never drops one silently). A slow or
-    loaded machine only moves samples into "missed"."""
+    loaded machine only moves samples into "missed" (/proc mode); the exact
+    mode's bins come from the scheduler's records and miss none."""
     m = re.search(r": ([0-9.]+) s, (\d+) samples every (\d+) us \((\d+) missed\)", stderr)
     check(m is not None, "no sampling line in the summary:\n" + stderr)
     span_s, samples, period_us, missed = float(m[1]), int(m[2]), int(m[3]), int(m[4])
@@ -72,6 +85,7 @@ def check_samples(rows, stderr):
     check(len(procs) == samples, f"{len(procs)} [process] rows for {samples} samples")
     slots = span_s * 1e6 / period_us
     check(abs(samples + missed - slots) <= 2, f"{samples} samples + {missed} missed for {slots:.1f} periods")
+    check(not exact(stderr) or missed == 0, f"{missed} bins missed in the exact mode")
     return samples
 
 
@@ -111,7 +125,7 @@ def one_error_line(p, rc, start):
 
 def case_launch(a, tmp):
     out = os.path.join(tmp, "m.csv")
-    p = run([a.monitor, "--out=" + out, "--", a.child, "--spin_ms=200", "--sleep_ms=100", "--exit=3"])
+    p = run([*monitor_cmd(a), "--out=" + out, "--", a.child, "--spin_ms=200", "--sleep_ms=100", "--exit=3"])
     check(p.returncode == 3, f"monitor returned {p.returncode}, expected the child's 3")
     check("ended (exit code 3) while recording" in p.stderr, "no exit note")
     rows = read_complete_csv(out)
@@ -125,7 +139,7 @@ def case_attach(a, tmp):
     out = os.path.join(tmp, "m.csv")
     child = subprocess.Popen([a.child, "--wait_usr1", "--spin_ms=200", "--sleep_ms=100"])
     try:
-        cmd = [a.monitor, f"--pid={child.pid}", "--out=" + out, "--period_us=500"]
+        cmd = [*monitor_cmd(a), f"--pid={child.pid}", "--out=" + out, "--period_us=500"]
         print("$ " + " ".join(cmd))
         mon = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
         # Start the spin once the monitor has written (so has read a baseline).
@@ -147,9 +161,11 @@ def case_sigint(a, tmp):
     # Attached: SIGINT stops the recording, the target is left alone.
     out = os.path.join(tmp, "a.csv")
     child = subprocess.Popen([a.child, "--spin_ms=0", "--sleep_ms=5000"])
-    mon = subprocess.Popen([a.monitor, f"--pid={child.pid}", "--out=" + out], stderr=subprocess.PIPE, text=True)
+    mon = subprocess.Popen([*monitor_cmd(a), f"--pid={child.pid}", "--out=" + out], stderr=subprocess.PIPE, text=True)
     time.sleep(0.2)
-    mon.send_signal(signal.SIGSTOP)  # it oversleeps 20 deadlines (5 ms): they must show as missed
+    # It oversleeps 20 deadlines (5 ms): /proc mode, they must show as missed;
+    # exact mode, the bins are whole all the same.
+    mon.send_signal(signal.SIGSTOP)
     time.sleep(0.1)
     mon.send_signal(signal.SIGCONT)
     time.sleep(0.2)
@@ -160,10 +176,14 @@ def case_sigint(a, tmp):
     check("stopped by Interrupt" in err and "[process]" in err, "no summary after SIGINT")
     check(child.poll() is None, "the attached target was touched")
     check(check_samples(read_complete_csv(out), err) >= 1, "no sample before the SIGINT")
-    check(int(re.search(r"\((\d+) missed\)", err)[1]) >= 15, "the stopped monitor's deadlines were not counted as missed")
+    missed = int(re.search(r"\((\d+) missed\)", err)[1])
+    if exact(err):
+        check(missed == 0, "the exact mode missed bins while stopped")
+    else:
+        check(missed >= 15, "the stopped monitor's deadlines were not counted as missed")
     # Even SIGKILL of the monitor leaves whole rows: it writes whole lines only.
     out = os.path.join(tmp, "k.csv")
-    mon = subprocess.Popen([a.monitor, f"--pid={child.pid}", "--out=" + out], stderr=subprocess.DEVNULL)
+    mon = subprocess.Popen([*monitor_cmd(a), f"--pid={child.pid}", "--out=" + out], stderr=subprocess.DEVNULL)
     time.sleep(0.35)
     mon.kill()
     mon.wait()
@@ -172,7 +192,7 @@ def case_sigint(a, tmp):
     child.wait()
     # Launched: a SIGINT sent to the monitor alone is forwarded; CMD's status comes back.
     out = os.path.join(tmp, "l.csv")
-    mon = subprocess.Popen([a.monitor, "--out=" + out, "--", a.child, "--spin_ms=0", "--sleep_ms=5000"],
+    mon = subprocess.Popen([*monitor_cmd(a), "--out=" + out, "--", a.child, "--spin_ms=0", "--sleep_ms=5000"],
                            stderr=subprocess.PIPE, text=True)
     time.sleep(0.5)
     mon.send_signal(signal.SIGINT)
@@ -184,7 +204,7 @@ def case_sigint(a, tmp):
 
 
 def case_bad_pid(a, tmp):
-    p = run([a.monitor, "--pid=99999999", "--out=" + os.path.join(tmp, "m.csv")])
+    p = run([*monitor_cmd(a), "--pid=99999999", "--out=" + os.path.join(tmp, "m.csv")])
     one_error_line(p, 2, "threadburn_monitor: error: --pid=99999999: no such process")
     check(not os.path.exists(os.path.join(tmp, "m.csv")), "a CSV was left for a bad pid")
 
@@ -193,7 +213,7 @@ def case_bad_flags(a, tmp):
     out = "--out=" + os.path.join(tmp, "m.csv")
     for args in (["--period_us=50", "--pid=1"], ["--pid=abc"], ["--frobnicate=1"], [], ["--pid=1", "--", "true"],
                  ["--threshold=-1", "--pid=1"], ["--duration_s=soon", "--pid=1"]):
-        p = run([a.monitor, out] + args)
+        p = run([*monitor_cmd(a), out] + args)
         one_error_line(p, 2, "threadburn_monitor: error: --")
     p = run([a.monitor, "--pid=1"])
     one_error_line(p, 2, "threadburn_monitor: error: --out: required")
@@ -205,10 +225,10 @@ def case_no_overwrite(a, tmp):
     path = os.path.join(tmp, "m.csv")
     with open(path, "w") as f:
         f.write("keep\n")
-    p = run([a.monitor, "--out=" + path, "--", a.child, "--spin_ms=1", "--sleep_ms=0"])
+    p = run([*monitor_cmd(a), "--out=" + path, "--", a.child, "--spin_ms=1", "--sleep_ms=0"])
     one_error_line(p, 2, f"threadburn_monitor: error: --out={path}: file exists (use --force")
     check(open(path).read() == "keep\n", "the existing file was changed")
-    p = run([a.monitor, "--out=" + path, "--force", "--duration_s=0.05", "--", a.child, "--spin_ms=1",
+    p = run([*monitor_cmd(a), "--out=" + path, "--force", "--duration_s=0.05", "--", a.child, "--spin_ms=1",
              "--sleep_ms=200"])
     check(p.returncode == 0, f"--force run returned {p.returncode}")
     check("stopped after --duration_s" in p.stderr, "no duration note")
@@ -217,7 +237,7 @@ def case_no_overwrite(a, tmp):
 
 def case_exec_error(a, tmp):
     path = os.path.join(tmp, "m.csv")
-    p = run([a.monitor, "--out=" + path, "--", "/nonexistent/threadburn-cmd"])
+    p = run([*monitor_cmd(a), "--out=" + path, "--", "/nonexistent/threadburn-cmd"])
     one_error_line(p, 127, "threadburn_monitor: error: cannot run '/nonexistent/threadburn-cmd'")
     check(not os.path.exists(path), "a CSV was left for a command that never ran")
 
@@ -236,6 +256,7 @@ def case_plot(a, tmp):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case")
+    ap.add_argument("--mode", default="auto", choices=("auto", "proc"))
     for name in ("--monitor", "--child", "--fixtures", "--threadburn"):
         ap.add_argument(name, required=True)
     a = ap.parse_args()

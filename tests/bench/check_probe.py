@@ -223,9 +223,36 @@ def case_children(a, tmp):
           f"cpu_ms {c['cpu_ms']:.1f} is not within 10 % of the {plain:.1f} ms /usr/bin/time measures")
 
 
+def case_wait(a, tmp):
+    """The probe's run-queue wait by class: period_child's one thread spins a
+    known CPU time pinned to one CPU beside a thread that never stops
+    spinning there; all that time it is either on the CPU or waiting for it,
+    so its wait is the spin's wall time less its CPU (less any time the CPU
+    lost to interrupts or the hypervisor, which neither clock counts: 5 %),
+    plus at most the program's wall time outside the spin."""
+    child = os.path.join(os.path.dirname(a.child), "period_child")
+    cpu = max(os.sched_getaffinity(0))
+    rival = subprocess.Popen([child, f"--cpu={cpu}", "--forever"])
+    try:
+        c, _ = probed(a, tmp, [child, f"--cpu={cpu}", "--periods=1", "--period_ms=1", "--spin_ms=300"], {})
+    finally:
+        rival.kill()
+        rival.wait()
+    cpu_ns, wall_ns = (int(v) for v in probed.stdout.split("cpu_ns ")[1].split(" wall_ns "))
+    waited = (wall_ns - cpu_ns) / 1e6
+    outside = c["wall_ms"] - wall_ns / 1e6
+    print(f"the spin: {wall_ns / 1e6:.1f} ms of wall time for {cpu_ns / 1e6:.1f} ms of CPU: {waited:.1f} ms "
+          f"waiting; the probe: wait_main_ms {c['wait_main_ms']:.1f}, wait_ms {c['wait_ms']:.1f} "
+          f"({outside:.1f} ms of the run outside the spin)")
+    check(waited > 50, f"the rival did not share the CPU ({waited:.1f} ms of wait)")
+    check(waited - 0.05 * wall_ns / 1e6 <= c["wait_main_ms"] <= waited + outside,
+          f"wait_main_ms {c['wait_main_ms']:.1f}, expected {waited:.1f} (- 5 % of the spin, + {outside:.1f})")
+    check(c["wait_ms"] >= c["wait_main_ms"] and c["wait_omp_ms"] == 0, "the classes do not add up")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=("llvm", "gomp_passive", "gomp_default", "python", "knobs", "children"))
+    ap.add_argument("case", choices=("llvm", "gomp_passive", "gomp_default", "python", "knobs", "children", "wait"))
     for name in ("--probe", "--child", "--libomp", "--repo"):
         ap.add_argument(name, required=True)
     a = ap.parse_args()

@@ -171,3 +171,19 @@ class OverheadsTable(unittest.TestCase):
         self.assertEqual(t.cell("monitor_share_training", "max"), "2.00%")
         self.assertEqual(t.cell("monitor_share_training", "unit"), "of a core")
         self.assertIn("threadburn_monitor", t.cell("monitor_share_training", "what"))
+
+    def test_records_per_second_as_a_count(self):
+        rows = [{"figure": "monitor_exact_events_per_s_training", "median": "4007.2", "min": "1469", "max": "9000",
+                 "runs": "9", "unit": "1/s"}]
+        t = findings.overheads_table(helpers.typed(rows))
+        self.assertEqual(t.cell("monitor_exact_events_per_s_training", "median"), "4007")
+        self.assertEqual(t.cell("monitor_exact_events_per_s_training", "unit"), "1/s")
+        self.assertIn("records per second", t.cell("monitor_exact_events_per_s_training", "what"))
+
+    def test_a_step_cost_as_a_signed_change(self):
+        rows = [{"figure": "monitor_exact_step_cost_mnist_no_gap", "median": "0.0213", "min": "-0.01", "max": "0.05",
+                 "runs": "9", "unit": "step"}]
+        t = findings.overheads_table(helpers.typed(rows))
+        self.assertEqual(t.cell("monitor_exact_step_cost_mnist_no_gap", "median"), "+2.13%")
+        self.assertEqual(t.cell("monitor_exact_step_cost_mnist_no_gap", "min"), "-1.00%")
+        self.assertEqual(t.cell("monitor_exact_step_cost_mnist_no_gap", "unit"), "of the step time")

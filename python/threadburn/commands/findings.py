@@ -246,6 +246,14 @@ OVERHEAD_MEANING = {
     "probe_sampler_share_regions_child": "the probe's sampler, on a C++ program of regions and 150 ms sleeps",
     "probe_sampler_share_training": "the probe's sampler, on examples/sleep_step_sleep.py",
     "monitor_share_training": "threadburn_monitor at its default period, recording that training",
+    "monitor_exact_share_training": "threadburn_monitor's exact mode (the scheduler's records), recording that training",
+    "monitor_exact_share_mnist_no_gap": "threadburn_monitor's exact mode, recording the MNIST training without a sleep "
+                                        "(many short regions)",
+    "monitor_exact_events_per_s_training": "the records per second the exact mode read, on that training",
+    "monitor_exact_step_cost_mnist_no_gap": "the exact mode's cost to the MNIST training without a sleep: its step "
+                                            "time with the monitor over without, less 1",
+    "monitor_exact_events_per_s_mnist_no_gap": "the records per second the exact mode read, on the MNIST training "
+                                               "without a sleep",
     "probe_sampler_share_gaps_20ms_llvm": "the probe's sampler, on regions 20 ms apart under LLVM's default blocktime",
     "probe_sampler_share_gaps_3ms_llvm": "the probe's sampler, on regions 3 ms apart under LLVM's default blocktime",
     "probe_sampler_share_dataloader_workers": "the probe's sampler, on a training with DataLoader(num_workers=2)",
@@ -268,9 +276,16 @@ def overheads_table(rows):
               ["figure", "what", "median", "min", "max", "unit", "runs"])
     for r in rows:
         unit = r.text("unit")
-        show = (lambda v: f"{schema.to_float(v):.0f}") if unit == "ns" else (lambda v: f"{schema.to_float(v):.2%}")
+        counted = unit in ("ns", "1/s")  # counts and times, not shares of a core
+        if counted:
+            show = lambda v: f"{schema.to_float(v):.0f}"  # noqa: E731
+        elif unit == "step":  # a change of the step time
+            show = lambda v: f"{schema.to_float(v):+.2%}"  # noqa: E731
+        else:
+            show = lambda v: f"{schema.to_float(v):.2%}"  # noqa: E731
+        label = unit if counted else "of the step time" if unit == "step" else "of a core"
         t.add([r.text("figure"), overhead_meaning(r.text("figure")), show(r.text("median")), show(r.text("min")), show(r.text("max")),
-               "ns" if unit == "ns" else "of a core", r.text("runs")])
+               label, r.text("runs")])
     return t
 
 

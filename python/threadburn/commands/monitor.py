@@ -1,8 +1,8 @@
 """threadburn monitor / monitor-plot: watch another process's threads.
 
 `threadburn monitor` runs the threadburn_monitor program (every flag passes
-through: --pid N to attach, or -- CMD ARGS to launch; see its --help and
-docs/monitor.md). `threadburn monitor-plot CSV` draws a recording: per-thread
+through: --pid N to attach, or -- CMD ARGS to launch; --mode exact|proc|auto;
+see its --help and docs/monitor.md). `threadburn monitor-plot CSV` draws a recording: per-thread
 CPU (cores) over time, one band per thread (the top N by CPU, the rest summed
 as "others"). With --marks LOG (lines "YYYY-MM-DD HH:MM:SS,mmm - name - event",
 local time, as Python's logging writes them) the events are drawn as vertical
@@ -21,8 +21,8 @@ from ..lib.errors import ThreadburnError
 
 
 def add_parsers(sub):
-    sub.add_parser("monitor", help="record the per-thread CPU of another process (--pid N, or -- CMD ARGS); "
-                   "flags: threadburn monitor --help", add_help=False)
+    sub.add_parser("monitor", help="record the per-thread CPU, run-queue waits and who held the CPU of another "
+                   "process (--pid N, or -- CMD ARGS); flags: threadburn monitor --help", add_help=False)
     q = sub.add_parser("monitor-plot", help="plot a monitor recording (per-thread CPU over time)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     q.add_argument("csv", help="threadburn monitor --out file")
@@ -80,7 +80,9 @@ def plot(a):
             if lo - 0.001 <= (unix_ms - unix0) / 1000 <= hi + 0.001:
                 events.append((unix_ms - unix0, event))
     out = a.out or os.path.splitext(a.csv)[0] + ".png"
-    title = a.title or f"per-thread CPU of {os.path.basename(a.csv)}"
+    # The recording says how it was made: bins of the scheduler's intervals, or of /proc reads.
+    how = "exact: the scheduler's intervals" if tl.meta.get("source") == "sched_events" else "/proc schedstat bins"
+    title = a.title or f"per-thread CPU of {os.path.basename(a.csv)} ({how})"
     try:
         figures.timeline_figure(plt, [("", a.csv)], title, out, threads=a.top, style=a.style, bin_ms=a.bin_ms,
                                 xlim=xlim, events=events)

@@ -11,6 +11,13 @@ the burn and the tail in it, and the settings the runtime really used. Files
 go to --out (default runs/run-<command>-<time>/): the probe's files per
 process, run.csv (one tidy row, the schema of results/README.md) and
 timeline.png.
+
+Where the kernel allows it (root: --exact auto), threadburn_monitor's exact
+mode records the command too (monitor.csv, monitor.intervals.csv,
+monitor.gaps.csv, its summary in monitor.txt): the run-queue wait of each
+class of thread by who held the CPU meanwhile, and the waits the command's
+threads caused in other processes (docs/monitor.md). The probe reports each
+class's wait in any case (from schedstat).
 """
 import argparse
 import os
@@ -18,7 +25,7 @@ import shutil
 import sys
 
 from ..export import figures
-from ..lib import fmt, launch, probe, schema
+from ..lib import fmt, intervals, launch, probe, schema
 from ..lib.procs import describe_exit
 from ..lib.records import ResultsFile, Row
 from ..lib.usercmd import add_run_options, command_of, default_out, parse_env, probe_extra, row_for
@@ -32,6 +39,9 @@ def add_parser(sub):
     p.add_argument("--out", help="folder for the files (default: runs/run-<command>-<time>/)")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
     p.add_argument("--no-plot", action="store_true", help="make no timeline plot")
+    p.add_argument("--exact", choices=("auto", "on", "off"), default="auto",
+                   help="also record the command with the monitor's exact mode (who held the CPU its threads "
+                        "waited for, the waits they caused others): auto (where allowed), on (or an error), off")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
     p.set_defaults(run=main)
     return p
@@ -83,12 +93,29 @@ def describe_report(report, cmd):
                      f"{int(c['gaps'])}, median {fmt.ms(c['gap_ms_median'])}; in each the workers burned "
                      f"{fmt.ms(c['gap_omp_cpu_ms_median'])} (median), until {fmt.ms(c['gap_tail_ms_median'])} "
                      f"after it began (p90 {fmt.ms(c['gap_tail_ms_p90'])})")
+    if "wait_ms" in c:
+        lines.append(f"  run-queue wait (runnable, no CPU): {fmt.ms(c['wait_ms'])}; main thread "
+                     f"{fmt.ms(c['wait_main_ms'])}, OpenMP workers {fmt.ms(c['wait_omp_ms'])}, other threads "
+                     f"{fmt.ms(c['wait_other_ms'])}")
     lines.append(f"  the probe's own cost: sampler {fmt.ms(c['sampler_cpu_ms'])} of CPU "
                  f"({c['sampler_share']:.2%} of a core), {int(c['samples'])} samples")
     if c["omp_between_regions_ms"] > 0.1 * max(c["cpu_omp_ms"], 1e-9) and c["omp_between_regions_ms"] > 50:
         lines.append(f"  advice: the workers burned {fmt.ms(c['omp_between_regions_ms'])} while no region ran "
                      "(spin-waiting). KMP_BLOCKTIME=0 or OMP_WAIT_POLICY=passive stop that, at some cost to the "
                      "next region; `threadburn tune -- <command>` measures which setting costs least here.")
+    return lines
+
+
+def describe_exact(fig):
+    """The exact monitor's lines: waits by class and by who held the CPU, and what the command caused."""
+    holders = intervals.HOLDERS
+    rows = [[cls, fmt.number(sum(by.values()))] + [fmt.number(by.get(h, 0.0)) for h in holders]
+            for cls, by in sorted(fig["wait"].items())]
+    lines = ["  exact (the scheduler's records): run-queue wait by class of thread and by who held the CPU (ms):"]
+    lines += ["  " + ln for ln in fmt.table(["class", "wait"] + list(holders), rows)]
+    top = sorted(fig["caused_by"].items(), key=lambda kv: -kv[1])[:5]
+    lines.append(f"  the command's threads held the CPU other processes waited for: {fmt.ms(fig['caused'])}"
+                 + (" (" + ", ".join(f"{k} {fmt.ms(v)}" for k, v in top) + ")" if top else ""))
     return lines
 
 
@@ -110,8 +137,17 @@ def main(args):
         raise ThreadburnError(f"--libomp {args.libomp}: not found (Debian: apt install libomp-dev)")
     lib = probe.library(args.build_dir)
     env = probe.environment(os.environ, lib, out, args.runtime, env_point, args.libomp, probe_extra(args))
+    exact = False
+    if args.exact != "off":
+        exact, why = intervals.exact_available(args.build_dir)
+        if not exact and args.exact == "on":
+            raise ThreadburnError(f"--exact on: the monitor's exact mode is not available here: {why}")
+        if not exact:
+            print(f"run: without the exact monitor ({why}); the probe's waits by class follow")
     os.makedirs(out, exist_ok=True)
-    done = launch.run(cmd, env, capture=False)
+    stem = os.path.join(out, "monitor")
+    run_cmd, run_env = intervals.beside(cmd, env, stem, args.build_dir) if exact else (cmd, env)
+    done = launch.run(run_cmd, run_env, capture=False)
     code, last = done.code, done.last_err
     try:
         report = probe.main_report(out, cmd)
@@ -120,7 +156,14 @@ def main(args):
             raise
         # The command's own failure comes first: "no region" would hide it.
         raise ThreadburnError(f"{cmd[0]} ended with {describe_exit(code)}; {e}") from None
-    print("\n".join(describe_report(report, cmd)))
+    lines = describe_report(report, cmd)
+    exact_counters = {}
+    if exact and intervals.exists(stem):
+        classes = {t["tid"]: t["class"] for r in [report] + report.others for t in r.summary.get("threads", [])}
+        fig = intervals.figures(stem + ".intervals.csv", classes)
+        lines += describe_exact(fig)
+        exact_counters = intervals.counters(fig)
+    print("\n".join(lines))
     desc = probe.describe(args.build_dir)
     columns = probe.columns(desc, [k for k in env_point if k.isupper()] or ["OMP_NUM_THREADS"])
     base = Row(schema_version=schema.SCHEMA_VERSION, run_key="run", status="ok" if code == 0 else "failed",
@@ -131,7 +174,10 @@ def main(args):
     base.update({k: env.get(k, schema.UNSET) for k in columns.env_knobs})
     results_file = ResultsFile(os.path.join(out, "run.csv"), columns)
     results_file.create()
-    results_file.append([row_for(report, columns, base)])
+    row = row_for(report, columns, base)
+    # The exact monitor's figures: no probe counter holds them (docs/monitor.md).
+    row.set("extra_counters", ";".join(f"{k}={v}" for k, v in exact_counters.items()))
+    results_file.append([row])
     written = [results_file.path]
     if not args.no_plot:
         try:
@@ -139,6 +185,8 @@ def main(args):
             written.append(os.path.join(out, "timeline.png"))
         except ThreadburnError as e:
             print(f"run: no plot: {e}")
+    if exact:
+        written += [stem + ext for ext in (".csv", ".intervals.csv", ".gaps.csv", ".txt")]
     print(f"  files: {out}/ (probe-<pid>.json, .timeline.csv, .gaps.csv per process; "
           + ", ".join(os.path.basename(w) for w in written) + ")")
     if code != 0:
