@@ -41,7 +41,7 @@ KEY_COLUMNS = ("run_key", "point_key", "benchmark", "repetition", "proc_index", 
 
 
 def row_keys(rows, header):
-    knobs = keys.knob_columns(rows[0]) if rows else ()
+    knobs = keys.knob_columns(helpers.typed(rows[:1])[0]) if rows else ()
     return collections.Counter(tuple(r[c] for c in KEY_COLUMNS + tuple(knobs)) for r in rows)
 
 
