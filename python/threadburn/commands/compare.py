@@ -134,7 +134,7 @@ def group(rows, knobs):
     groups = {}
     for row in rows:
         # A tune's confirmation runs (no probe: wall time only) are not samples of its settings.
-        if row.ok and row.phase != "confirm":
+        if row.ok and row.phase == "race":
             groups.setdefault(match_key(row, knobs), []).append(row)
     return groups
 

@@ -11,6 +11,7 @@ def lines(verdicts):
         out.append("  " + views.headline(e))
         out += views.evidence(e)
         out += ["    " + ln for ln in views.confirmation_lines(e)]
+    out += views.fit_lines(verdicts)
     if verdicts.rule_from.startswith("the defaults"):
         out.append(f"note: rule from {verdicts.rule_from}: {verdicts.rule.text()}")
     return out
