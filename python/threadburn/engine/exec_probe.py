@@ -10,6 +10,7 @@ and, for a pinned plan, its own core set (lib/machine.core_sets): one row
 per copy, one run (records.run_records makes it the host's figure).
 """
 import os
+import re
 import shlex
 import shutil
 
@@ -37,6 +38,11 @@ class ProbeExecutor(campaign.Executor):
         Children.kill_all()
         shutil.rmtree(self.work, ignore_errors=True)
 
+    def folder(self, spec):
+        """The run's scratch folder (the probe's files, the copies' output),
+        named after its key (a --param value may hold any character)."""
+        return os.path.join(self.work, re.sub(r"[^A-Za-z0-9_.=+-]", "_", spec.key))
+
     def row_base(self, spec, env, cmd):
         point = spec.item
         row = Row(schema_version=schema.SCHEMA_VERSION, run_key=spec.key, grid="tune", study=point.name,
@@ -59,7 +65,7 @@ class ProbeExecutor(campaign.Executor):
 
     def run_once(self, spec):
         point = spec.item
-        out = os.path.join(self.work, spec.key)
+        out = self.folder(spec)
         shutil.rmtree(out, ignore_errors=True)
         os.makedirs(out, exist_ok=True)
         env = self.environment(point, out)
@@ -106,7 +112,7 @@ class ProbeExecutor(campaign.Executor):
         overlap and the host's evidence."""
         point = spec.item
         n = point.copies
-        base = os.path.join(self.work, spec.key)
+        base = self.folder(spec)
         shutil.rmtree(base, ignore_errors=True)
         outs = [os.path.join(base, f"probe{i}") for i in range(n)]
         for d in outs:

@@ -188,6 +188,8 @@ def evidence(e):
         lines.append(f"    might be better still (undecided after {runs_range(d)} runs; --budget more settles it): {names}")
     if d.eliminated:
         lines.append(f"    slower than the fastest by more than {d.margin:.0%}: {', '.join(d.eliminated)}")
+    if e.failed:
+        lines.append(f"    left out, a run failed: {', '.join(e.failed)} (a setting whose runs fail is no answer)")
     if e.duplicates:
         lines.append("    dropped as duplicates (the same settings in force, as the runs reported them): "
                      + ", ".join(f"{a} = {b}" for a, b in sorted(e.duplicates.items())))

@@ -117,32 +117,37 @@ def run(cmd, env, timeout_s=None, capture=True):
 # pins itself to its core set (when the plan gives one), says it is ready,
 # waits until the launcher closes the release pipe (every copy sees the end
 # of that pipe at once), notes the moment it was let go (CLOCK_MONOTONIC, the
-# launcher's own clock) and execs the command, the same process: its pid,
+# launcher's own clock, on a pipe of its own) and execs the command, the same process: its pid,
 # its session and its rusage are the copy's. The probe must not load into
 # the gate itself: the copy's LD_PRELOAD travels in THREADBURN_GATE_PRELOAD
 # and is put back just before the exec.
 GATE = r"""
 import os, sys, time
-ready, go, index, cpus = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+ready, go, stamps, index, cpus = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 if cpus:
     os.sched_setaffinity(0, [int(c) for c in cpus.split(",")])
+time.sleep(int(index) * float(os.environ.pop("THREADBURN_GATE_DELAY_MS", "") or 0) / 1000)
 os.write(ready, b"r")
 os.read(go, 1)
-os.write(ready, ("%s %r\n" % (index, time.monotonic())).encode())
+os.write(stamps, ("%s %r\n" % (index, time.monotonic())).encode())
 os.close(ready)
 os.close(go)
+os.close(stamps)
 env = dict(os.environ)
 preload = env.pop("THREADBURN_GATE_PRELOAD", None)
 if preload is not None:
     env["LD_PRELOAD"] = preload
 try:
-    os.execvpe(sys.argv[5], sys.argv[5:], env)
+    os.execvpe(sys.argv[6], sys.argv[6:], env)
 except OSError as e:
-    sys.stderr.write("%s: cannot execute: %s\n" % (sys.argv[5], e.strerror))
+    sys.stderr.write("%s: cannot execute: %s\n" % (sys.argv[6], e.strerror))
     sys.exit(127)
 """
 # How long the copies may take to reach the gate (start the interpreter).
 READY_TIMEOUT_S = 60.0
+# Fault injection for the tests: with THREADBURN_GATE_DELAY_MS=d in the
+# environment, copy i reaches its gate i x d ms late (as a copy slow to start
+# would): the release must make it irrelevant to when the copies start.
 
 
 @dataclass
@@ -283,9 +288,10 @@ def run_together(cmd, envs, work, timeout_s=None, cpus=None):
     in work (c<i>.out, c<i>.err). Returns Together."""
     n = len(envs)
     cpus = list(cpus) if cpus else [()] * n
-    load = HostLoad()
+    load = None
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
+    stamps_r, stamps_w = os.pipe()  # each line: a copy's index and when it was let go
     procs, outs = [], []
     try:
         for i, env in enumerate(envs):
@@ -294,15 +300,17 @@ def run_together(cmd, envs, work, timeout_s=None, cpus=None):
                 child["THREADBURN_GATE_PRELOAD"] = env["LD_PRELOAD"]
             out, err = os.path.join(work, f"c{i}.out"), os.path.join(work, f"c{i}.err")
             outs.append((out, err))
-            argv = [sys.executable, "-I", "-S", "-c", GATE, str(ready_w), str(go_r), str(i),
+            argv = [sys.executable, "-I", "-S", "-c", GATE, str(ready_w), str(go_r), str(stamps_w), str(i),
                     ",".join(str(c) for c in cpus[i])] + list(cmd)
             with open(out, "wb") as fo, open(err, "wb") as fe:
                 p = subprocess.Popen(argv, env=child, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe,
-                                     pass_fds=(ready_w, go_r), start_new_session=True, preexec_fn=die_with_parent)
+                                     pass_fds=(ready_w, go_r, stamps_w), start_new_session=True,
+                                     preexec_fn=die_with_parent)
             procs.append(p)
             Children.procs.append(p)
         os.close(ready_w)
-        ready_w = None
+        os.close(stamps_w)
+        ready_w = stamps_w = None
         # Every copy at the gate (or one of them gone: it cannot start), then the release.
         got, limit = 0, time.monotonic() + READY_TIMEOUT_S
         while got < n and time.monotonic() < limit and all(_alive(p) for p in procs):
@@ -312,6 +320,7 @@ def run_together(cmd, envs, work, timeout_s=None, cpus=None):
                 if not chunk:
                     break
                 got += len(chunk)
+        load = HostLoad()  # what else ran: from the release on (the copies' own time), not while they started
         released = time.monotonic()
         if got < n:  # none is let go: a copy that cannot start fails the run
             deadline = released
@@ -321,14 +330,16 @@ def run_together(cmd, envs, work, timeout_s=None, cpus=None):
         go_w = None
         ended = _wait_all(procs, deadline)
         starts = {}
-        for line in _drain(ready_r).splitlines():
+        for line in _drain(stamps_r).splitlines():
             index, _, at = line.partition(" ")
             starts[int(index)] = float(at) - released
     finally:  # (interrupted, the copies stay in Children.procs: the caller's stop() kills them all)
-        for fd in (ready_w, go_w, go_r, ready_r):
+        for fd in (ready_w, go_w, go_r, ready_r, stamps_r, stamps_w):
             if fd is not None:
                 os.close(fd)
     Children.procs = [p for p in Children.procs if p not in procs]
+    # (The copies' CPU before the release, their gates' start-up, is in our own CPU from now on: the
+    # other processes' CPU is, if anything, under-counted by it.)
     _, other, steal, _ = load.end()
     copies = []
     for i in range(n):
