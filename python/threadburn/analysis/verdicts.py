@@ -98,7 +98,8 @@ def duplicates(recs):
     is kept first, then the presets (launcher, torchrun), then by name."""
     found = {}
     for r in recs:
-        if r.status == "ok" and r.phase == "race" and r.setting.asked.preset == "default":
+        # (A tune's setting is named by its point: the rows' preset column says "default" for tune's own.)
+        if r.status == "ok" and r.phase == "race" and r.rows[0].preset == "default":
             found.setdefault(r.workload, {}).setdefault(r.name, []).append(r.setting.effective)
     out = {}
     for w, by_name in found.items():

@@ -191,7 +191,8 @@ def tune_table(rows, title):
     CPU, the workers' CPU between regions; ordered by the time figure."""
     from ..lib import stats
     from ..analysis import verdicts
-    dropped = verdicts.duplicates(records.run_records(rows, paths.LIBOMP))
+    dropped = {name for by_name in verdicts.duplicates(records.run_records(rows, paths.LIBOMP)).values()
+               for name in by_name}
     rows = [r for r in rows if r.phase == "race" and r.study not in dropped]
     has_metric = any(r.number("metric") is not None for r in rows)
     higher = has_metric and any(r.metric_higher for r in rows)
