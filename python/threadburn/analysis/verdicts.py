@@ -105,7 +105,8 @@ def duplicates(recs):
     for w, by_name in found.items():
         effective = {name: max(set(ks), key=ks.count) for name, ks in by_name.items()}
         kept = {}
-        for name in sorted(effective, key=lambda n: (n != "plain", n.split(",")[0] not in PRESETS, n)):
+        # (a --param value's setting is named point,NAME=value: its point decides the order)
+        for name in sorted(effective, key=lambda n: (n.split(",")[0] != "plain", n.split(",")[0] not in PRESETS, n)):
             if effective[name] in kept:
                 out.setdefault(w, {})[name] = kept[effective[name]]
             else:

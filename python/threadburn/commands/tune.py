@@ -71,6 +71,8 @@ from ..lib.usercmd import add_run_options, command_of, default_out, parse_env
 RUNS_PER_SETTING_BUDGET = 10   # the default budget: this many runs a setting, on average
 # With a duration budget, the share of it the race may use; the rest is the confirmation's.
 RACE_SHARE_OF_TIME = 0.85
+# Rounds of fresh runs after the race at most: a second when the first changed the race's candidate.
+FRESH_PASSES = 2
 
 
 def add_parser(sub):
@@ -249,35 +251,47 @@ def confirm(args, work, seed, out, results_file, race_campaign, points, rule, wh
     after a change, the chosen setting and plain, as many runs each as the
     race's spread says the gain needs to show again (confirmation.runs_for),
     within what the budget has left; a host tune (--copies) also plain at
-    every N, and one copy alone of each N's plan (race.confirmation_plan)."""
+    every N, and one copy alone of each N's plan (race.confirmation_plan).
+    Fresh runs can change which runs the verdict sets aside as disturbed
+    (their evidence moves the median run's), and with it the race's
+    candidate: then the new plan's items get rounds of their own (at most
+    FRESH_PASSES), budget allowing."""
     if args.confirm == "0":
         return
     have = len({r.run_key for r in records.read_rows(out) if r.phase != "race"}) // 2
-    if whole is None or args.confirm != "auto":
-        available = 10 ** 6
-    elif whole.runs is not None:
-        available = max(0, whole.runs - race_campaign.spent) // 2 + have
-    else:
-        left = whole.seconds - (time.monotonic() - race_campaign.t0)
-        per_run = sum(race_campaign.run_seconds) / max(1, len(race_campaign.run_seconds))
-        available = int(max(0.0, left) / max(per_run, 1e-3)) // 2
-    plan = new_race(out, points, args, rule).confirmation_plan(available, host=bool(args.copies))
-    if plan is None:
-        return
-    wanted, n = plan
-    if args.confirm != "auto":
-        n = int(args.confirm)
-    elif whole is None:
-        n = confirmation.CONFIRM_MIN
     by = {p.key: p for p in points}
-    items = [by[k].alone() if phase == "alone" else by[k].for_phase(phase) for k, phase in wanted]
-    print(f"tune: fresh runs without the probe ({n} each): " +
-          ", ".join(f"{by[k].name}{' x' + str(by[k].copies) if by[k].copies else ''}"
-                    f"{' alone' if phase == 'alone' else ''}" for k, phase in wanted), flush=True)
-    executor = ProbeExecutor(args, cmd, columns, work, seed)
-    c = campaign.Campaign(executor, results_file, seed, race_campaign.done, name="confirm")
+    c = campaign.Campaign(ProbeExecutor(args, cmd, columns, work, seed), results_file, seed, race_campaign.done,
+                          name="confirm")
     c.round = 1000  # its own shuffles
-    c.run(items, {p.key: n for p in items})
+    asked = set()
+    for fresh_pass in range(FRESH_PASSES):
+        if whole is None or args.confirm != "auto":
+            available = 10 ** 6
+        elif whole.runs is not None:
+            available = max(0, whole.runs - race_campaign.spent - c.spent) // 2 + (have if not fresh_pass else 0)
+        else:
+            left = whole.seconds - (time.monotonic() - race_campaign.t0)
+            per_run = sum(race_campaign.run_seconds) / max(1, len(race_campaign.run_seconds))
+            available = int(max(0.0, left) / max(per_run, 1e-3)) // 2
+        plan = new_race(out, points, args, rule).confirmation_plan(available, host=bool(args.copies))
+        if plan is None or set(plan[0]) <= asked:
+            return
+        wanted, n = plan
+        if args.confirm != "auto":
+            n = int(args.confirm)
+        elif whole is None:
+            n = confirmation.CONFIRM_MIN
+        if fresh_pass and whole is not None and whole.runs is not None and \
+                race_campaign.spent + c.spent + n * len(wanted) > whole.runs:
+            print("tune: no budget left for fresh runs of " +
+                  ", ".join(f"{k} ({phase})" for k, phase in wanted if (k, phase) not in asked), flush=True)
+            return
+        items = [by[k].alone() if phase == "alone" else by[k].for_phase(phase) for k, phase in wanted]
+        print(f"tune: fresh runs without the probe ({n} each): " +
+              ", ".join(f"{by[k].name}{' x' + str(by[k].copies) if by[k].copies else ''}"
+                        f"{' alone' if phase == 'alone' else ''}" for k, phase in wanted), flush=True)
+        c.run(items, {p.key: c.runs.get(p.key, 0) + n for p in items})
+        asked |= set(wanted)
 
 
 def report(args, out, ended, rule):

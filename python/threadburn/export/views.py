@@ -146,6 +146,11 @@ def headline(e):
         else:
             on = "on time, or on CPU at no loss of time" if d.objective == "balanced" else "on " + d.objective
         return f"KEEP {d.baseline}: every setting tried is shown not to beat it by more than {pct_m} ({on}){alone_text(e)}"
+    if d.candidate is not None:  # selected by the race, never run fresh (the budget ran out)
+        race = d.vs_baseline[d.candidate]
+        return (f"UNDECIDED: the race selected {d.candidate} ({time_word(e)} {change(e, race.time)}, CPU "
+                f"{change(e, race.cpu, 'cpu')} as selected) against {d.baseline}, but no fresh runs measured it: "
+                f"more runs (--budget) would tell{alone_text(e)}")
     lean = f"; leaning to {d.chosen}" if d.chosen and d.chosen != d.baseline else ""
     return f"UNDECIDED: {d.why}{lean}{most_to_gain(e)}{alone_text(e)}"
 
