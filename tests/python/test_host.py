@@ -178,6 +178,19 @@ class FreshRuns(unittest.TestCase):
             self.assertEqual(by_name, {"T1-gomp": "torchrun"})  # the preset's name is kept
 
 
+    def test_a_runtime_nobody_could_name_merges_nothing(self):
+        # A benchmark program exports its own GOMP_parallel: the probe names no runtime and reads back no
+        # blocktime. Two teams of 2 under different runtimes and blocktimes are then what they were asked to
+        # be, not duplicates of each other (they were, merged on "unknown" and "n/a").
+        def team(name, runtime, **env):
+            return [r.copy(regions=9, max_team=2, omp_runtime="unknown", kmp_blocktime_ms="n/a", runtime=runtime,
+                           preset="default", knob_layout="env=OMP_NUM_THREADS KMP_BLOCKTIME;flags=command",
+                           KMP_BLOCKTIME=env.get("bt", "unset"))
+                    for r in copy_rows(name, 1, 0, threads="2")]
+        rows = team("T2-gomp", "gomp") + team("T2-llvm-bt0", "llvm", bt="0") + team("T2-llvm-bt1", "llvm", bt="1")
+        self.assertEqual(verdicts.duplicates(records.run_records(rows, "libomp")), {})
+
+
 class Plans(unittest.TestCase):
     def test_copies(self):
         self.assertEqual(machine.parse_copies("1,4,2"), [1, 2, 4])

@@ -158,16 +158,21 @@ def in_force(row):
     runtime does not report). With no OpenMP region run (one thread, or no
     OpenMP at all) nothing of an OpenMP runtime mattered: only the knobs
     other readers take (oneDNN's) count; with a team of one, the runtime
-    too; with a team of 2 or more, the team and every knob's value in force."""
+    too; with a team of 2 or more, the team and every knob's value in force.
+    A runtime the process could not name is the one it was asked for."""
     table = [k for k in knobs.table() if k.is_column]
     own = tuple(row.text(k.in_force) if k.in_force != knobs.NONE else row.text(k.name) for k in table
                 if k.reader not in ("openmp", "gomp", "llvm"))
     if row.has("regions") and (row.number("regions") or 0) == 0:
         return ("no region",) + own
     team = row.integer("max_team", 1) if row.has("max_team") else row.integer("omp_max_threads", 1)
+    runtime = row.text("omp_runtime")
+    if runtime in ("", "unknown"):  # the probe could not tell (a program exporting its own GOMP_parallel):
+        # what it was asked for stands, runtime and knobs: two settings are never merged on a guess
+        return (f"asked {row.runtime}", max(team, 1)) + tuple(row.text(k.name) for k in table)
     if team <= 1:
-        return (row.text("omp_runtime"), 1) + own
-    return (row.text("omp_runtime"), team) + tuple(
+        return (runtime, 1) + own
+    return (runtime, team) + tuple(
         row.text(k.in_force) if k.in_force != knobs.NONE else row.text(k.name) for k in table)
 
 
