@@ -189,10 +189,9 @@ def budgets(args, points):
     whole = args.budget or campaign.Budget(runs=RUNS_PER_SETTING_BUDGET * len(points))
     if whole.runs is not None:
         reserve = 0 if args.confirm == "0" else fresh_items(points) * confirmation.CONFIRM_MIN
-        least = rules.START_RUNS * max(2, len(points))
-        if whole.runs - reserve < least:
-            raise ThreadburnError(f"--budget {whole.runs}: too few runs for a race of {max(2, len(points))} settings "
-                                  f"and its confirmation (at least {least + reserve})")
+        if whole.runs - reserve < rules.START_RUNS * 2:
+            raise ThreadburnError(f"--budget {whole.runs}: too few runs for a race of two settings and its "
+                                  f"confirmation (at least {rules.START_RUNS * 2 + reserve})")
         return whole, campaign.Budget(runs=whole.runs - reserve)
     return whole, campaign.Budget(seconds=whole.seconds * (1.0 if args.confirm == "0" else RACE_SHARE_OF_TIME))
 
