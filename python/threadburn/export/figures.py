@@ -302,17 +302,23 @@ def world_size(rows, plt, out_dir):
 
 def host_entries(rows):
     """A host tune's (--copies) race runs as the figure's points: per plan
-    and copy count, the median host throughput and per-copy figure."""
+    and copy count, the median host throughput and per-copy figure (the
+    plans dropped as duplicates left out)."""
+    from ..analysis.verdicts import duplicates
     groups, kinds = {}, {}
-    for r in run_records(rows, ""):
-        if r.phase == "race" and r.status == "ok" and r.time_kind in HOST_KINDS and r.time is not None:
+    recs = run_records(rows, "")
+    dropped = duplicates(recs)  # raced once only: no line of their own
+    for r in recs:
+        if r.phase == "race" and r.status == "ok" and r.time_kind in HOST_KINDS and r.time is not None \
+                and r.name not in dropped.get(r.workload, {}):
             groups.setdefault((r.command, r.name, r.copies), []).append(r)
             kinds[r.command] = (r.time_kind, r.per_copy_higher)
     out = []
     for (command, name, copies), recs in groups.items():
         kind, higher = kinds[command]
         per = [r.per_copy for r in recs if r.per_copy is not None]
-        out.append({"workload": command, "setting": name, "copies": copies,
+        out.append({"workload": command if len(command) <= 70 else command[:67] + "...", "setting": name,
+                    "copies": copies,
                     "throughput": stats.median([r.time for r in recs]), "per_copy": stats.median(per) if per else None,
                     "unit": "copies/s" if kind == "host" else "your figure summed",
                     "per_unit": ("your figure" if higher else "your figure (lower is better)") if kind != "host"
