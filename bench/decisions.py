@@ -114,8 +114,8 @@ def one_case(sc, seed):
     c.run(items.values(), {k: rules.START_RUNS for k in items}, race)
     plan = race.confirmation_plan(max(0, budget - c.spent) // 2)
     if plan:
-        names, n = plan
-        pair = [Item(items[name].truth, "confirm") for name in names]
+        wanted, n = plan
+        pair = [Item(items[key].truth, phase) for key, phase in wanted]
         cc = campaign.Campaign(ex, memory, seed, done=c.done, say=quiet)
         cc.round = 1000
         cc.run(pair, {p.key: n for p in pair})

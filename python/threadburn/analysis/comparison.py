@@ -28,8 +28,8 @@ def match_key(row, knobs):
 def group(rows, knobs):
     groups = {}
     for row in rows:
-        # A tune's confirmation runs (no probe: wall time only) are not samples of its settings.
-        if row.ok and row.phase != "confirm":
+        # A tune's fresh runs (confirmation, copies alone; no probe: wall time only) are not samples of its settings.
+        if row.ok and row.phase == "race":
             groups.setdefault(match_key(row, knobs), []).append(row)
     return groups
 

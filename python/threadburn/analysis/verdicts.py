@@ -19,8 +19,11 @@ own --points are never pruned).
 import statistics
 from dataclasses import dataclass, field
 
-from . import confirmation, decide
-from ..lib import keys, paths, records, rule as rules
+from . import confirmation, decide, hostplan
+from ..lib import keys, paths, records, rule as rules, schema
+
+# Presets kept first among duplicates (engine/plans.py names them).
+PRESETS = ("launcher", "torchrun")
 
 
 @dataclass
@@ -40,6 +43,11 @@ class Verdict:
     repro: dict = field(default_factory=dict)        # name -> one run's command line
     between_regions: dict = field(default_factory=dict)  # name -> median CPU ms the OpenMP workers burned between regions
     confirmation: object = None                      # analysis.confirmation.Confirmation of a change
+    copies: int = None                               # a host tune's copies a run (None: one process a run)
+    params: dict = field(default_factory=dict)       # name -> {param: value} put into the command
+    pins: dict = field(default_factory=dict)         # name -> the CPUs of each copy (a pinned plan), or ()
+    alone: object = None                             # hostplan.Alone: each copy against one copy by itself
+    fresh: dict = field(default_factory=dict)        # name -> {round: host figure} of its fresh runs (confirm)
 
     @property
     def verdict(self):
@@ -70,6 +78,7 @@ class Verdicts:
     rule_from: str                                   # where the rule came from: the rows, a verdict file, asked, defaults
     entries: list
     budget_runs: int = None
+    fit: object = None                               # hostplan.Fit: how many copies fit (a tune of several)
 
     @property
     def undecided(self):
@@ -77,21 +86,39 @@ class Verdicts:
 
 
 def duplicates(recs):
-    """{dropped setting: the setting kept} among a tune's default settings
-    whose settings in force (keys.in_force, most runs agreeing) are the
-    same; plain is kept first, then launcher, then by name."""
+    """{workload: {dropped setting: the setting kept}} among a tune's
+    default settings whose settings in force (keys.setting_id's effective:
+    the runtime's report, the command's params, pinned or not; most runs
+    agreeing) are the same, per workload (a host tune's copy count); plain
+    is kept first, then the presets (launcher, torchrun), then by name."""
     found = {}
     for r in recs:
-        if r.status == "ok" and r.phase == "race" and r.setting.asked.preset == "default":
-            found.setdefault(r.name, []).append(r.setting.effective)
-    effective = {name: max(set(ks), key=ks.count) for name, ks in found.items()}
-    kept, out = {}, {}
-    for name in sorted(effective, key=lambda n: (n != "plain", n != "launcher", n)):
-        if effective[name] in kept:
-            out[name] = kept[effective[name]]
-        else:
-            kept[effective[name]] = name
+        # (A tune's setting is named by its point: the rows' preset column says "default" for tune's own.)
+        if r.status == "ok" and r.phase == "race" and r.rows[0].preset == "default":
+            found.setdefault(r.workload, {}).setdefault(r.name, []).append(r.setting.effective)
+    out = {}
+    for w, by_name in found.items():
+        effective = {name: max(set(ks), key=ks.count) for name, ks in by_name.items()}
+        kept = {}
+        # (a --param value's setting is named point,NAME=value: its point decides the order)
+        for name in sorted(effective, key=lambda n: (n.split(",")[0] != "plain", n.split(",")[0] not in PRESETS, n)):
+            if effective[name] in kept:
+                out.setdefault(w, {})[name] = kept[effective[name]]
+            else:
+                kept[effective[name]] = name
     return out
+
+
+def poorly_overlapped(recs):
+    """{run key: why} of the runs of copies whose figure is their --metric
+    summed (host_metric) and whose copies ran together during less than
+    schema.OVERLAP_MIN of a copy's time: each copy's figure then was partly
+    measured alone, and their sum is no host's throughput. (Without
+    --metric the host's figure, copies over the run's wall time, counts an
+    uneven end as it is: it only is said, in the rows.)"""
+    return {r.run_key: f"its copies ran together during only {r.overlap:.0%} of a copy's time"
+            for r in recs if r.status == "ok" and r.time_kind == "host_metric" and r.overlap is not None
+            and r.overlap < schema.OVERLAP_MIN}
 
 
 def disturbed(recs, rule):
@@ -135,8 +162,9 @@ def _runs(recs):
 
 def _cpu_margin(rule, base_recs):
     """The baseline's CPU floor as a share of its CPU (decide.cpu_margin):
-    cores = CPU / the time in ms of the loop or the run."""
-    pairs = [(r.cpu, r.time if r.time_kind != "metric" else r.wall_ms) for r in base_recs]
+    cores = CPU / the time in ms of the loop or the run (a user's figure
+    or a host's throughput: the run's wall time)."""
+    pairs = [(r.cpu, r.time if r.time_kind in ("loop_ms", "step_ms", "wall_ms") else r.wall_ms) for r in base_recs]
     pairs = [(c, t) for c, t in pairs if c and t]
     if not pairs:
         return None
@@ -146,22 +174,28 @@ def _cpu_margin(rule, base_recs):
 
 
 def gather(recs, rule):
-    """{workload: dict of what decide needs} from run records."""
+    """{workload: dict of what decide needs} from run records. The race's
+    runs (phase race) are compared; a confirmation's (confirm) confirm; a
+    copy alone's (alone: one copy of a host plan by itself) are what each
+    copy is compared with (analysis/hostplan.py)."""
     dropped = duplicates(recs) if recs and recs[0].rows[0].is_tune else {}
     aside = disturbed(recs, rule)
+    aside.update({k: why for k, why in poorly_overlapped(recs).items() if k not in aside})
     by_w = {}
     for r in recs:
         by_w.setdefault(r.workload, []).append(r)
+    alone = [r for r in recs if r.phase == "alone" and r.run_key not in aside]
     out = {}
     for w, wrecs in by_w.items():
         g = {"settings": {}, "baseline": None, "env": {}, "points": {}, "failed": [], "set_aside": [],
              "time_kind": "step_ms", "higher": False, "command": "", "benchmark": "", "repro": {},
-             "duplicates": dropped, "base_recs": [], "confirm": [], "look": 1, "between": {}}
+             "duplicates": dropped.get(w, {}), "base_recs": [], "confirm": [], "look": 1, "between": {},
+             "copies": None, "params": {}, "pins": {}, "alone": alone}
         by_s = {}
         for r in wrecs:
-            if r.name in dropped:
+            if r.name in g["duplicates"] or r.phase == "alone":
                 continue
-            if r.phase != "confirm":
+            if r.phase == "race":
                 by_s.setdefault(r.name, []).append(r)
             elif r.run_key in aside:
                 g["set_aside"].append((r.name, r.run_key, aside[r.run_key]))
@@ -173,6 +207,8 @@ def gather(recs, rule):
             first = next((r for r in srecs if r.status == "ok"), srecs[0])
             g["points"][name] = {r.point_key for r in srecs}
             g["command"], g["benchmark"] = first.command, first.benchmark
+            if first.time_kind in records.HOST_KINDS:
+                g["copies"] = first.copies
             if g["baseline"] is None and (name == "plain" if first.rows[0].is_tune else first.setting.is_default):
                 g["baseline"] = name
             if any(r.status == "failed" for r in srecs):
@@ -190,9 +226,11 @@ def gather(recs, rule):
                 t, c = _runs(usable)
                 g["settings"][name] = decide.Runs(name, t, c)
                 g["env"][name] = first.env
+                g["params"][name] = dict(first.setting.asked.params)
+                g["pins"][name] = first.pins
                 g["time_kind"], g["higher"] = first.time_kind, first.higher_is_better
                 g["repro"][name] = first.repro
-                burn = [x for x in (r.rows[0].number("omp_between_regions_ms") for r in usable) if x is not None]
+                burn = [r.between_ms for r in usable if r.between_ms is not None]
                 if burn:
                     g["between"][name] = statistics.median(burn)
                 if name == g["baseline"]:
@@ -203,7 +241,8 @@ def gather(recs, rule):
 
 
 def decide_records(recs, rule, source="", kind=None, rule_from="asked", budget_runs=None):
-    """Verdicts of run records under one rule; entries sorted by label."""
+    """Verdicts of run records under one rule; entries sorted by label (a
+    host tune's by copies); with several copy counts, how many fit."""
     gathered = gather(recs, rule)
     kind = kind or ("tune" if recs and recs[0].rows[0].is_tune else "sweep")
     labels = keys.labels(list(gathered))
@@ -221,13 +260,20 @@ def decide_records(recs, rule, source="", kind=None, rule_from="asked", budget_r
             d = decide.decide(rule, settings, base, g["higher"], _cpu_margin(rule, g["base_recs"]), g["look"])
         if g["failed"]:
             d.why += f" (left out, a run failed: {', '.join(g['failed'])})"
-        e = Verdict(g["command"] if kind == "tune" else labels[w], d, sum(s.n for s in settings), g["time_kind"],
+        label = labels[w]
+        if kind == "tune":
+            label = g["command"] + (f" ({g['copies']} cop{'y' if g['copies'] == 1 else 'ies'})" if g["copies"] else "")
+        e = Verdict(label, d, sum(s.n for s in settings), g["time_kind"],
                     g["env"], g["points"], g["duplicates"], g["failed"], g["set_aside"], g["benchmark"],
-                    g["command"], g["repro"], g["between"])
+                    g["command"], g["repro"], g["between"], copies=g["copies"], params=g["params"], pins=g["pins"])
         if d.candidate is not None:
             e.confirmation = confirmation.analyse(g["confirm"], d, rule)
+        if g["copies"]:
+            e.alone = hostplan.alone(e, g["confirm"], g["alone"], rule)
+            e.fresh = hostplan.fresh(e, g["confirm"])
         entries.append(e)
-    return Verdicts(source, kind, rule, rule_from, sorted(entries, key=lambda e: e.label), budget_runs)
+    entries.sort(key=lambda e: (e.command if e.copies else e.label, e.copies or 0, e.label))
+    return Verdicts(source, kind, rule, rule_from, entries, budget_runs, fit=hostplan.fit(entries, rule))
 
 
 def recorded_rule(rows):

@@ -191,7 +191,8 @@ def tune_table(rows, title):
     CPU, the workers' CPU between regions; ordered by the time figure."""
     from ..lib import stats
     from ..analysis import verdicts
-    dropped = verdicts.duplicates(records.run_records(rows, paths.LIBOMP))
+    dropped = {name for by_name in verdicts.duplicates(records.run_records(rows, paths.LIBOMP)).values()
+               for name in by_name}
     rows = [r for r in rows if r.phase == "race" and r.study not in dropped]
     has_metric = any(r.number("metric") is not None for r in rows)
     higher = has_metric and any(r.metric_higher for r in rows)
@@ -238,6 +239,44 @@ def verdict_table(rows, path, title):
             time_r, cpu_r, source = (race.time, race.cpu, "the race, as selected") if race else (None, None, "–")
         t.add([e.label, e.verdict, d.chosen or "–", d.baseline or "–", ratio(time_r, e.higher_is_better),
                ratio(cpu_r), source, e.runs])
+    return t
+
+
+def host_table(rows, title):
+    """A host tune (--copies): per copy count and plan, the race's runs, the
+    medians of the host's throughput (copies/s), of each copy's own time and
+    of the CPU of all copies per run."""
+    from ..analysis import verdicts
+    t = Table(title, ["copies", "plan", "runs", "copies/s median", "ms per copy median", "CPU ms median"], 2)
+    recs = [r for r in records.run_records(rows, paths.LIBOMP) if r.phase == "race" and r.status == "ok"
+            and r.time is not None]
+    dropped = verdicts.duplicates(recs)
+    by = {}
+    for r in recs:
+        if r.name not in dropped.get(r.workload, {}):
+            by.setdefault((r.copies, r.name), []).append(r)
+    for (copies, name), rs in sorted(by.items(), key=lambda kv: (kv[0][0], -statistics.median(r.time for r in kv[1]))):
+        t.add([copies, name, len(rs), num(statistics.median(r.time for r in rs)),
+               num(statistics.median(r.per_copy for r in rs if r.per_copy is not None)),
+               num(statistics.median(r.cpu for r in rs if r.cpu is not None))])
+    return t
+
+
+def fit_table(rows, path, title):
+    """How many copies fit (a host tune of several copy counts): each step,
+    from fresh runs (analysis/hostplan.py), and what it says."""
+    from ..analysis import verdicts
+    from ..lib import files
+    v = verdicts.decide_rows(rows, os.path.basename(path), None, files.recorded_rule(path), paths.LIBOMP)
+    t = Table(title, ["copies", "plans", "host throughput", "against the margin"])
+    f = v.fit
+    for s in f.steps if f else []:
+        r = s.ratio
+        gain = "–" if r is None else f"{1 / r.est - 1:+.1%} [{1 / r.hi - 1:+.1%}, {1 / r.lo - 1:+.1%}]"
+        t.add([f"{s.fewer} -> {s.more}", f"{s.fewer_plan} -> {s.more_plan}", gain,
+               {"adds": "adds more", "adds less": "adds less", "open": "open"}[s.word]])
+    if f:
+        t.add(["fits", "", str(f.fits) if f.settled else f"at least {f.fits}", f"margin {f.margin:.0%}"])
     return t
 
 
@@ -361,6 +400,13 @@ TABLES = {
                            lambda r, p: verdict_table(r, p, "Verdict of the tune on sleep_step_sleep.py")),
     "verdict_tune_mnist": ("tune-mnist_adadelta",
                            lambda r, p: verdict_table(r, p, "Verdict of the tune on mnist_adadelta.py")),
+    "verdict_host_mnist": ("tune-host-mnist",
+                           lambda r, p: verdict_table(r, p, "Verdicts of the host tune on the MNIST training "
+                                                      "(tune-host-mnist.csv; time: host throughput)")),
+    "host_mnist": ("tune-host-mnist", lambda r, p: host_table(r, "Host plans for the MNIST training, the race's runs "
+                                                              "(tune-host-mnist.csv)")),
+    "fit_host_mnist": ("tune-host-mnist", lambda r, p: fit_table(r, p, "How many MNIST trainings fit this host "
+                                                                 "(fresh runs)")),
     "tune_sleep": ("tune-sleep_step_sleep",
                    lambda r, p: tune_table(r, "tune on examples/sleep_step_sleep.py (tune-sleep_step_sleep.csv; wall ms)")),
     "tune_mnist": ("tune-mnist_adadelta",

@@ -22,6 +22,15 @@ def budget(text):
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def copies(text):
+    """2, 1,2,4 or auto: the copy counts of a host tune."""
+    from ..lib import machine
+    try:
+        return machine.parse_copies(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def margin(text):
     """0.05 or 5%: a fraction in (0, 1)."""
     try:
@@ -53,17 +62,20 @@ def write_exports(args, verdicts):
     return written
 
 
-def add_rule_options(p, recorded=False):
+def add_rule_options(p, recorded=False, objective_default=None):
     """--margin, --objective (and with recorded, --looks): the decision rule's
-    parts a command takes; recorded: defaults are what the file recorded."""
+    parts a command takes; recorded: defaults are what the file recorded;
+    objective_default: the command decides the objective itself (None
+    unless given), and this says how."""
     from ..lib import rule
     g = p.add_argument_group("the decision rule (docs/design.md, Decisions)")
     default = "the file's recorded rule" if recorded else None
     g.add_argument("--margin", type=margin, default=None if recorded else rule.MARGIN,
                    help=f"practical margin on time and CPU, 0.05 or 5%% (default: {default or f'{rule.MARGIN:g}'})")
-    g.add_argument("--objective", choices=rule.OBJECTIVES, default=None if recorded else "balanced",
+    g.add_argument("--objective", choices=rule.OBJECTIVES,
+                   default=None if recorded or objective_default else "balanced",
                    help="time (the fastest), cpu (the least CPU), or balanced: the least CPU among the settings not "
-                   f"slower than the fastest by the margin (default: {default or 'balanced'})")
+                   f"slower than the fastest by the margin (default: {default or objective_default or 'balanced'})")
     if recorded:
         g.add_argument("--looks", type=positive, default=None,
                        help=f"looks the race took (default: {default})")

@@ -25,7 +25,9 @@ Pareto plot (records.world_rows: the slowest rank's step, all ranks' CPU).
 The runs of a command that `threadburn tune` (and `run`) write have no steps:
   tune.png  per command, each setting's median time (the --metric figure
       where the runs have one, else the run's wall time) against its median
-      CPU, each run as a dot
+      CPU, each run as a dot (a host tune's, each copy)
+  host.png  a host tune of several copy counts (tune --copies 1,2,4): host
+      throughput and each copy's figure against the copies, a line per plan
 """
 import argparse
 import os
@@ -63,6 +65,7 @@ def main(args):
             records.check_columns(args.csv, header, ("status", "bench", "command", "wall_ms", "cpu_ms"))
             os.makedirs(args.out_dir, exist_ok=True)
             written += figures.tune_settings(rows, figures.pyplot(), args.out_dir)
+            written += figures.host_plans(rows, figures.pyplot(), args.out_dir)
         else:
             records.check_columns(args.csv, header, ("status", "benchmark", "runtime", "step_ms", "residual_cpu_ms",
                                                      "OMP_NUM_THREADS"))

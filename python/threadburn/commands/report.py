@@ -61,6 +61,8 @@ def draw(page, tmp):
                               "in the grid)")
     else:
         attempt("time against CPU per setting", lambda: figures.tune_settings(rows, figures.pyplot(), tmp))
+        attempt("host throughput and time per copy against the copies",
+                lambda: figures.host_plans(rows, figures.pyplot(), tmp))
         if page.kind == "run":
             attempt("timeline of the run", lambda: run_timeline(rows[0], csv_dir, tmp))
         else:

@@ -18,8 +18,27 @@ default settings:
 Settings whose effective settings (as the probe reports them: runtime,
 team size, and with a team the wait policy, blocktime, spin count) equal
 an earlier one's after the first round are dropped as duplicates.
---points FILE (TOML: [[point]] name, runtime, env = {VAR = value}) replaces
-them.
+--points FILE (TOML: [[point]] name, runtime, env = {VAR = value}, and
+pin = true for a core set per copy) replaces them.
+
+Host plans: --copies N (or a list, 1,2,4, or auto: 1, 2, 4, ... up to the
+CPUs) starts N copies of the command in every run, all spawned, then let
+go at once, each under its own probe with the setting's environment
+(THREADBURN_COPY=i and THREADBURN_COPIES=N tell a copy where it stands).
+A run's figure is the host's throughput: copies / the run's wall time, or
+your --metric summed over the copies; its CPU, all copies'. The default
+plans for N: threads per copy 1, cores / N, the cores and the CPUs, each
+with the wait settings above; the launcher's multi-instance mode (a
+disjoint core set per copy, cores / N threads each); torchrun's
+OMP_NUM_THREADS=1; the baseline is plain at the same N. Each N is decided
+on its own; then fresh runs of each N's plain and chosen plan, and one copy
+of it alone, say what each copy loses and, with several N, how many fit.
+
+Your program's own knobs: --param NAME=v1,v2 (repeatable) runs every
+setting with each combination of the values, {NAME} in the command
+replaced (the first value of each is the baseline's). Values may change
+the work a run does: --param needs --metric (your figure per unit of
+work, e.g. samples/s), and its default objective is time (your figure).
 
 The runs go in rounds (every remaining setting once per round, shuffled),
 3 rounds first; then a race (docs/design.md, Decisions): settings shown
@@ -41,19 +60,19 @@ import time
 
 from . import options
 from ..analysis import confirmation, race as races, verdicts
-from ..engine import campaign
-from ..engine.exec_probe import ProbeExecutor, TunePoint
+from ..engine import campaign, plans
+from ..engine.exec_probe import ProbeExecutor
 from ..export import jsonfile, text
-from ..lib import files, knobs, probe, records, rule as rules, schema
+from ..lib import files, probe, records, rule as rules
 from ..lib.errors import ThreadburnError
-from ..lib.machine import physical_cores, usable_cpus
 from ..lib.records import ResultsFile
 from ..lib.usercmd import add_run_options, command_of, default_out, parse_env
 
-LAUNCHER_AFFINITY = "granularity=fine,compact,1,0"
 RUNS_PER_SETTING_BUDGET = 10   # the default budget: this many runs a setting, on average
 # With a duration budget, the share of it the race may use; the rest is the confirmation's.
 RACE_SHARE_OF_TIME = 0.85
+# Rounds of fresh runs after the race at most: a second when the first changed the race's candidate.
+FRESH_PASSES = 2
 
 
 def add_parser(sub):
@@ -62,7 +81,12 @@ def add_parser(sub):
     p.add_argument("--budget", type=options.budget, help="runs in all, the confirmation's included (e.g. 120), or "
                    f"a duration (e.g. 15m); default: {RUNS_PER_SETTING_BUDGET} runs a setting")
     p.add_argument("--repetitions", type=options.positive, help="a fixed design: this many runs a setting, no race")
-    options.add_rule_options(p)
+    p.add_argument("--copies", type=options.copies, metavar="N|N,N,...|auto",
+                   help="start N copies of the command together in every run and decide for the host: its "
+                   "throughput, each copy's time, the CPU of all (a list: each N on its own, then how many fit)")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=v1,v2,...",
+                   help="your program's own knob: {NAME} in the command takes each value (repeatable; needs --metric)")
+    options.add_rule_options(p, objective_default="balanced; time with --param")
     p.add_argument("--confirm", default="auto",
                    help="runs each of the chosen setting and plain in the confirmation, without the probe: auto "
                    f"(default: what the race's spread needs to show the gain again, {confirmation.CONFIRM_MIN} to "
@@ -85,76 +109,28 @@ def add_parser(sub):
     return p
 
 
-def default_points(user_env):
-    """plain, launcher, and the thread counts crossed with the wait settings."""
-    cores, cpus = physical_cores() or usable_cpus(), usable_cpus()
-    points = [TunePoint("plain", "gomp", {}),
-              TunePoint("launcher", "llvm", {"OMP_NUM_THREADS": str(cores), "KMP_BLOCKTIME": "1",
-                                             "KMP_AFFINITY": LAUNCHER_AFFINITY})]
-    for n in sorted({1, cores, cpus}):
-        t = {"OMP_NUM_THREADS": str(n)}
-        points += [TunePoint(f"T{n}-gomp", "gomp", t),
-                   TunePoint(f"T{n}-passive", "gomp", dict(t, OMP_WAIT_POLICY="passive")),
-                   TunePoint(f"T{n}-llvm-bt0", "llvm", dict(t, KMP_BLOCKTIME="0")),
-                   TunePoint(f"T{n}-llvm-bt1", "llvm", dict(t, KMP_BLOCKTIME="1"))]
-    for p in points:  # --env applies to every point; a point's own setting wins
-        p.env = dict(user_env, **p.env)
-        p.builtin = True
-    return points
-
-
-def load_points(path, user_env):
-    import tomllib
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as e:
-        raise ThreadburnError(f"{path}: cannot read: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ThreadburnError(f"{path}: not valid TOML: {e}") from None
-    raw = data.get("point")
-    if not isinstance(raw, list) or not raw:
-        raise ThreadburnError(f"{path}: expected [[point]] tables (name, runtime, env)")
-    points, names = [], set()
-    for i, entry in enumerate(raw):
-        where = f"{path}: point[{i}]"
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
-            raise ThreadburnError(f"{where}.name: expected a non-empty string")
-        if entry["name"] in names:
-            raise ThreadburnError(f"{where}.name: {entry['name']!r} twice")
-        if not re.fullmatch(r"[A-Za-z0-9_.=+-]+", entry["name"]):
-            raise ThreadburnError(f"{where}.name: letters, digits and _.=+- only, got {entry['name']!r}")
-        names.add(entry["name"])
-        runtime = entry.get("runtime", "gomp")
-        if runtime not in schema.RUNTIMES:
-            raise ThreadburnError(f"{where}.runtime: expected one of {', '.join(schema.RUNTIMES)}, got {runtime!r}")
-        env = entry.get("env", {})
-        if not isinstance(env, dict) or not all(isinstance(v, (str, int)) for v in env.values()):
-            raise ThreadburnError(f"{where}.env: expected a table of VAR = value")
-        for name, value in env.items():  # the knob table's values (lib/knobs.py); the user's own variables: any
-            try:
-                knobs.check(name, value, extra=(schema.UNSET,) if knobs.get(name) else ())
-            except knobs.KnobError as e:
-                raise ThreadburnError(f"{where}.env.{name}: {e}") from None
-        unknown = set(entry) - {"name", "runtime", "env"}
-        if unknown:
-            raise ThreadburnError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; expected name, runtime, env")
-        points.append(TunePoint(entry["name"], runtime, dict(user_env, **{k: str(v) for k, v in env.items()})))
-    if "plain" not in names:
-        raise ThreadburnError(f"{path}: no point named \"plain\": the baseline the verdict is about")
-    return points
-
-
 def new_race(out, points, args, rule):
     """The race of the settings `points` on the rows of `out` so far."""
-    return races.Race(lambda: records.read_rows(out), {p.name: p for p in points}, rule, args.libomp, out)
+    return races.Race(lambda: records.read_rows(out), {p.key: p for p in points}, rule, args.libomp, out)
 
 
 def plan_text(points, args, budget, rule):
-    lines = [f"  {p.name:<14} {p.env_line(args.libomp)}" for p in points]
+    lines, copies = [], None
+    for p in points:
+        if p.copies != copies and p.copies:
+            lines.append(f"  {p.copies} cop{'y' if p.copies == 1 else 'ies'} a run:")
+        copies = p.copies
+        lines.append(f"  {p.name:<14} {p.plan_line(args.libomp)}")
     design = (f"{args.repetitions} runs each (fixed)" if args.repetitions else
               f"{rules.START_RUNS} rounds, then a race within {budget.text()} (the confirmation's runs included)")
-    return [f"tune: {len(points)} settings, {design}; margin {rule.margin:.0%}, objective {rule.objective}",
+    counts = sorted({p.copies for p in points if p.copies})
+    host = f" for {', '.join(map(str, counts))} copies a run" if counts else ""
+    size = f"{len(points)} settings{host}"
+    if args.param:
+        size += f" ({len(points) // max(1, len({(p.copies, p.name.split(',')[0]) for p in points}))} combinations of --param each)"
+    if not args.repetitions:
+        size += f"; at most {budget.runs} runs" if budget and budget.runs else ""
+    return [f"tune: {size}, {design}; margin {rule.margin:.0%}, objective {rule.objective}",
             f"tune: rule {rule.text()}"] + lines
 
 
@@ -173,7 +149,11 @@ def open_out(args, cmd, columns, rule):
     return out, results_file, done, file_seed
 
 
-def check_args(args, points):
+def check_args(args, points, params):
+    if params and args.metric is None:
+        raise ThreadburnError("--param: its values may change the work a run does (a batch size, a number of "
+                              "steps), so a run's wall time cannot compare them; give --metric (your figure per "
+                              "unit of work, e.g. --metric 'samples/s: ([0-9.]+)')")
     if args.metric is not None:
         try:
             re.compile(args.metric)
@@ -192,10 +172,20 @@ def check_args(args, points):
                               f"{rules.MIN_RUNS}")
 
 
+def fresh_items(points):
+    """The most items the fresh runs after the race can have: a pair (plain
+    and a candidate) per copy count, and with copies a copy alone for each
+    N > 1 (one copy count of one copy: the pair)."""
+    counts = sorted({p.copies or 1 for p in points})
+    several = len(counts) > 1 or counts[-1] > 1
+    return sum(2 + (1 if several and n > 1 else 0) for n in counts)
+
+
 def budgets(args, points):
     """(the whole budget, the race's part of it, whether fresh runs confirm
-    a change): the confirmation needs room for CONFIRM_MIN runs of each side
-    after the race; a budget too small for it leaves the claim to the race."""
+    a change): the fresh runs after the race need room for CONFIRM_MIN runs
+    of each of their items (fresh_items); a budget too small for them leaves
+    the claim to the race."""
     if args.repetitions:
         return None, None, args.confirm != "0"
     whole = args.budget or campaign.Budget(runs=RUNS_PER_SETTING_BUDGET * len(points))
@@ -204,7 +194,7 @@ def budgets(args, points):
         if whole.runs < 2 * rules.MIN_RUNS:
             raise ThreadburnError(f"--budget {whole.runs}: too few runs to compare two settings (at least "
                                   f"{2 * rules.MIN_RUNS})")
-        reserve = 2 * confirmation.CONFIRM_MIN
+        reserve = fresh_items(points) * confirmation.CONFIRM_MIN
         if confirm and whole.runs - reserve < rules.START_RUNS * 2:
             print(f"tune: --budget {whole.runs} leaves no room for fresh runs to confirm a change "
                   f"({rules.START_RUNS * 2 + reserve} would): the race's own test makes the claim", flush=True)
@@ -216,10 +206,12 @@ def budgets(args, points):
 def main(args):
     cmd = command_of(args)
     user_env = parse_env(args.env)
-    points = load_points(args.points, user_env) if args.points else default_points(user_env)
-    check_args(args, points)
+    params = plans.parse_params(args.param, cmd)
+    points = plans.plan(args.points, user_env, args.copies or [None], params)
+    check_args(args, points, params)
+    objective = args.objective or ("time" if params else "balanced")
     whole, race_budget, confirm_it = budgets(args, points)
-    rule = rules.Rule(objective=args.objective, margin=args.margin, design="fixed" if args.repetitions else "race",
+    rule = rules.Rule(objective=objective, margin=args.margin, design="fixed" if args.repetitions else "race",
                       confirm=confirm_it)
     if args.dry_run:
         print("\n".join(plan_text(points, args, whole, rule)))
@@ -228,7 +220,7 @@ def main(args):
     knobs = []
     for p in points:
         knobs += [k for k in p.env if k not in knobs]
-    columns = probe.columns(desc, knobs or ["OMP_NUM_THREADS"])
+    columns = probe.columns(desc, knobs or ["OMP_NUM_THREADS"], list(params))
     out, results_file, done, file_seed = open_out(args, cmd, columns, rule)
     seed = next(s for s in (args.seed, file_seed, random.SystemRandom().randrange(1, 2 ** 31)) if s is not None)
     work = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".work")
@@ -240,14 +232,18 @@ def main(args):
 
     def body():
         c.run(points, {p.key: 1 for p in points})  # one round, then drop the duplicates
-        dropped = verdicts.duplicates(records.run_records(records.read_rows(out), args.libomp))
-        if dropped:
-            print("tune: the same settings in force, dropped: " +
-                  ", ".join(f"{a} (= {b})" for a, b in dropped.items()), flush=True)
-        kept = [p for p in points if p.name not in dropped]
+        recs = records.run_records(records.read_rows(out), args.libomp)
+        dropped = verdicts.duplicates(recs)
+        said = {r.point_key: f"{r.name} (= {dropped[r.workload][r.name]})" + (
+                    f" at {r.copies} cop{'y' if r.copies == 1 else 'ies'}" if args.copies else "")
+                for r in recs if r.name in dropped.get(r.workload, {})}
+        gone = set(said)
+        if said:
+            print("tune: the same settings in force, dropped: " + ", ".join(said[k] for k in sorted(said)), flush=True)
+        kept = [p for p in points if p.key not in gone]
         race = None if args.repetitions else new_race(out, kept, args, rule)
         ended = c.run(kept, reps, race)
-        confirm(args, cmd, columns, work, seed, out, results_file, c, points, rule, whole)
+        confirm(args, work, seed, out, results_file, c, points, rule, whole, columns, cmd)
         return ended
     ended = campaign.guarded(c, body, lambda: print(
         f"tune: interrupted; {out} holds every finished run; continue with --resume --out {out}"))
@@ -257,38 +253,53 @@ def main(args):
     return report(args, out, ended, rule)
 
 
-def confirm(args, cmd, columns, work, seed, out, results_file, race_campaign, points, rule, whole):
-    """After a change: the chosen setting and plain, interleaved in rounds
-    of two, without the probe, as many runs each as the race's spread says
-    the gain needs to show again (confirmation.runs_for), within what the
-    budget has left."""
+def confirm(args, work, seed, out, results_file, race_campaign, points, rule, whole, columns, cmd):
+    """After the race, fresh runs without the probe, interleaved in rounds:
+    after a change, the chosen setting and plain, as many runs each as the
+    race's spread says the gain needs to show again (confirmation.runs_for),
+    within what the budget has left; a host tune (--copies) also plain at
+    every N, and one copy alone of each N's plan (race.confirmation_plan).
+    Fresh runs can change which runs the verdict sets aside as disturbed
+    (their evidence moves the median run's), and with it the race's
+    candidate: then the new plan's items get rounds of their own (at most
+    FRESH_PASSES), budget allowing. The rule says whether there are fresh
+    runs at all (rule.confirm: --confirm 0, or a budget without room)."""
     if not rule.confirm:
         return
-    have = sum(1 for r in records.read_rows(out) if r.phase == "confirm") // 2
-    if whole is None or args.confirm != "auto":
-        available = 10 ** 6
-    elif whole.runs is not None:
-        available = max(0, whole.runs - race_campaign.spent) // 2 + have
-    else:
-        left = whole.seconds - (time.monotonic() - race_campaign.t0)
-        per_run = sum(race_campaign.run_seconds) / max(1, len(race_campaign.run_seconds))
-        available = int(max(0.0, left) / max(per_run, 1e-3)) // 2
-    plan = new_race(out, points, args, rule).confirmation_plan(available)
-    if plan is None:
-        return
-    (baseline, chosen), n = plan
-    if args.confirm != "auto":
-        n = int(args.confirm)
-    elif whole is None:
-        n = confirmation.CONFIRM_MIN
-    by = {p.name: p for p in points}
-    pair = [by[baseline].for_phase("confirm"), by[chosen].for_phase("confirm")]
-    print(f"tune: confirming {chosen} against {baseline} in fresh runs without the probe ({n} runs each)",
-          flush=True)
-    executor = ProbeExecutor(args, cmd, columns, work, seed, phase="confirm")
-    c = campaign.Campaign(executor, results_file, seed, race_campaign.done, name="confirm")
+    have = len({r.run_key for r in records.read_rows(out) if r.phase != "race"}) // 2
+    by = {p.key: p for p in points}
+    c = campaign.Campaign(ProbeExecutor(args, cmd, columns, work, seed), results_file, seed, race_campaign.done,
+                          name="confirm")
     c.round = 1000  # its own shuffles
-    c.run(pair, {p.key: n for p in pair})
+    asked = set()
+    for fresh_pass in range(FRESH_PASSES):
+        if whole is None or args.confirm != "auto":
+            available = 10 ** 6
+        elif whole.runs is not None:
+            available = max(0, whole.runs - race_campaign.spent - c.spent) // 2 + (have if not fresh_pass else 0)
+        else:
+            left = whole.seconds - (time.monotonic() - race_campaign.t0)
+            per_run = sum(race_campaign.run_seconds) / max(1, len(race_campaign.run_seconds))
+            available = int(max(0.0, left) / max(per_run, 1e-3)) // 2
+        plan = new_race(out, points, args, rule).confirmation_plan(available, host=bool(args.copies))
+        if plan is None or set(plan[0]) <= asked:
+            return
+        wanted, n = plan
+        if args.confirm != "auto":
+            n = int(args.confirm)
+        elif whole is None:
+            n = confirmation.CONFIRM_MIN
+        if fresh_pass and whole is not None and whole.runs is not None and \
+                race_campaign.spent + c.spent + n * len(wanted) > whole.runs:
+            print("tune: no budget left for fresh runs of " +
+                  ", ".join(f"{k} ({phase})" for k, phase in wanted if (k, phase) not in asked), flush=True)
+            return
+        items = [by[k].alone() if phase == "alone" else by[k].for_phase(phase) for k, phase in wanted]
+        print(f"tune: fresh runs without the probe ({n} each): " +
+              ", ".join(f"{by[k].name}{' x' + str(by[k].copies) if by[k].copies else ''}"
+                        f"{' alone' if phase == 'alone' else ''}" for k, phase in wanted), flush=True)
+        c.run(items, {p.key: c.runs.get(p.key, 0) + n for p in items})
+        asked |= set(wanted)
 
 
 def report(args, out, ended, rule):
@@ -297,13 +308,13 @@ def report(args, out, ended, rule):
                                 rule_from="the rows")
     ended_text = {"decided": "the race ended decided", "budget": "the race ended with its budget spent",
                   "planned": "a fixed design"}.get(ended, ended)
-    spent = sum(1 for r in rows if r.phase == "race")
-    confirmed = sum(1 for r in rows if r.phase == "confirm")
-    print(f"tune: results in {out}; {ended_text}; {spent} race runs" + (f" + {confirmed} confirmation runs"
-                                                                          if confirmed else ""))
+    spent = len({r.run_key for r in rows if r.phase == "race"})
+    fresh = len({r.run_key for r in rows if r.phase != "race"})
+    print(f"tune: results in {out}; {ended_text}; {spent} race runs" + (f" + {fresh} fresh runs without the probe"
+                                                                          if fresh else ""))
     for e in v.entries:
         print("\n".join(text.settings_table(e)))
-    print("\n".join(text.lines(v, labels=False)))
+    print("\n".join(text.lines(v, labels=len(v.entries) > 1 or bool(v.fit))))
     path = files.write_text(files.verdict_path(out), jsonfile.verdict_text(v))
     print(f"tune: verdict in {path}")
     for written in options.write_exports(args, v):

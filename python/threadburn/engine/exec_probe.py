@@ -1,104 +1,144 @@
 """Executors of a user's command (tune): under the preload probe (each run's
 wall time, CPU of every thread by class, the settings in force, the user's
 --metric), and without it (the confirmation: wall time and --metric only,
-what the user's program does when nobody watches)."""
+what the user's program does when nobody watches).
+
+A tune with --copies runs each setting as N copies of the command started
+together (lib/launch.run_together: all spawned, released at once), each
+copy under its own probe (its own files), with the setting's environment
+and, for a pinned plan, its own core set (lib/machine.core_sets): one row
+per copy, one run (records.run_records makes it the host's figure).
+"""
 import os
+import re
 import shlex
 import shutil
 
 from . import campaign
+from .points import TunePoint  # noqa: F401  (the items this executor runs)
 from ..lib import launch, probe, schema, usercmd
 from ..lib.errors import ThreadburnError
 from ..lib.procs import Children, describe_exit, utc_now
 from ..lib.records import Row
 
 
-class TunePoint:
-    """A setting of a tune: a name, the OpenMP runtime and its environment."""
-
-    def __init__(self, name, runtime, env, phase="race", builtin=False):
-        self.name, self.runtime, self.env, self.phase = name, runtime, dict(env), phase
-        self.builtin = builtin  # one of tune's default settings (pruned of duplicates), not the user's
-
-    @property
-    def key(self):
-        return self.name if self.phase == "race" else f"{self.phase}-{self.name}"
-
-    def for_phase(self, phase):
-        return TunePoint(self.name, self.runtime, self.env, phase, self.builtin)
-
-    @property
-    def label(self):
-        return self.name
-
-    def env_line(self, libomp):
-        parts = [f"{k}={shlex.quote(v)}" for k, v in self.env.items() if v != schema.UNSET]
-        if self.runtime == "llvm":
-            parts.append(f"LD_PRELOAD={libomp}")
-        return " ".join(parts) or "(no change)"
-
-
 class ProbeExecutor(campaign.Executor):
-    def __init__(self, args, cmd, columns, work, seed, phase="race"):
-        self.args, self.cmd, self.columns, self.work, self.seed, self.phase = args, cmd, columns, work, seed, phase
-        self.lib = probe.library(args.build_dir) if phase == "race" else None
+    """Runs tune points: a race's under the probe, the others' (confirm,
+    alone) without it."""
+
+    def __init__(self, args, cmd, columns, work, seed):
+        self.args, self.cmd, self.columns, self.work, self.seed = args, cmd, columns, work, seed
+        self.lib = probe.library(args.build_dir)
 
     def execute(self, specs):
         for spec in specs:
-            yield spec, [self.run_once(spec)]
+            yield spec, (self.run_copies(spec) if spec.item.copies else [self.run_once(spec)])
 
     def stop(self):
         Children.kill_all()
         shutil.rmtree(self.work, ignore_errors=True)
 
-    def row_base(self, spec, env):
+    def folder(self, spec):
+        """The run's scratch folder (the probe's files, the copies' output),
+        named after its key (a --param value may hold any character)."""
+        return os.path.join(self.work, re.sub(r"[^A-Za-z0-9_.=+-]", "_", spec.key))
+
+    def row_base(self, spec, env, cmd):
         point = spec.item
         row = Row(schema_version=schema.SCHEMA_VERSION, run_key=spec.key, grid="tune", study=point.name,
                   preset="default" if point.builtin else "", benchmark=os.path.basename(self.cmd[0]),
-                  bench="command", runtime=point.runtime, processes=1, command=" ".join(self.cmd),
+                  bench="command", runtime=point.runtime, processes=point.copies or 1, command=" ".join(self.cmd),
                   metric_better=self.args.metric_better if self.args.metric else "", repetition=spec.rep,
-                  proc_index=0, seed=self.seed, order_index=spec.order_index, round=spec.round, phase=self.phase,
-                  run_rows=1, point_key=point.name)
+                  proc_index=0, seed=self.seed, order_index=spec.order_index, round=spec.round, phase=point.phase,
+                  run_rows=point.copies or 1, point_key=point.base_key)
         # What the process got: the point's value, or the user's own for a knob the point leaves alone.
         row.update({k: env.get(k, schema.UNSET) for k in self.columns.env_knobs})
+        row.update({schema.param_column(k): v for k, v in point.params.items()})
         row.set("repro", (point.env_line(self.args.libomp).replace("(no change)", "") + " " +
-                          " ".join(shlex.quote(c) for c in self.cmd)).strip())
+                          " ".join(shlex.quote(c) for c in cmd)).strip())
         return row
 
-    def environment(self, point, out):
-        return probe.environment(os.environ, self.lib, out, point.runtime, point.env, self.args.libomp,
+    def environment(self, point, out, index=0):
+        lib = self.lib if point.phase == "race" else None
+        return probe.environment(os.environ, lib, out, point.runtime, point.copy_env(index), self.args.libomp,
                                  usercmd.probe_extra(self.args))
 
     def run_once(self, spec):
         point = spec.item
-        out = os.path.join(self.work, spec.key)
+        out = self.folder(spec)
         shutil.rmtree(out, ignore_errors=True)
         os.makedirs(out, exist_ok=True)
         env = self.environment(point, out)
-        row = self.row_base(spec, env)
+        cmd = point.command(self.cmd)
+        row = self.row_base(spec, env, cmd)
         row.set("started_at", utc_now())
-        done = launch.run(self.cmd, env, self.args.timeout)
+        done = launch.run(cmd, env, self.args.timeout)
         row.update(finished_at=utc_now(), wall_s=round(done.wall_s, 3), exit_code=done.code, **done.evidence())
         if done.code != 0:
             row.update(status="failed", reason=(f"{describe_exit(done.code)}: {done.last_err}" if done.code is not None
                                                 else done.last_err))
             return row
-        if self.lib:
+        row = self.measured(spec, row, out, done.stdout, done.wall_s, done.cpu_ms)
+        shutil.rmtree(out, ignore_errors=True)  # the summary is in the row; keep the disk small
+        return row
+
+    def measured(self, spec, row, out, stdout, wall_s, cpu_ms, who=""):
+        """An ended process's row, filled: the probe's report (race), else
+        its wall time and the kernel's CPU of its tree; the user's figure."""
+        point = spec.item
+        if point.phase == "race":
             try:
                 report = probe.main_report(out, self.cmd, require_regions=False)
             except ThreadburnError as e:
-                row.update(status="failed", reason=str(e))
+                row.update(status="failed", reason=who + str(e))
                 return row
             row = usercmd.row_for(report, self.columns, row)
             row.update(status="ok", reason="" if report.regions else "note: no OpenMP region (one thread)")
         else:  # no probe: the wall time, and the CPU of the process tree from the kernel's accounting
-            row.update(status="ok", reason="", wall_ms=round(done.wall_s * 1000, 3), cpu_ms=round(done.cpu_ms, 3))
+            row.update(status="ok", reason="", wall_ms=round(wall_s * 1000, 3), cpu_ms=round(cpu_ms, 3))
         if self.args.metric:
-            value = usercmd.parse_metric(self.args.metric, done.stdout)
+            value = usercmd.parse_metric(self.args.metric, stdout)
             if value is None:
                 raise ThreadburnError(f"--metric {self.args.metric!r}: no match (with a number in its first group) "
-                                      f"in the output of {point.name} run {spec.rep}; nothing after this run was "
-                                      "measured")
+                                      f"in the output of {point.name} run {spec.rep}{' ' + who.strip(': ') if who else ''}; "
+                                      "nothing after this run was measured")
             row.set("metric", value)
-        shutil.rmtree(out, ignore_errors=True)  # the summary is in the row; keep the disk small
         return row
+
+    def run_copies(self, spec):
+        """One run of N copies started together: a row per copy (rows of a
+        failed copy say why, with its last line); the run's wall time (from
+        the release to the last end), each copy's start and end, their
+        overlap and the host's evidence."""
+        point = spec.item
+        n = point.copies
+        base = self.folder(spec)
+        shutil.rmtree(base, ignore_errors=True)
+        outs = [os.path.join(base, f"probe{i}") for i in range(n)]
+        for d in outs:
+            os.makedirs(d)
+        envs = [self.environment(point, outs[i], i) for i in range(n)]
+        cmd = point.command(self.cmd)
+        started = utc_now()
+        done = launch.run_together(cmd, envs, base, self.args.timeout, point.core_sets)
+        finished = utc_now()
+        rows = []
+        for c in done.copies:
+            row = self.row_base(spec, envs[c.index], cmd)
+            overlap = done.overlap(c.index) if n > 1 else None
+            row.update(proc_index=c.index, started_at=started, finished_at=finished, wall_s=round(done.wall_s, 3),
+                       exit_code=c.code, copy_start_ms=None if c.start_s is None else round(c.start_s * 1000, 3),
+                       pinned_cpus=",".join(map(str, c.cpus)), overlap=None if overlap is None else round(overlap, 4),
+                       **done.evidence())
+            who = f"copy {c.index} of {n}: " if n > 1 else ""
+            if c.code != 0:
+                row.update(status="failed", reason=who + (f"{describe_exit(c.code)}: {c.last_err}"
+                                                          if c.code is not None else c.last_err))
+            else:
+                row = self.measured(spec, row, outs[c.index], c.stdout, c.wall_s, c.cpu_ms, who)
+                if row.ok and overlap is not None and overlap < schema.OVERLAP_MIN:
+                    row.set("reason", (row.reason + "; " if row.reason else "note: ") +
+                            f"the other copies ran during only {overlap:.0%} of its time")
+            rows.append(row)
+        shutil.rmtree(base, ignore_errors=True)
+        return rows

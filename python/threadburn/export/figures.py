@@ -9,7 +9,7 @@ import re
 
 from ..lib import keys, fmt, knobs, schema, stats
 from ..analysis import results
-from ..lib.records import world_rows
+from ..lib.records import HOST_KINDS, run_records, world_rows
 from .drawing import pyplot, save_figure, timeline_figure
 from ..lib.errors import ThreadburnError
 
@@ -300,6 +300,47 @@ def world_size(rows, plt, out_dir):
         "Data-parallel worlds: gloo all-reduce, ranks on one host (median over runs)", (17, 3.4))
 
 
+def host_entries(rows):
+    """A host tune's (--copies) race runs as the figure's points: per plan
+    and copy count, the median host throughput and per-copy figure (the
+    plans dropped as duplicates left out)."""
+    from ..analysis.verdicts import duplicates
+    groups, kinds = {}, {}
+    recs = run_records(rows, "")
+    dropped = duplicates(recs)  # raced once only: no line of their own
+    for r in recs:
+        if r.phase == "race" and r.status == "ok" and r.time_kind in HOST_KINDS and r.time is not None \
+                and r.name not in dropped.get(r.workload, {}):
+            groups.setdefault((r.command, r.name, r.copies), []).append(r)
+            kinds[r.command] = (r.time_kind, r.per_copy_higher)
+    out = []
+    for (command, name, copies), recs in groups.items():
+        kind, higher = kinds[command]
+        per = [r.per_copy for r in recs if r.per_copy is not None]
+        out.append({"workload": command if len(command) <= 70 else command[:67] + "...", "setting": name,
+                    "copies": copies,
+                    "throughput": stats.median([r.time for r in recs]), "per_copy": stats.median(per) if per else None,
+                    "unit": "copies/s" if kind == "host" else "your figure summed",
+                    "per_unit": ("your figure" if higher else "your figure (lower is better)") if kind != "host"
+                    else "wall time, ms"})
+    return out
+
+
+def host_plans(rows, plt, out_dir):
+    """A host tune of several copy counts: the host's throughput and each
+    copy's own figure against the copies, one line per plan (medians of
+    the race's runs)."""
+    entries = host_entries(rows)
+    if len({e["copies"] for e in entries}) < 2:
+        return []
+    per_unit = entries[0]["per_unit"]
+    return lines_by_workload(
+        entries, plt, out_dir, "host", "copies",
+        (("throughput", "host throughput ({unit}, all copies)"), ("per_copy", f"per copy: {per_unit}")),
+        "copies started together", lambda lines: lines[0]["setting"],
+        "Host plans: N copies of your command at once (median over the race's runs)", (12, 3.8))
+
+
 def timelines(rows, csv_dir, plt, out_dir, max_lines):
     written = []
     for workload, by_env in results.group_points(rows).items():
@@ -327,8 +368,8 @@ def tune_settings(rows, plt, out_dir):
     environment of a `run` row) over the dots of its ok runs."""
     commands = {}
     for row in rows:
-        if row.ok and row.bench == "command" and row.phase != "confirm":
-            setting = row.study or keys.env_label(row)
+        if row.ok and row.bench == "command" and row.phase == "race":
+            setting = (row.study or keys.env_label(row)) + (f" x{row.processes}" if row.host_run else "")
             commands.setdefault(row.command, {}).setdefault(setting, []).append(row)
     if not commands:
         return []

@@ -134,6 +134,10 @@ def verdict_section(p):
         evidence = "".join(f"<li>{esc(ln.strip())}</li>" for ln in views.evidence(e) + views.confirmation_lines(e))
         out.append(f'<div class="verdict {esc(e.verdict)}" style="background:{bg};border-color:{border}">'
                    f'<h3>{esc(e.label)}</h3><p class="headline">{esc(views.headline(e))}</p><ul>{evidence}</ul></div>')
+    fit = views.fit_lines(p.verdicts) if p.verdicts else []
+    if fit:
+        out.append(f'<div class="fit"><p><b>{esc(fit[0])}</b></p><ul>'
+                   + "".join(f"<li>{esc(ln.strip())}</li>" for ln in fit[1:]) + "</ul></div>")
     out.append("</section>")
     return "\n".join(out)
 

@@ -32,7 +32,7 @@ def workload(e):
     headline_ratios = (c.time, c.cpu) if confirmed else (race_t, race_c)
     side = {n: {"time_geomean": d.settings[n].geo("time"), "cpu_geomean": d.settings[n].geo("cpu")}
             for n in dict.fromkeys([e.chosen, d.cheapest_within]) if n in d.settings}
-    return {
+    out = {
         "workload": e.label, "verdict": e.verdict, "race_verdict": d.verdict, "setting": e.chosen,
         "baseline": d.baseline, "env": e.env.get(e.chosen, {}) if e.chosen else {}, "why": d.why,
         "time_ratio": _ratio(headline_ratios[0]), "cpu_ratio": _ratio(headline_ratios[1]),
@@ -48,11 +48,32 @@ def workload(e):
         "runs": e.runs, "runs_per_setting": {n: s.n for n, s in d.settings.items()},
         "duplicates": e.duplicates, "failed": e.failed,
         "set_aside": [{"setting": n, "run_key": k, "why": w} for n, k, w in e.set_aside]}
+    chosen_params = e.params.get(e.chosen, {}) if e.chosen else {}
+    if chosen_params or any(e.params.values()):
+        out["params"] = chosen_params
+    if e.copies:  # a host tune's (--copies): keys a file of one process a run does not have
+        out.update({"copies": e.copies, "pins": list(e.pins.get(e.chosen, ())) if e.chosen else [],
+                    "alone": None if e.alone is None else {
+                        "setting": e.alone.setting, "per_copy_ratio": _ratio(e.alone.ratio),
+                        "higher_is_better": e.alone.higher_is_better, "runs": list(e.alone.runs)}})
+    return out
+
+
+def _fit(f):
+    if f is None:
+        return None
+    return {"command": f.command, "tried": list(f.tried), "fits": f.fits, "settled": f.settled, "margin": f.margin,
+            "alpha_per_step": f.alpha,
+            "steps": [{"fewer": s.fewer, "more": s.more, "fewer_plan": s.fewer_plan, "more_plan": s.more_plan,
+                       "ratio": _ratio(s.ratio), "word": s.word} for s in f.steps]}
 
 
 def verdict_data(verdicts):
-    return {"verdict_schema": VERDICT_SCHEMA, "source": verdicts.source, "rule": verdicts.rule.to_json(),
-            "rule_from": verdicts.rule_from, "workloads": [workload(e) for e in verdicts.entries]}
+    out = {"verdict_schema": VERDICT_SCHEMA, "source": verdicts.source, "rule": verdicts.rule.to_json(),
+           "rule_from": verdicts.rule_from, "workloads": [workload(e) for e in verdicts.entries]}
+    if verdicts.fit is not None:
+        out["fit"] = _fit(verdicts.fit)
+    return out
 
 
 def verdict_text(verdicts):

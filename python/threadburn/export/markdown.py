@@ -17,4 +17,7 @@ def document(verdicts):
             lines += fmt.table(views.table_columns(e), [views.table_cells(e, r) for r in views.setting_rows(e)],
                                fmt="md")
         lines.append("")
+    fit = views.fit_lines(verdicts)
+    if fit:
+        lines += [f"**{fit[0]}**", ""] + [f"- {ln.strip()}" for ln in fit[1:]] + [""]
     return "\n".join(lines)

@@ -14,6 +14,7 @@ def lines(verdicts, labels=True):
         out.append(("  " if labels else "") + views.headline(e))
         out += views.evidence(e)
         out += ["    " + ln for ln in views.confirmation_lines(e)]
+    out += views.fit_lines(verdicts)
     if verdicts.rule_from.startswith("the defaults"):
         out.append(f"note: rule from {verdicts.rule_from}: {verdicts.rule.text()}")
     return out

@@ -13,8 +13,12 @@ import shlex
 from ..lib import fmt
 
 TIME_WORDS = {"loop_ms": "time per iteration (step + gap)", "step_ms": "step time", "wall_ms": "wall time",
-              "metric": "your figure"}
-FIGURE_NAMES = {"loop_ms": "iteration ms", "step_ms": "step ms", "wall_ms": "wall ms", "metric": "your figure"}
+              "metric": "your figure",
+              "host": "host throughput (copies / the run's wall time: from their release to the last one's end)",
+              "host_metric": "host throughput (your figure summed over the copies)"}
+FIGURE_NAMES = {"loop_ms": "iteration ms", "step_ms": "step ms", "wall_ms": "wall ms", "metric": "your figure",
+                "host": "copies/s", "host_metric": "your figure, all copies"}
+HOST_KINDS = ("host", "host_metric")
 
 
 def ci(r):
@@ -41,12 +45,16 @@ def change(e, r, metric="time"):
 
 
 def time_word(e):
+    if e.time_kind in HOST_KINDS:
+        return "host throughput"
     return "time" if e.time_kind in ("wall_ms", "loop_ms") else ("step" if e.time_kind == "step_ms" else "figure")
 
 
 def time_text(e, r):
     if r is None:
         return f"{time_word(e)} n/a"
+    if e.time_kind in HOST_KINDS:
+        return f"host throughput {ratio_text(r, True)}"
     if e.higher_is_better:
         return f"your figure {ratio_text(r, True)}"
     return f"{time_word(e)} {ci(r)}"
@@ -54,6 +62,56 @@ def time_text(e, r):
 
 def env_text(env):
     return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) or "(no variables)"
+
+
+def set_text(e, name):
+    """What to set for a setting: its variables, its --param values (the
+    command's own knobs), and a pinned plan's core set per copy."""
+    out = env_text(e.env.get(name, {}))
+    params = e.params.get(name, {})
+    if params:
+        out += "; run with " + " ".join(f"{{{k}}}={v}" for k, v in params.items())
+    pins = e.pins.get(name, ())
+    if pins:
+        out += "; pin copy " + ", ".join(f"{i} to CPUs {c}" for i, c in enumerate(pins)) + " (taskset -c)"
+    return out
+
+
+def alone_text(e):
+    """Each copy against one copy alone (host tunes): '; each copy +31.0%
+    [+25.1%, +37.2%] slower than alone (T1-passive, 5 + 5 fresh runs)'."""
+    a = e.alone
+    if a is None:
+        return ""
+    what = "your figure per copy" if a.higher_is_better else "time per copy"
+    r = a.ratio
+    word = "slower" if r.est >= 1 else "faster"
+    return (f"; each copy {fmt.pct(r.est - 1).lstrip('+')} {word} than alone ({what} {ci(r)} against one copy of "
+            f"{a.setting} by itself, {a.runs[0]} + {a.runs[1]} fresh runs)")
+
+
+def fit_lines(verdicts):
+    """How many copies fit (a host tune of several copy counts): each step
+    with its interval against the margin, then the count."""
+    f = verdicts.fit
+    if f is None:
+        return []
+    out = [f"how many fit: each copy count's plan (the confirmed change, else plain) against the previous count's, "
+           f"in fresh runs paired by round; one-sided at {f.alpha:.3g} a step ({len(f.steps)} step"
+           f"{'s' if len(f.steps) != 1 else ''}), margin {f.margin:.0%}:"]
+    for s in f.steps:
+        gain = ratio_text(s.ratio, True) if s.ratio else "n/a (too few fresh runs)"
+        word = {"adds": f"adds more than {f.margin:.0%}", "adds less": f"adds less than {f.margin:.0%}",
+                "open": f"cannot yet tell whether it adds {f.margin:.0%}"}[s.word]
+        out.append(f"  {s.fewer} -> {s.more} copies ({s.fewer_plan} -> {s.more_plan}): host throughput {gain}: {word}")
+    if f.settled:
+        out.append(f"  this host fits {f.fits} of these: more copies add less than {f.margin:.0%} host throughput")
+    elif f.fits == f.tried[-1]:
+        out.append(f"  this host fits at least {f.fits} of these (the most tried)")
+    else:
+        out.append(f"  this host fits at least {f.fits} of these; more fresh runs (--budget) would tell about "
+                   f"{f.tried[f.tried.index(f.fits) + 1]}")
+    return out
 
 
 def headline(e):
@@ -64,28 +122,37 @@ def headline(e):
         race = d.vs_baseline[c.chosen]
         return (f"CHANGE to {c.chosen}: {time_text(e, c.time)}, CPU {ci(c.cpu) if c.cpu else 'n/a'} against "
                 f"{d.baseline} in {c.runs[0]} + {c.runs[1]} fresh runs ({c.coverage:.0%} interval; the race, as "
-                f"selected: {time_word(e)} {change(e, race.time)}, CPU {change(e, race.cpu, 'cpu')}). "
-                f"Set: {env_text(e.env.get(c.chosen, {}))}")
+                f"selected: {time_word(e)} {change(e, race.time)}, CPU {change(e, race.cpu, 'cpu')}){alone_text(e)}. "
+                f"Set: {set_text(e, c.chosen)}")
     if e.verdict == "change":
         race = d.vs_baseline[d.chosen]
         return (f"CHANGE to {d.chosen}: {time_text(e, race.time)}, CPU {ci(race.cpu)} against {d.baseline}, as "
-                "selected by the race (no fresh runs measured it: a selected figure is biased toward luck). "
-                f"Set: {env_text(e.env.get(d.chosen, {}))}")
+                "selected by the race (no fresh runs measured it: a selected figure is biased toward luck)"
+                f"{alone_text(e)}. Set: {set_text(e, d.chosen)}")
     if c is not None:  # the race's candidate, not shown again in fresh runs
         race = d.vs_baseline[c.chosen]
-        what = "time" if c.claim == "time" else "CPU"
         r = c.headline_ratio
+        figure = time_text(e, r) if c.claim == "time" else f"CPU {ci(r) if r else 'n/a'}"
         said = ("contradict it: not better by the margin" if c.holds == "no" else
                 f"cannot yet tell whether it gains more than {pct_m}")
         return (f"UNDECIDED: the race chose {c.chosen} ({time_word(e)} {change(e, race.time)}, CPU "
                 f"{change(e, race.cpu, 'cpu')} as "
-                f"selected) but {c.runs[0]} + {c.runs[1]} fresh runs {said}: {what} {ci(r) if r else 'n/a'} against "
-                f"{d.baseline}. More runs (--budget) would tell")
+                f"selected) but {c.runs[0]} + {c.runs[1]} fresh runs {said}: {figure} against "
+                f"{d.baseline}. More runs (--budget) would tell{alone_text(e)}")
     if d.verdict == "keep":
-        return (f"KEEP {d.baseline}: every setting tried is shown not to beat it by more than {pct_m} "
-                f"({'on time, or on CPU at no loss of time' if d.objective == 'balanced' else 'on ' + d.objective})")
+        if e.time_kind in HOST_KINDS:
+            on = {"balanced": "on host throughput, or on CPU at no loss of it", "time": "on host throughput",
+                  "cpu": "on cpu"}[d.objective]
+        else:
+            on = "on time, or on CPU at no loss of time" if d.objective == "balanced" else "on " + d.objective
+        return f"KEEP {d.baseline}: every setting tried is shown not to beat it by more than {pct_m} ({on}){alone_text(e)}"
+    if d.candidate is not None:  # selected by the race, never run fresh (the budget ran out)
+        race = d.vs_baseline[d.candidate]
+        return (f"UNDECIDED: the race selected {d.candidate} ({time_word(e)} {change(e, race.time)}, CPU "
+                f"{change(e, race.cpu, 'cpu')} as selected) against {d.baseline}, but no fresh runs measured it: "
+                f"more runs (--budget) would tell{alone_text(e)}")
     lean = f"; leaning to {d.chosen}" if d.chosen and d.chosen != d.baseline else ""
-    return f"UNDECIDED: {d.why}{lean}{most_to_gain(e)}"
+    return f"UNDECIDED: {d.why}{lean}{most_to_gain(e)}{alone_text(e)}"
 
 
 def most_to_gain(e):
@@ -109,7 +176,8 @@ def evidence(e):
     lines = []
     if d.baseline and d.settings:
         r = d.rule
-        cpu_m = (f" (CPU: {d.cpu_margin:.0%}, {r.cpu_floor_cores:g} of a core over the {time_word(e)})"
+        over = "run's wall time" if e.time_kind in HOST_KINDS + ("metric",) else time_word(e)
+        cpu_m = (f" (CPU: {d.cpu_margin:.0%}, {r.cpu_floor_cores:g} of a core over the {over})"
                  if d.cpu_margin > d.margin + 1e-9 else "")
         lines.append(f"    {len(d.settings)} settings, {e.runs} runs ({runs_range(d)} a setting); {r.method_text}, "
                      f"alpha' {d.alpha_each:.2g} per one-sided test ({family(d)}), margin {d.margin:.0%}{cpu_m}, "
@@ -125,6 +193,8 @@ def evidence(e):
         lines.append(f"    might be better still (undecided after {runs_range(d)} runs; --budget more settles it): {names}")
     if d.eliminated:
         lines.append(f"    slower than the fastest by more than {d.margin:.0%}: {', '.join(d.eliminated)}")
+    if e.failed:
+        lines.append(f"    left out, a run failed: {', '.join(e.failed)} (a setting whose runs fail is no answer)")
     if e.duplicates:
         lines.append("    dropped as duplicates (the same settings in force, as the runs reported them): "
                      + ", ".join(f"{a} = {b}" for a, b in sorted(e.duplicates.items())))
@@ -238,11 +308,11 @@ def confirmation_lines(e):
                "no": "the gain does NOT hold in fresh runs",
                "undecided": "these fresh runs cannot yet tell whether the gain holds",
                None: "no usable fresh runs"}[c.holds]
-    what = "time" if c.claim == "time" else "CPU"
     r = c.headline_ratio
+    figure = (time_text(e, r) if c.claim == "time" else f"CPU {ci(r) if r else 'n/a'}")
     return [f"confirmation, {c.runs[0]} + {c.runs[1]} fresh runs interleaved, not used to choose "
             f"({c.coverage:.0%} interval, each side one-sided at {(1 - c.coverage) / 2:g}):",
-            f"  {c.chosen} against {c.baseline}: {what} {ci(r) if r else 'n/a'}: {verdict}"]
+            f"  {c.chosen} against {c.baseline}: {figure}: {verdict}"]
 
 
 def rule_note(e):

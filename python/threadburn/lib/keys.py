@@ -27,14 +27,17 @@ SETTING_FLAGS = ("cuda_sync",)
 class Layout:
     env: tuple
     flags: tuple
+    params: tuple = ()    # a tune's --param names (columns param_<NAME>): part of the setting
 
     def text(self):
-        return f"env={' '.join(self.env)};flags={' '.join(self.flags)}"
+        text = f"env={' '.join(self.env)};flags={' '.join(self.flags)}"
+        return text + (f";params={' '.join(self.params)}" if self.params else "")
 
 
 def parse_layout(text):
     parts = dict(p.split("=", 1) for p in text.split(";") if "=" in p)
-    return Layout(tuple(parts.get("env", "").split()), tuple(parts.get("flags", "").split()))
+    return Layout(tuple(parts.get("env", "").split()), tuple(parts.get("flags", "").split()),
+                  tuple(parts.get("params", "").split()))
 
 
 def legacy_layout(header):
@@ -82,9 +85,9 @@ def env_knobs(row):
 
 
 def knob_columns(row):
-    """Everything that was asked for: bench, runtime, env knobs, processes, flags."""
+    """Everything that was asked for: bench, runtime, env knobs, a tune's params, processes, flags."""
     lay = layout(row)
-    return ("bench", "runtime") + lay.env + ("processes",) + lay.flags
+    return ("bench", "runtime") + lay.env + tuple(knobs.param_column(p) for p in lay.params) + ("processes",) + lay.flags
 
 
 def _set(value):
@@ -97,12 +100,14 @@ class Setting:
     env: tuple            # ((knob, value), ...) for every knob column, "unset" included
     preset: str = ""
     cuda_sync: str = ""
+    params: tuple = ()    # ((name, value), ...): a tune's --param values (the command's own knobs)
 
     @property
     def label(self):
         parts = [self.runtime or "?"] + [f"{k}={v}" for k, v in self.env if _set(v)]
         if len(parts) == 1:
             parts.append("(no env)")
+        parts += [f"{{{k}}}={v}" for k, v in self.params]
         if self.cuda_sync not in ("", "auto"):
             parts.append(f"cuda_sync={self.cuda_sync}")
         if self.preset:
@@ -144,7 +149,7 @@ def setting_of(row):
     lay = layout(row)
     preset = row.study if row.is_tune else row.preset
     return Setting(row.runtime, tuple((k, row.text(k, UNSET)) for k in lay.env), preset,
-                   row.text("cuda_sync"))
+                   row.text("cuda_sync"), tuple((p, row.text(knobs.param_column(p))) for p in lay.params))
 
 
 def in_force(row):
@@ -153,16 +158,21 @@ def in_force(row):
     runtime does not report). With no OpenMP region run (one thread, or no
     OpenMP at all) nothing of an OpenMP runtime mattered: only the knobs
     other readers take (oneDNN's) count; with a team of one, the runtime
-    too; with a team of 2 or more, the team and every knob's value in force."""
+    too; with a team of 2 or more, the team and every knob's value in force.
+    A runtime the process could not name is the one it was asked for."""
     table = [k for k in knobs.table() if k.is_column]
     own = tuple(row.text(k.in_force) if k.in_force != knobs.NONE else row.text(k.name) for k in table
                 if k.reader not in ("openmp", "gomp", "llvm"))
     if row.has("regions") and (row.number("regions") or 0) == 0:
         return ("no region",) + own
     team = row.integer("max_team", 1) if row.has("max_team") else row.integer("omp_max_threads", 1)
+    runtime = row.text("omp_runtime")
+    if runtime in ("", "unknown"):  # the probe could not tell (a program exporting its own GOMP_parallel):
+        # what it was asked for stands, runtime and knobs: two settings are never merged on a guess
+        return (f"asked {row.runtime}", max(team, 1)) + tuple(row.text(k.name) for k in table)
     if team <= 1:
-        return (row.text("omp_runtime"), 1) + own
-    return (row.text("omp_runtime"), team) + tuple(
+        return (runtime, 1) + own
+    return (runtime, team) + tuple(
         row.text(k.in_force) if k.in_force != knobs.NONE else row.text(k.name) for k in table)
 
 
@@ -178,7 +188,11 @@ class SettingId:
 
 
 def setting_id(row):
-    return SettingId(setting_of(row), in_force(row))
+    """A row's SettingId. What a run ran also counts its command's own
+    parameters (a tune's --param) and whether its copies were pinned to
+    core sets: neither is an OpenMP setting the runtime reports."""
+    asked = setting_of(row)
+    return SettingId(asked, in_force(row) + (("pinned", row.has("pinned_cpus")),) + asked.params)
 
 
 def workload_of(row, with_processes=True):
@@ -216,3 +230,11 @@ def env_label(row):
 
 def is_default_env(row):
     return setting_of(row).is_default
+
+
+def phase_key(phase, key):
+    """A campaign item's key in a phase: a race's point key as it is; a
+    confirmation's (confirm) and a copy alone's (alone) prefixed, so that
+    each phase's runs are runs of their own. The rows of every phase carry
+    the race's point key (point_key): what ties them to their setting."""
+    return key if phase == "race" else f"{phase}-{key}"

@@ -29,6 +29,12 @@ UNSET = "unset"
 NOT_A_KNOB = ("LD_PRELOAD",)
 
 
+def param_column(name):
+    """The column of a tune's --param NAME: a knob of the user's program
+    itself, not of the environment (not in the table)."""
+    return f"param_{name}"
+
+
 class KnobError(ValueError):
     """A value a knob refuses; str() is the clause "expected ..., got ..."."""
 

@@ -158,9 +158,11 @@ def describe(build=None):
             raise ThreadburnError(f"{lib}: wrote no description; is it a threadburn probe of this version?") from None
 
 
-def columns(description, env_knobs):
+def columns(description, env_knobs, params=()):
     """The CSV header of runs of a command under the probe: the sweep's
     layout with one knob flag, `command`, the probe's counters plus `metric`
-    (the user's figure), and the probe's context."""
+    (the user's figure), and the probe's context; with a tune's --param
+    names, a column param_<NAME> each."""
     counters = [c["name"] for c in description["counters"]] + ["metric"]
-    return schema.Columns.from_parts(env_knobs, ("command", "metric_better"), counters, list(description["context"]))
+    return schema.Columns.from_parts(env_knobs, ("command", "metric_better"), counters, list(description["context"]),
+                                     params)

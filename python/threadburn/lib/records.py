@@ -83,6 +83,9 @@ class Row:
     # ... and numbers (None when empty; processes and rank have their defaults)
     round = property(lambda self: self.integer("round"), doc="the shuffled block the run ran in")
     processes = property(lambda self: self.integer("processes", 1))
+    proc_index = property(lambda self: self.integer("proc_index", 0))
+    host_run = property(lambda self: self.has("copy_start_ms"),
+                        doc="a row of a run whose copies the host launcher let go together (tune --copies)")
     world_size = property(lambda self: self.integer("world_size"),
                           doc="the size of the data-parallel world of this rank's row; None for copies")
     rank = property(lambda self: self.integer("rank", 0))
@@ -234,7 +237,7 @@ class RunRecord:
     status: str                 # ok | failed | skipped (the worst of its rows)
     reason: str
     time: float                 # the figure compared as time (see time_kind); None when not measured
-    time_kind: str              # loop_ms | step_ms | wall_ms | metric
+    time_kind: str              # loop_ms | step_ms | wall_ms | metric | host | host_metric
     higher_is_better: bool
     cpu: float                  # CPU ms of the run per iteration (sweep) or in all (tune); None without
     wall_ms: float
@@ -245,6 +248,17 @@ class RunRecord:
     benchmark: str = ""
     repro: str = ""
     rows: tuple = field(default=(), compare=False, repr=False)
+    # A run of copies started together (tune --copies): its time is the
+    # host's throughput (time_kind host: copies / the run's wall time in s;
+    # host_metric: the copies' --metric summed, as rates), its cpu every
+    # copy's; per copy, the mean of the copies' own figure (their --metric,
+    # else their wall time in ms; per_copy_higher says which way is better).
+    copies: int = 1
+    per_copy: float = None
+    per_copy_higher: bool = False
+    overlap: float = None       # the least share of a copy's time the others ran too (None: one copy)
+    between_ms: float = None    # the OpenMP workers' CPU between regions, all copies (None: not probed)
+    pins: tuple = ()            # each copy's CPUs as taskset lists them (a pinned plan), or ()
 
 
 def _loop_time(row):
@@ -274,6 +288,39 @@ def _sweep_figures(run_rows):
     return statistics.fmean(times), ("loop_ms" if kinds == {"loop_ms"} else "step_ms"), cpu
 
 
+# The figures of a host's run (tune --copies): throughput, higher is better.
+HOST_KINDS = ("host", "host_metric")
+
+
+def _host_figures(run_rows):
+    """(time, kind, cpu, per copy, overlap, wall ms) of one run of N copies
+    started together: the host's throughput, every copy's CPU, the mean of
+    the copies' own figures, their least overlap, the run's wall time (from
+    the release to the last end). None figures when a copy is missing or
+    failed, or a figure is absent."""
+    first = run_rows[0]
+    n = first.processes
+    wall_s = first.number("wall_s")
+    wall_ms = None if wall_s is None else wall_s * 1000
+    metric = first.has("metric")
+    laps = [r.number("overlap") for r in run_rows if r.has("overlap")]
+    overlap = min(laps) if laps and n > 1 else None
+    if len(run_rows) != n or any(not r.ok for r in run_rows):
+        return None, "host_metric" if metric else "host", None, None, overlap, wall_ms
+    cpus = [r.number("cpu_ms") for r in run_rows]
+    cpu = None if None in cpus else sum(cpus)
+    if metric:
+        values = [r.number("metric") for r in run_rows]
+        if None in values or min(values) <= 0:
+            return None, "host_metric", cpu, None, overlap, wall_ms
+        rates = values if first.metric_higher else [1.0 / v for v in values]
+        return sum(rates), "host_metric", cpu, statistics.fmean(values), overlap, wall_ms
+    walls = [r.number("wall_ms") for r in run_rows]
+    per_copy = None if None in walls else statistics.fmean(walls)
+    host = n / wall_s if wall_s else None
+    return host, "host", cpu, per_copy, overlap, wall_ms
+
+
 def _disturbance(run_rows, wall_ms):
     first = run_rows[0]
     other, steal = first.number("host_other_cpu_ms"), first.number("host_steal_ms")
@@ -297,7 +344,9 @@ def setting_name(row):
 def run_records(rows, libomp):
     """One RunRecord per (workload, run) of the rows: copies of a run are
     one record (the mean of their loop times, the sum of their CPU), the
-    ranks of a world one record (world_rows), a tune's run its one row."""
+    ranks of a world one record (world_rows), a tune's run its one row, a
+    tune's run of N copies started together one record of the host
+    (_host_figures)."""
     groups = {}
     source = rows if rows and rows[0].is_tune else world_rows(rows)
     for r in source:
@@ -309,19 +358,30 @@ def run_records(rows, libomp):
         status = "failed" if any(r.status == "failed" for r in bad) else ("skipped" if bad else "ok")
         wall_ms = first.number("wall_ms") if first.has("wall_ms") else (
             first.number("wall_s") * 1000 if first.has("wall_s") else None)
-        if first.is_tune:
+        host = {}
+        if first.is_tune and first.host_run:
+            run_rows = sorted(run_rows, key=lambda r: r.proc_index)
+            time, kind, cpu, per_copy, overlap, wall_ms = _host_figures(run_rows)
+            burns = [r.number("omp_between_regions_ms") for r in run_rows]
+            pins = tuple(r.text("pinned_cpus") for r in run_rows)
+            host = dict(copies=first.processes, per_copy=per_copy, per_copy_higher=first.metric_higher,
+                        overlap=overlap, between_ms=None if None in burns else sum(burns),
+                        pins=pins if any(pins) else ())
+        elif first.is_tune:
             has_metric = first.has("metric")
             time, kind = (first.number("metric"), "metric") if has_metric else (wall_ms, "wall_ms")
             cpu = first.number("cpu_ms")
+            host = dict(between_ms=first.number("omp_between_regions_ms"))
         else:
             time, kind, cpu = _sweep_figures(run_rows) if status == "ok" else (None, "step_ms", None)
         out.append(RunRecord(
             run_key=run_key, point_key=first.point_key, workload=workload, setting=keys.setting_id(first),
             name=setting_name(first), round=first.round, phase=first.phase, status=status,
             reason="; ".join(dict.fromkeys(r.reason for r in bad if r.reason)) or first.reason,
-            time=time, time_kind=kind, higher_is_better=first.metric_higher, cpu=cpu, wall_ms=wall_ms,
+            time=time, time_kind=kind, higher_is_better=kind in HOST_KINDS or first.metric_higher, cpu=cpu,
+            wall_ms=wall_ms,
             disturbance=_disturbance(run_rows, wall_ms), env=user_env(first, libomp), rule=first.rule,
-            command=first.command, benchmark=first.benchmark, repro=first.repro, rows=tuple(run_rows)))
+            command=first.command, benchmark=first.benchmark, repro=first.repro, rows=tuple(run_rows), **host))
     return out
 
 

@@ -13,7 +13,7 @@ import math
 import os
 
 from .errors import ThreadburnError
-from .knobs import NOT_A_KNOB, UNSET  # noqa: F401  (the CSV's words for them)
+from .knobs import NOT_A_KNOB, UNSET, param_column  # noqa: F401  (the CSV's words for them)
 
 with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schema_version.txt")) as _f:
     SCHEMA_VERSION = _f.read().strip()
@@ -51,7 +51,7 @@ GB_CONTEXT = ("host_name", "num_cpus", "mhz_per_cpu", "cpu_scaling_enabled", "lo
 RUN_COLUMNS = ("point_key", "run_rows", "seed", "order_index", "round", "phase", "iterations", "real_time", "cpu_time",
                "time_unit", "started_at", "finished_at", "wall_s", "exit_code", "overlap",
                "timeline_file", "threads_file", "slurm_job", "world_samples_per_s", "rank_spread", "host_other_cpu_ms",
-               "host_steal_ms", "rule", "knob_layout")
+               "host_steal_ms", "copy_start_ms", "pinned_cpus", "rule", "knob_layout")
 STATUSES = ("ok", "skipped", "failed")
 # Copies started together whose timed windows overlapped less than this
 # share are flagged (exec_bench.mark_overlap) and left out of the
@@ -89,18 +89,20 @@ class Columns:
         self._lay_out(env_knob_names(descriptions[0]), knob_flags(descriptions), counters, context)
 
     @classmethod
-    def from_parts(cls, env_knobs, flags, counters, context):
+    def from_parts(cls, env_knobs, flags, counters, context, params=()):
         self = cls.__new__(cls)
-        self._lay_out(env_knobs, flags, counters, context)
+        self._lay_out(env_knobs, flags, counters, context, params)
         return self
 
-    def _lay_out(self, env_knobs, flags, counters, context):
+    def _lay_out(self, env_knobs, flags, counters, context, params=()):
         self.env_knobs = tuple(k for k in env_knobs if k not in NOT_A_KNOB)
+        self.params = tuple(params)  # a tune's --param names: one column each, param_<NAME>
         self.flags = tuple(flags)
         self.counters = tuple(counters)
         self.context = tuple(context)
-        self.knobs = ("bench", "runtime") + self.env_knobs + ("processes",) + self.flags
-        self.all = (LEAD_COLUMNS + self.env_knobs + ("processes",) + self.flags
+        self.param_columns = tuple(param_column(p) for p in self.params)
+        self.knobs = ("bench", "runtime") + self.env_knobs + self.param_columns + ("processes",) + self.flags
+        self.all = (LEAD_COLUMNS + self.env_knobs + self.param_columns + ("processes",) + self.flags
                     + ("repetition", "proc_index") + self.counters + ("extra_counters",)
                     + self.context + ("extra_context",) + RUN_COLUMNS + ("repro",))
         clash = {c for c in self.all if self.all.count(c) > 1}
@@ -110,8 +112,10 @@ class Columns:
 
     def layout_text(self):
         """The knob_layout cell of every row: which columns are environment
-        knobs and which program flags (keys.py reads it)."""
-        return f"env={' '.join(self.env_knobs)};flags={' '.join(self.flags)}"
+        knobs, which program flags, and (a tune with --param) which of the
+        command's own parameters (keys.py reads it)."""
+        text = f"env={' '.join(self.env_knobs)};flags={' '.join(self.flags)}"
+        return text + (f";params={' '.join(self.params)}" if self.params else "")
 
     def header(self):
         return ",".join(self.all) + "\n"  # column names never need quoting

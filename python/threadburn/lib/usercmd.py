@@ -40,8 +40,11 @@ def probe_extra(args):
 
 
 def default_out(kind, cmd):
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(cmd[-1] if cmd[0].startswith("python") and len(cmd) > 1
-                                                               else cmd[0]))
+    """runs/<kind>-<name>-<time>: name is the script an interpreter runs (its
+    first argument ending in .py, without it), else the program."""
+    script = next((a for a in cmd[1:] if a.endswith(".py")), None) if os.path.basename(cmd[0]).startswith("python") \
+        else None
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(script or cmd[0]).removesuffix(".py"))
     return os.path.join(paths.runs_dir(), f"{kind}-{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
 
 
