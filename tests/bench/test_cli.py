@@ -4,7 +4,6 @@ exit code 2, nothing run. Binaries come from TB_TRAIN_BENCH / TB_OPTIMIZER_BENCH
 import os
 import struct
 import subprocess
-import sys
 import tempfile
 import unittest
 

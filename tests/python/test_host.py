@@ -9,7 +9,7 @@ import unittest
 from unittest import mock
 
 import helpers  # noqa: F401  (the package on sys.path)
-from threadburn.analysis import hostplan, race as races, verdicts
+from threadburn.analysis import race as races, verdicts
 from threadburn.engine import plans
 from threadburn.engine.points import TunePoint
 from threadburn.export import jsonfile, views

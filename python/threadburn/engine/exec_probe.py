@@ -15,7 +15,6 @@ import shlex
 import shutil
 
 from . import campaign
-from .points import TunePoint  # noqa: F401  (the items this executor runs)
 from ..lib import launch, probe, schema, usercmd
 from ..lib.errors import ThreadburnError
 from ..lib.procs import Children, describe_exit, utc_now
