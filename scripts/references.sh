@@ -31,7 +31,7 @@ for g in "${grids[@]}"; do
   step "sweep $g"
   rm -rf "results/$g.plots" "results/$g.timelines" "results/$g.threads"
   decide=()
-  [ "$g" = default ] && decide=(--decide --budget 7m)   # as scripts/run.sh runs it
+  [ "$g" = default ] && decide=(--decide --budget 12m)   # as scripts/run.sh runs it
   bin/threadburn sweep "$g" --out "results/$g.csv" --force --strict "${decide[@]}"
 done
 
