@@ -306,8 +306,9 @@ def report(args, out, ended, rule):
     rows = records.read_rows(out)
     v = verdicts.decide_records(records.run_records(rows, args.libomp), rule, os.path.basename(out),
                                 rule_from="the rows")
-    ended_text = {"decided": "the race ended decided", "budget": "the race ended with its budget spent",
-                  "planned": "a fixed design"}.get(ended, ended)
+    ended_text = {"decided": "the race stopped: nothing left for it to run (a candidate for fresh runs, or "
+                             "every comparison settled)",
+                  "budget": "the race ended with its budget spent", "planned": "a fixed design"}.get(ended, ended)
     spent = len({r.run_key for r in rows if r.phase == "race"})
     fresh = len({r.run_key for r in rows if r.phase != "race"})
     print(f"tune: results in {out}; {ended_text}; {spent} race runs" + (f" + {fresh} fresh runs without the probe"
