@@ -102,32 +102,28 @@ std::optional<TraceFormat> parse_trace_format(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// A field of Unsigned's width at p, sign-extended through Signed when the
+// format says the field is signed.
+template <typename Unsigned, typename Signed>
+int64_t load_int(const uint8_t* p, bool is_signed) {
+  Unsigned v;
+  std::memcpy(&v, p, sizeof v);
+  return is_signed ? static_cast<int64_t>(static_cast<Signed>(v)) : static_cast<int64_t>(v);
+}
+
+}  // namespace
+
 int64_t trace_int(const TraceField& f, const uint8_t* data, size_t size) {
   if (f.offset < 0 || static_cast<size_t>(f.offset) + static_cast<size_t>(f.size) > size) return 0;
   const uint8_t* p = data + f.offset;
   switch (f.size) {
-    case 1: {
-      uint8_t v;
-      std::memcpy(&v, p, 1);
-      return f.is_signed ? static_cast<int64_t>(static_cast<int8_t>(v)) : static_cast<int64_t>(v);
-    }
-    case 2: {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
-      return f.is_signed ? static_cast<int64_t>(static_cast<int16_t>(v)) : static_cast<int64_t>(v);
-    }
-    case 4: {
-      uint32_t v;
-      std::memcpy(&v, p, 4);
-      return f.is_signed ? static_cast<int64_t>(static_cast<int32_t>(v)) : static_cast<int64_t>(v);
-    }
-    case 8: {
-      int64_t v;
-      std::memcpy(&v, p, 8);
-      return v;
-    }
-    default:
-      return 0;
+    case 1: return load_int<uint8_t, int8_t>(p, f.is_signed);
+    case 2: return load_int<uint16_t, int16_t>(p, f.is_signed);
+    case 4: return load_int<uint32_t, int32_t>(p, f.is_signed);
+    case 8: return load_int<uint64_t, int64_t>(p, true);
+    default: return 0;
   }
 }
 

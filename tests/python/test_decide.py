@@ -206,6 +206,29 @@ class Edges(unittest.TestCase):
         self.assertEqual(d.verdict, "undecided")
         self.assertIn("a", d.needs)
 
+    def test_when_only_keep_is_left_the_race_runs_what_keep_needs(self):
+        # plain and the leader are the same (1 % noise); x is 20 % slower (shown behind the
+        # leader) but its CPU is noisy, so at 5 runs its comparison with plain is open. x can
+        # no longer be the change, and keep needs x settled against plain: the race must run
+        # x and plain (running plain and the leader alone, as it did, spent a host tune's
+        # whole budget and ended undecided). Time alone settles x (worse by more than the
+        # margin), so the runs it needs are few, not the thousands its noisy CPU would take;
+        # run to that count with the same spread, the verdict is keep.
+        def at(n):
+            cyc = lambda v: {i: v[i % 5] for i in range(n)}
+            return decide.decide(rules.Rule(), [
+                decide.Runs("plain", cyc([1.0, 1.01, 0.99, 1.0, 1.005]), cyc([1, 1.01, 0.99, 1, 1.0])),
+                decide.Runs("lead", cyc([0.995, 1.0, 0.99, 1.0, 1.0]), cyc([1, 1.0, 0.99, 1.01, 1.0])),
+                decide.Runs("x", cyc([1.12, 1.30, 1.10, 1.28, 1.14]), cyc([0.6, 1.4, 0.7, 1.35, 0.9]))],
+                "plain", look=2)
+        d = at(5)
+        self.assertEqual((d.verdict, d.chosen, d.behind), ("undecided", "lead", ["x"]))
+        self.assertEqual(d.needs, ["plain", "x"])
+        (name, needed), = d.open
+        self.assertEqual(name, "x")
+        self.assertLessEqual(needed, 20)
+        self.assertEqual(at(needed).verdict, "keep")
+
     def test_margin_must_be_positive(self):
         with self.assertRaises(ValueError):
             rules.Rule(margin=0)

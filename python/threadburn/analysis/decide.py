@@ -281,7 +281,12 @@ class Decider:
         c = runs_needed(r.cpu, self.mc, self.a, method)
         if self.rule.objective == "cpu":
             return c
-        return None if t is None or c is None else max(t, c)
+        # balanced: time beyond the margin settles it alone (better by it:
+        # beats; worse by it: cannot beat, whatever the CPU); inside the
+        # margin time and CPU both must settle.
+        alone = t if r.time is not None and abs(math.log(r.time.est)) > math.log1p(self.m) else None
+        both = None if t is None or c is None else max(t, c)
+        return min((n for n in (alone, both) if n is not None), default=None)
 
     def pick(self, names, ratios):
         """The objective's choice among names, by their ratios to one
@@ -359,10 +364,15 @@ class Decider:
                 if not self.beats(r) and not self.cannot_beat(self.compare(by[n], by[b], self.a_keep)):
                     d.open.append((n, self.runs_needed(by[n], by[b])))
             # The race runs the baseline, the leader and the open settings not
-            # shown behind the leader: those could still be the change.
+            # shown behind the leader: those could still be the change. When
+            # every open one is behind the leader, no change is left to find
+            # and only keep can end the race: keep needs each of them settled
+            # against the baseline itself, so they run (never the leader alone,
+            # whose runs could not settle them).
             d.behind = sorted(n for n, _ in d.open if n != d.chosen and self.behind(by[n], by[d.chosen]))
-            needs |= {n for n, _ in d.open if n not in d.behind} | {b}
-            if d.open and d.chosen != b:
+            live = {n for n, _ in d.open if n not in d.behind}
+            needs |= (live or set(d.behind)) | {b}
+            if live and d.chosen != b:
                 needs.add(d.chosen)
         d.needs = sorted(needs)
         d.why = self.why(d, short)

@@ -15,7 +15,7 @@ import itertools
 import re
 
 from .points import TunePoint
-from ..lib import knobs, machine, schema
+from ..lib import grid, knobs, machine, schema
 from ..lib.errors import ThreadburnError
 
 LAUNCHER_AFFINITY = "granularity=fine,compact,1,0"
@@ -77,14 +77,7 @@ def default_points(user_env, copies=None):
 def load_points(path, user_env, copies=None):
     """The [[point]] tables of a TOML file (name, runtime, env, and pin =
     true for a core set per copy), for one process a run or N copies."""
-    import tomllib
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as e:
-        raise ThreadburnError(f"{path}: cannot read: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ThreadburnError(f"{path}: not valid TOML: {e}") from None
+    data = grid.read_toml(path, ThreadburnError)
     raw = data.get("point")
     if not isinstance(raw, list) or not raw:
         raise ThreadburnError(f"{path}: expected [[point]] tables (name, runtime, env)")

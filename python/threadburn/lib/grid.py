@@ -176,18 +176,24 @@ def _table(raw, where):
     return raw
 
 
+def read_toml(path, error=GridError):
+    """A TOML file as a dict; error (a ThreadburnError) names the file when
+    it cannot be read or parsed."""
+    if tomllib is None:
+        raise error(f"{path}: reading TOML needs Python >= 3.11 (tomllib)")
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise error(f"{path}: not valid TOML: {e}") from None
+
+
 def load(path, programs):
     """Read, check and expand a grid file against the build's programs
     ({bench: Program}). Raises GridError naming the file."""
-    if tomllib is None:
-        raise GridError(f"{path}: reading TOML needs Python >= 3.11 (tomllib)")
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as e:
-        raise GridError(f"{path}: cannot read: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise GridError(f"{path}: not valid TOML: {e}") from None
+    data = read_toml(path)
     try:
         return expand(data, os.path.splitext(os.path.basename(path))[0], programs)
     except GridError as e:
