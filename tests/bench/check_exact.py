@@ -38,6 +38,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -360,11 +361,16 @@ def case_other_user(a, tmp):
         print("SKIP: needs root to start a process as another user")
         sys.exit(SKIP)
     os.chmod(tmp, 0o777)
+    # The other user runs a copy of the monitor from tmp: the build folder
+    # may lie below a folder only root may enter (a clone in mktemp -d's).
+    monitor = os.path.join(tmp, "threadburn_monitor")
+    shutil.copy(a.monitor, monitor)
+    os.chmod(monitor, 0o755)
     victim = subprocess.Popen(["sleep", "5"])
     try:
         out = os.path.join(tmp, "o.csv")
-        p = subprocess.run([a.monitor, f"--pid={victim.pid}", f"--out={out}"], capture_output=True, text=True,
-                           user=65534, group=65534)
+        p = subprocess.run([monitor, f"--pid={victim.pid}", f"--out={out}"], capture_output=True, text=True,
+                           user=65534, group=65534, cwd=tmp)
     finally:
         victim.kill()
         victim.wait()
