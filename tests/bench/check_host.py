@@ -367,8 +367,13 @@ def case_known_host(a, tmp):
         data = json.load(f)
     by = {w["copies"]: w for w in data["workloads"]}
     one, two = by[1], by[2]
-    # Each copy loses to the other: sharing two cores cannot make a copy faster than alone.
-    check(two["alone"] and two["alone"]["per_copy_ratio"]["estimate"] > 1, f"each copy against alone: {two['alone']}")
+    # Sharing two cores cannot make a copy faster than alone: the per-copy
+    # interval may not lie below 1. The chosen plan here is one thread a copy,
+    # a core each, whose truth is 1 or a hair above (the estimate alone came
+    # out 0.9989 [0.9907, 1.0072] in a fresh clone's CI: asking for > 1 was a
+    # coin toss); a high end 1 % below 1 would claim faster than alone beyond that
+    # interval's own width (0.8 % a side).
+    check(two["alone"] and two["alone"]["per_copy_ratio"]["high"] > 0.99, f"each copy against alone: {two['alone']}")
     if idle:
         check(one["verdict"] in ("keep", "change") and one["setting"] in ("plain", "T2-llvm"),
               f"1 copy: {one['verdict']} {one['setting']}: a spinning 2-thread team must win time alone")
