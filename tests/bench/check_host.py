@@ -137,8 +137,13 @@ def case_overlap(a, tmp):
               f"{key}: the copies were let go {released:.1f} ms apart: {gate_ms}")
         check(max(starts) - min(starts) < tolerance, f"{key}: by their own clocks the copies started "
               f"{(max(starts) - min(starts)) * 1000:.1f} ms apart")
-        # ... and they ran together: all started before any ended, and shared most of their time.
-        check(together > 0.5 * longest, f"{key}: the copies ran together only {together:.3f} s of {longest:.3f} s")
+        # ... and they ran together: all started before any ended. (How much of
+        # their time they shared is the scheduler's: 4 copies of 2 threads on 2
+        # cores are not served fairly, and one copy may finish at 124 ms of the
+        # longest's 302, as in a fresh clone's CI. Let go as each came, the last
+        # would start 600 ms after the first, after it had ended.)
+        check(together > 0, f"{key}: a copy ended before the last one started: together {together:.3f} s of "
+              f"{longest:.3f} s")
         # The launcher's record of each copy's start (copy_start_ms, after the release) and the copy's own
         # clock differ by the same moment (the release) and the exec: the same clock, the same copies.
         release = [ln["start"] - gate_ms[int(ln["copy"])] / 1000 for ln in mine]
