@@ -450,8 +450,8 @@ def case_tune_failing(a, tmp):
 # A program whose best setting is known by construction: it sleeps
 # KA_SLEEP_MS (default 200) while a second thread spins KA_SPIN_MS of CPU
 # (default 40), both read from its environment; with KA_COUNTER=FILE its
-# k-th run sleeps 100, 600 or 300 ms (k mod 3) instead: a run time that is
-# mostly luck, the same luck for every setting.
+# k-th run sleeps 100, 600 or 300 ms ((k + KA_OFFSET) mod 3) instead: a run
+# time that is mostly luck.
 KNOWN = r'''
 import os, threading, time
 env = lambda k, d: float(os.environ.get(k, d))
@@ -459,7 +459,7 @@ sleep = env("KA_SLEEP_MS", 200)
 if os.environ.get("KA_COUNTER"):
     with open(os.environ["KA_COUNTER"], "a+") as f:
         f.seek(0)
-        k = len(f.read())
+        k = len(f.read()) + int(env("KA_OFFSET", 0))
         f.write("x")
     sleep = (100, 600, 300)[k % 3]
 spin = env("KA_SPIN_MS", 40) / 1000
@@ -577,11 +577,14 @@ def case_tune_frugal(a, tmp):
 
 
 def case_tune_undecided(a, tmp):
-    """Run times that are mostly luck (100, 600, 300 ms, the same for both
-    settings) and a budget of 6 runs: the ratio is 1 with an interval far
-    wider than the margin: neither change nor keep can be shown."""
+    """Run times that are mostly luck (100, 600, 300 ms for plain; 600, 300,
+    100 for the other) and a budget of 6 runs: paired by round the ratios are
+    6, 1/2 and 1/3, their mean ratio about 1 with an interval far wider than
+    the margin: neither change nor keep can be shown. (With the same luck for
+    both, as this case first had, each round's pair is alike and the paired
+    test rightly keeps: it went red that way in a fresh clone's CI.)"""
     points = [("plain", "gomp", {"KA_COUNTER": os.path.join(tmp, "c1")}),
-              ("other", "gomp", {"KA_COUNTER": os.path.join(tmp, "c2")})]
+              ("other", "gomp", {"KA_COUNTER": os.path.join(tmp, "c2"), "KA_OFFSET": 1})]
     p, out = race(a, tmp, points, ["--budget", "6"])
     w = check_verdict(a, p, out, "undecided")
     check(w["open"] and all(o["runs_needed"] is None or o["runs_needed"] > 3 for o in w["open"]),
