@@ -148,7 +148,7 @@ const CounterTable& counters() {
       {"gap_others_wait_ms_median", "ms", "median run-queue wait in a gap of the threads but main: spinners that had no CPU"},
       {"threads_max", "1", "threads alive at once (most seen)"},
       {"threads_omp", "1", "threads that ran a region as team members"},
-      {"sampler_cpu_ms", "ms", "the probe's sampler thread's own CPU"},
+      {"sampler_cpu_ms", "ms", "the probe's own threads' CPU (class sampler: the burn sampler and the NVML thread)"},
       {"sampler_share", "1", "sampler_cpu_ms / wall_ms: the sampling overhead in cores"},
       {"samples", "1", "samples taken"},
       {"regions_nested", "1", "regions started inside another region (not in regions; in the summary per entry point)"},
