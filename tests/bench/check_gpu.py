@@ -39,7 +39,7 @@ def check(cond, msg):
         fail(msg)
 
 
-def probed(a, tmp, args, env, driver="fake_cuda_min", nvml=True, preload_first=()):
+def probed(a, tmp, args, env, driver="fake_cuda_min", nvml=True, preload_first=(), program=None):
     """Runs gpu_user under the probe: (the main summary, the program's k=v lines, the NVML log)."""
     out = os.path.join(tmp, "probe")
     os.makedirs(out, exist_ok=True)
@@ -49,7 +49,7 @@ def probed(a, tmp, args, env, driver="fake_cuda_min", nvml=True, preload_first=(
                 THREADBURN_PROBE_DIR=out, FAKE_NVML_LOG=log, **env)
     if "CUDA_VISIBLE_DEVICES" not in env:
         full.pop("CUDA_VISIBLE_DEVICES", None)  # every device unless the case says
-    cmd = [os.path.join(a.build_dir, "tests", "cpp", "gpu_user"), *args]
+    cmd = program or [os.path.join(a.build_dir, "tests", "cpp", "gpu_user"), *args]
     print("$ " + " ".join(f"{k}={v}" for k, v in env.items()) + " " + " ".join(cmd))
     p = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=120)
     sys.stdout.write(p.stdout + p.stderr)
@@ -125,6 +125,29 @@ def case_pin_prctl(a, tmp):
 
 def case_pin_old(a, tmp):
     case_pin(a, tmp, "old")
+
+
+PIN_PY = """
+import ctypes, threading, time
+libc = ctypes.CDLL(None)  # the process's global scope: the probe's pthread_setname_np comes first
+libc.pthread_self.restype = ctypes.c_ulong
+def pin():
+    assert libc.pthread_setname_np(ctypes.c_ulong(libc.pthread_self()), b"pt_data_pin") == 0
+    while time.thread_time() < 0.25:
+        pass
+    print(f"pin_thread_cpu_ms={time.thread_time() * 1e3:.3f}", flush=True)
+t = threading.Thread(target=pin)
+t.start()
+t.join()
+"""
+
+
+def case_pin_python(a, tmp):
+    """A real program: CPython's threads (pthread_create@GLIBC_2.34 from the
+    interpreter) and libc's pthread_setname_np found by an unversioned
+    lookup (ctypes), as a Python extension would."""
+    s, said, _ = probed(a, tmp, [], {}, program=["/usr/bin/python3", "-c", PIN_PY])
+    check_burned(s["counters"]["cpu_pin_ms"], float(said["pin_thread_cpu_ms"]), "cpu_pin_ms (a Python thread)")
 
 
 def write_samples(tmp, rows):
