@@ -127,6 +127,8 @@ void StepLoop::report() {
   const double step_cpu = mean_of([](const StepRecord& r) { return r.step_cpu_ms(); });
   c.set("step_cpu_ms", step_cpu);
   c.set("cores_busy", step_ms > 0 ? step_cpu / step_ms : 0);
+  // Not cuda and pin: only the preload probe's interposers mark them (src/probe/thread_tap.cc);
+  // in these programs the CUDA driver's threads stay "other".
   for (ThreadClass cls : {ThreadClass::kMain, ThreadClass::kOmp, ThreadClass::kTbb, ThreadClass::kLoader,
                           ThreadClass::kGloo, ThreadClass::kOther}) {
     double step_sum = 0, gap_sum = 0;

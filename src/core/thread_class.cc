@@ -10,7 +10,8 @@
 namespace threadburn {
 namespace {
 
-constexpr const char* kNames[kThreadClasses] = {"other", "main", "sampler", "omp", "tbb", "loader", "gloo"};
+constexpr const char* kNames[kThreadClasses] = {"other", "main", "sampler", "omp", "tbb", "loader", "gloo",
+                                                  "cuda", "pin"};
 
 struct Registry {
   std::mutex mu;

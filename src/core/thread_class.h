@@ -3,8 +3,11 @@
 // "sampler"; OpenMP team members are marked when they run a parallel region's
 // body (omptap/), TBB workers when they enter an observed arena
 // (task_scheduler_observer), our loaders' threads when they start loading,
-// gloo's threads when the process group starts them. Unmarked threads are
-// "other" (on CUDA, the driver's threads land here).
+// gloo's threads when the process group starts them; in the preload probe,
+// threads the CUDA driver creates (its pthread_create interposer, by the
+// creator's library) and the thread that names itself PyTorch's pin-memory
+// thread (its pthread_setname_np / prctl interposers). Unmarked threads are
+// "other" (in the benchmark programs, the CUDA driver's threads land here).
 //
 // The registry is process-wide; a thread's first mark wins (a thread does not
 // change class). Marking is cheap after the first time (a thread_local check),
@@ -19,12 +22,12 @@
 
 namespace threadburn {
 
-enum class ThreadClass : uint8_t { kOther = 0, kMain, kSampler, kOmp, kTbb, kLoader, kGloo };
-constexpr int kThreadClasses = 7;
+enum class ThreadClass : uint8_t { kOther = 0, kMain, kSampler, kOmp, kTbb, kLoader, kGloo, kCuda, kPin };
+constexpr int kThreadClasses = 9;
 using ClassArray = std::array<int64_t, kThreadClasses>;
 
 constexpr int index_of(ThreadClass c) { return static_cast<int>(c); }
-// "other", "main", "sampler", "omp", "tbb", "loader", "gloo".
+// "other", "main", "sampler", "omp", "tbb", "loader", "gloo", "cuda", "pin".
 const char* thread_class_name(ThreadClass c);
 // The inverse; false for an unknown name.
 bool parse_thread_class(const std::string& name, ThreadClass* out);

@@ -10,6 +10,10 @@
 //    class "worker processes" (cpu_children_ms, part of cpu_ms);
 //  - runs the core's burn sampler inside the program (per-thread CPU clocks,
 //    1 ms while a burn after a region is being located, 10 ms otherwise);
+//  - classes the CUDA driver's threads and PyTorch's pin-memory thread as
+//    they are created or name themselves (thread_tap.h), and, in a process
+//    that loads the CUDA driver, samples the GPUs' busy share through NVML
+//    (src/cuda/nvml_sampler.h);
 //  - writes, when the program ends (exit, return from main, SIGTERM, and
 //    SIGINT unless the program handles it itself, as Python does by raising
 //    KeyboardInterrupt and exiting normally), into THREADBURN_PROBE_DIR:
@@ -49,8 +53,10 @@
 #include "core/schema.h"
 #include "core/stats.h"
 #include "core/timeline.h"
+#include "cuda/nvml_sampler.h"
 #include "omptap/omptap.h"
 #include "probe/report.h"
+#include "probe/thread_tap.h"
 #include "runtime/runtime.h"
 
 namespace threadburn::probe {
@@ -153,6 +159,7 @@ struct State {
   int64_t start_ns = 0, gap_min_ns = kDefaultGapMinNs;
   std::unique_ptr<Children> children;
   std::unique_ptr<BurnSampler> sampler;
+  std::unique_ptr<gpu::NvmlSampler> gpus;
   // Time inside outermost regions so far: closed regions plus the open one.
   std::atomic<int> active{0};
   std::atomic<int64_t> active_since{0}, inside_ns{0}, last_end{0};
@@ -239,28 +246,40 @@ void write_file(const std::string& path, const std::string& text) {
 
 std::string stem() { return g_state->dir + "/probe-" + std::to_string(g_state->pid); }
 
-// The summary: every counter of report.h, the region histogram, threads, context.
-void write_summary(const std::vector<BurnSample>& samples, const std::vector<ThreadCpu>& threads,
-                   const ClassArray& wait, const std::vector<GapBurn>& gaps, const RegionStats& stats, int64_t end_ns,
-                   int threads_max, int64_t children_ns, int child_processes) {
+// What the summary's counters are computed from.
+struct Figures {
+  std::vector<BurnSample> samples;
+  std::vector<ThreadCpu> threads;
+  ClassArray wait{};
+  std::vector<GapBurn> gaps;
+  RegionStats stats;
+  int64_t end_ns = 0, children_ns = 0;
+  int threads_max = 0, child_processes = 0;
+  std::vector<gpu::Summary> gpus;
+  std::string gpu_note;
+};
+
+// Every counter of report.h's table.
+std::map<std::string, double> counter_values(const Figures& f) {
   State& s = *g_state;
-  const double wall_ms = ns_to_ms(end_ns - s.start_ns);
-  const RegionSplit split = split_by_regions(samples);
+  const double wall_ms = ns_to_ms(f.end_ns - s.start_ns);
+  const RegionSplit split = split_by_regions(f.samples);
   ClassArray cpu{};
-  for (const auto& t : threads) cpu[index_of(t.cls)] += t.cpu_ns;
+  for (const auto& t : f.threads) cpu[index_of(t.cls)] += t.cpu_ns;
   const int omp = index_of(ThreadClass::kOmp), main = index_of(ThreadClass::kMain);
   const int sampler = index_of(ThreadClass::kSampler);
+  const int cuda = index_of(ThreadClass::kCuda), pin = index_of(ThreadClass::kPin);
   int64_t all = 0, other = 0, others_between = 0, wait_all = 0, wait_other = 0;
   for (int c = 0; c < kThreadClasses; ++c) {
     if (c != sampler) all += cpu[c];
-    if (c != sampler && c != main && c != omp) other += cpu[c];
+    if (c != sampler && c != main && c != omp && c != cuda && c != pin) other += cpu[c];
     if (c != sampler && c != main) others_between += split.between_ns[c];
-    if (c != sampler) wait_all += wait[c];
-    if (c != sampler && c != main && c != omp) wait_other += wait[c];
+    if (c != sampler) wait_all += f.wait[c];
+    if (c != sampler && c != main && c != omp) wait_other += f.wait[c];
   }
   std::vector<double> gap_len, gap_cpu, gap_tail, gap_wait;
   double gap_total = 0;
-  for (const GapBurn& gb : gaps) {
+  for (const GapBurn& gb : f.gaps) {
     if (!gb.measured) continue;
     gap_len.push_back(gb.length_ms);
     gap_cpu.push_back(gb.omp_cpu_ms);
@@ -269,11 +288,13 @@ void write_summary(const std::vector<BurnSample>& samples, const std::vector<Thr
     gap_total += gb.omp_cpu_ms;
   }
   int team_threads = 0;
-  for (const auto& t : threads) team_threads += t.cls == ThreadClass::kOmp;
+  for (const auto& t : f.threads) team_threads += t.cls == ThreadClass::kOmp;
   const double sampler_ms = ns_to_ms(cpu[sampler]);
-  const std::map<std::string, double> values = {
+  const RegionStats& stats = f.stats;
+  const gpu::Totals gpus = gpu::totals(f.gpus);
+  return {
       {"wall_ms", wall_ms},
-      {"cpu_ms", ns_to_ms(all + children_ns)},
+      {"cpu_ms", ns_to_ms(all + f.children_ns)},
       {"cpu_main_ms", ns_to_ms(cpu[main])},
       {"cpu_omp_ms", ns_to_ms(cpu[omp])},
       {"cpu_other_ms", ns_to_ms(other)},
@@ -295,26 +316,41 @@ void write_summary(const std::vector<BurnSample>& samples, const std::vector<Thr
       {"gap_tail_ms_median", median(gap_tail)},
       {"gap_tail_ms_p90", percentile(gap_tail, 0.9)},
       {"gap_others_wait_ms_median", median(gap_wait)},
-      {"threads_max", static_cast<double>(threads_max)},
+      {"threads_max", static_cast<double>(f.threads_max)},
       {"threads_omp", static_cast<double>(team_threads)},
       {"sampler_cpu_ms", sampler_ms},
       {"sampler_share", wall_ms > 0 ? sampler_ms / wall_ms : 0},
-      {"samples", static_cast<double>(samples.size())},
+      {"samples", static_cast<double>(f.samples.size())},
       {"regions_nested", static_cast<double>(stats.nested)},
       {"region_depth_max", static_cast<double>(stats.max_depth)},
-      {"cpu_children_ms", ns_to_ms(children_ns)},
-      {"child_processes", static_cast<double>(child_processes)},
+      {"cpu_children_ms", ns_to_ms(f.children_ns)},
+      {"child_processes", static_cast<double>(f.child_processes)},
       {"wait_ms", ns_to_ms(wait_all)},
-      {"wait_main_ms", ns_to_ms(wait[main])},
-      {"wait_omp_ms", ns_to_ms(wait[omp])},
+      {"wait_main_ms", ns_to_ms(f.wait[main])},
+      {"wait_omp_ms", ns_to_ms(f.wait[omp])},
       {"wait_other_ms", ns_to_ms(wait_other)},
+      {"cpu_cuda_ms", ns_to_ms(cpu[cuda])},
+      {"cpu_pin_ms", ns_to_ms(cpu[pin])},
+      {"main_core_share", wall_ms > 0 ? ns_to_ms(cpu[main]) / wall_ms : 0},
+      {"gpu_busy_share", gpus.busy_share},
+      {"gpus_sampled", static_cast<double>(gpus.gpus_sampled)},
+      {"gpu_samples", static_cast<double>(gpus.samples)},
   };
+}
+
+// The summary: every counter of report.h, the region histogram, threads, the
+// GPUs, context.
+void write_summary(const Figures& f) {
+  State& s = *g_state;
+  const double wall_ms = ns_to_ms(f.end_ns - s.start_ns);
+  const std::map<std::string, double> values = counter_values(f);
+  const RegionStats& stats = f.stats;
   JsonWriter j;
   j.begin_object().field("schema_version", kSchemaVersion).field("pid", static_cast<int64_t>(s.pid))
       .field("command", command_line()).field("gap_min_ms", ns_to_ms(s.gap_min_ns))
       // CLOCK_MONOTONIC of the probe's start and of this last sample: other
       // recordings of the same run (the exact monitor's) align with them.
-      .field("start_mono_ms", ns_to_ms(s.start_ns)).field("end_mono_ms", ns_to_ms(end_ns))
+      .field("start_mono_ms", ns_to_ms(s.start_ns)).field("end_mono_ms", ns_to_ms(f.end_ns))
       .field("omptap_installed", omptap::installed());
   j.key("counters").begin_object();
   for (const CounterSpec& c : counters()) j.field(c.name, values.at(c.name));
@@ -342,25 +378,36 @@ void write_summary(const std::vector<BurnSample>& samples, const std::vector<Thr
     j.end_object().end_object();
   }
   j.end_array();
+  j.key("gpus");
+  gpu::write_gpus(&j, f.gpus);
   j.key("threads").begin_array();
-  for (const auto& t : threads) {
+  for (const auto& t : f.threads) {
     j.begin_object().field("tid", static_cast<int64_t>(t.tid)).field("name", t.alive ? thread_name(0, t.tid) : "")
         .field("class", thread_class_name(t.cls)).field("cpu_ms", ns_to_ms(t.cpu_ns)).field("alive", t.alive).end_object();
   }
   j.end_array();
   j.key("context").begin_object();
   for (const auto& [k, v] : openmp_context(false)) j.field(k, v);  // at exit: oneDNN is not asked
+  j.field("gpu_note", f.gpu_note);
   j.end_object();
   j.end_object();
   write_file(stem() + ".json", j.str() + "\n");
 }
 
-// The one timeline (src/core/timeline.h) of the process: by class over time,
-// the share of each interval a region ran, the worker processes, and each
-// thread (only its intervals with CPU).
-void write_timeline(const std::vector<BurnSample>& samples, const std::vector<ThreadSnapshot>& snaps) {
+// The one timeline (src/core/timeline.h) of the process: by class over time
+// (cuda and pin when they used CPU), the share of each interval a region ran,
+// the worker processes, each thread (only its intervals with CPU) and each
+// GPU's busy share.
+void write_timeline(const std::vector<BurnSample>& samples, const std::vector<ThreadSnapshot>& snaps,
+                    const std::vector<gpu::Series>& gpus, int64_t end_ns) {
   TimelineWriter tl("program_start");
   const int omp = index_of(ThreadClass::kOmp);
+  std::vector<ThreadClass> extra;
+  if (!samples.empty()) {
+    for (ThreadClass c : {ThreadClass::kCuda, ThreadClass::kPin}) {
+      if (samples.back().cpu_ns[index_of(c)] > samples.front().cpu_ns[index_of(c)]) extra.push_back(c);
+    }
+  }
   for (size_t i = 1; i < samples.size(); ++i) {
     const BurnSample& a = samples[i - 1];
     const BurnSample& b = samples[i];
@@ -372,11 +419,13 @@ void write_timeline(const std::vector<BurnSample>& samples, const std::vector<Th
     tl.add(t, kSeriesOthers, static_cast<double>(b.others_cpu_ns() - a.others_cpu_ns()) / dt);
     tl.add(t, kSeriesMain, rate(index_of(ThreadClass::kMain)));
     tl.add(t, class_series(thread_class_name(ThreadClass::kOmp)), rate(omp));
+    for (ThreadClass c : extra) tl.add(t, class_series(thread_class_name(c)), rate(index_of(c)));
     // children: the worker processes (forked children), read every 50 ms,
     // so their CPU lands in the interval of the read that saw it.
     tl.add(t, kSeriesChildren, static_cast<double>(b.extra_ns - a.extra_ns) / dt);
   }
   add_thread_series(snaps, g_state->start_ns, &tl);
+  for (const gpu::Series& g : gpus) gpu::add_busy_series(g, g_state->start_ns, end_ns, g_state->start_ns, &tl);
   write_file(stem() + ".timeline.csv", tl.text());
 }
 
@@ -397,36 +446,39 @@ void report() {
   State* s = g_state;
   if (!s || s->pid != getpid() || s->reported.exchange(true)) return;
   omptap::set_listener(nullptr);
-  const int64_t children_ns = s->children->final_ns();
-  std::vector<ThreadCpu> threads;
+  Figures f;
+  f.children_ns = s->children->final_ns();
   // Run-queue waits by class: each thread's schedstat run delay, read at
   // every sample since its birth (a thread's last moments before its exit
   // are lost, at most one period).
-  const ClassTotals totals = s->sampler->sample_now(true, &threads);
-  const int64_t end_ns = wall_ns();
-  const auto samples = s->sampler->window(0, end_ns);
-  const auto snaps = s->sampler->thread_window(0, end_ns);
-  int threads_max = 0;
+  f.wait = s->sampler->sample_now(true, &f.threads).wait_ns;
+  f.end_ns = wall_ns();
+  f.samples = s->sampler->window(0, f.end_ns);
+  const auto snaps = s->sampler->thread_window(0, f.end_ns);
   for (const auto& snap : snaps) {
     int alive = 0;
     for (const auto& t : snap.threads) alive += t.alive;
-    threads_max = std::max(threads_max, alive);
+    f.threads_max = std::max(f.threads_max, alive);
   }
+  f.child_processes = s->children->count();
   std::vector<Gap> gaps;
-  RegionStats stats;
   {
     std::lock_guard<std::mutex> lock(s->mu);
     gaps = s->gaps;
-    stats = s->stats;
+    f.stats = s->stats;
   }
   const int64_t last = s->last_end.load();
-  if (last > 0 && s->active.load() == 0 && end_ns - last >= s->gap_min_ns) gaps.push_back({last, end_ns, true});
-  std::vector<GapBurn> burns;
-  for (const Gap& gap : gaps) burns.push_back(gap_burn(samples, gap));
-  write_summary(samples, threads, totals.wait_ns, burns, stats, end_ns, threads_max, children_ns,
-                s->children->count());
-  write_timeline(samples, snaps);
-  write_gaps(gaps, burns);
+  if (last > 0 && s->active.load() == 0 && f.end_ns - last >= s->gap_min_ns) gaps.push_back({last, f.end_ns, true});
+  for (const Gap& gap : gaps) f.gaps.push_back(gap_burn(f.samples, gap));
+  // After the last CPU sample: NVML's last read (and its start, when the
+  // driver came in the last 100 ms) is not in the CPU figures. The GPUs over
+  // the probe's lifetime.
+  const gpu::NvmlResult nvml = s->gpus->finish();
+  for (const gpu::Series& g : nvml.gpus) f.gpus.push_back(gpu::summarize(g, s->start_ns, f.end_ns, s->start_ns));
+  f.gpu_note = nvml.note;
+  write_summary(f);
+  write_timeline(f.samples, snaps, nvml.gpus, f.end_ns);
+  write_gaps(gaps, f.gaps);
 }
 
 void on_signal(int sig) {
@@ -444,14 +496,17 @@ void write_describe(const std::string& dir) {
   describe_knobs(&j);
   j.key("context").begin_object();
   for (const auto& [k, v] : openmp_context()) j.field(k, v);
+  j.field("gpu_note", "none");
   j.end_object().end_object();
   write_file(dir + "/describe.json", j.str() + "\n");
 }
 
 __attribute__((constructor)) void start() {
   const char* dir = std::getenv("THREADBURN_PROBE_DIR");
+  const bool describe = std::getenv("THREADBURN_PROBE_DESCRIBE") != nullptr;
+  thread_tap::set_active(dir && *dir && !describe);
   if (!dir || !*dir) return;  // loaded but not asked: only forward GOMP_parallel
-  if (std::getenv("THREADBURN_PROBE_DESCRIBE")) {
+  if (describe) {
     write_describe(dir);
     return;
   }
@@ -474,6 +529,7 @@ __attribute__((constructor)) void start() {
   o.extra = [] { return g_state->children->total_ns(); };
   o.max_share = kSamplerMaxShare;
   s.sampler = std::make_unique<BurnSampler>(o);
+  s.gpus = std::make_unique<gpu::NvmlSampler>();
   omptap::set_listener(&g_regions);
   std::atexit(report);
   for (int sig : {SIGINT, SIGTERM}) {

@@ -127,7 +127,7 @@ const CounterTable& counters() {
       {"cpu_ms", "ms", "CPU of every thread of the program (the sampler excluded) and of its child processes (cpu_children_ms)"},
       {"cpu_main_ms", "ms", "the main thread's CPU"},
       {"cpu_omp_ms", "ms", "the OpenMP team members' CPU"},
-      {"cpu_other_ms", "ms", "CPU of every other thread (Python's, loaders', the runtime's helpers)"},
+      {"cpu_other_ms", "ms", "CPU of every other thread (Python's, loaders', the runtime's helpers; not cpu_cuda_ms, cpu_pin_ms)"},
       {"omp_in_regions_ms", "ms", "the team's CPU while a parallel region ran"},
       {"omp_between_regions_ms", "ms", "the team's CPU while no region ran: the burn between regions"},
       {"others_between_regions_ms", "ms", "CPU of every thread but main while no region ran"},
@@ -148,7 +148,7 @@ const CounterTable& counters() {
       {"gap_others_wait_ms_median", "ms", "median run-queue wait in a gap of the threads but main: spinners that had no CPU"},
       {"threads_max", "1", "threads alive at once (most seen)"},
       {"threads_omp", "1", "threads that ran a region as team members"},
-      {"sampler_cpu_ms", "ms", "the probe's sampler thread's own CPU"},
+      {"sampler_cpu_ms", "ms", "the probe's own threads' CPU (class sampler: the burn sampler and the NVML thread)"},
       {"sampler_share", "1", "sampler_cpu_ms / wall_ms: the sampling overhead in cores"},
       {"samples", "1", "samples taken"},
       {"regions_nested", "1", "regions started inside another region (not in regions; in the summary per entry point)"},
@@ -158,7 +158,13 @@ const CounterTable& counters() {
       {"wait_ms", "ms", "run-queue wait of every thread of the program but the sampler: time runnable but not running (each thread's schedstat run delay, read at every sample)"},
       {"wait_main_ms", "ms", "the main thread's run-queue wait"},
       {"wait_omp_ms", "ms", "the OpenMP team members' run-queue wait (a spinning worker without a CPU, or one waiting to start a region)"},
-      {"wait_other_ms", "ms", "run-queue wait of every other thread (Python's, loaders', the runtime's helpers)"},
+      {"wait_other_ms", "ms", "run-queue wait of every other thread (Python's, loaders', the runtime's helpers, the CUDA driver's, pin-memory)"},
+      {"cpu_cuda_ms", "ms", "CPU of the threads the CUDA driver created (class cuda: pthread_create called from libcuda.so)"},
+      {"cpu_pin_ms", "ms", "CPU of the threads that named themselves pt_data_pin: PyTorch DataLoader's pin-memory thread (class pin)"},
+      {"main_core_share", "1", "cpu_main_ms / wall_ms: the share of a core the main thread used"},
+      {"gpu_busy_share", "1", "share of the time a kernel ran on the GPU (NVML's utilisation: the whole device, every process; one sample per 1/6-1 s), over the probe's lifetime, mean of the sampled GPUs; empty when none was sampled"},
+      {"gpus_sampled", "1", "GPUs with NVML utilisation samples in the probe's lifetime (0 when the process never loaded the CUDA driver)"},
+      {"gpu_samples", "1", "NVML utilisation samples of the sampled GPUs in the probe's lifetime"},
   };
   return table;
 }

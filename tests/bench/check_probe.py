@@ -56,7 +56,7 @@ def probed(a, tmp, cmd, env):
     with open(path.removesuffix(".json") + ".gaps.csv") as f:
         gaps = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
     c = summary["counters"]
-    print("counters: " + ", ".join(f"{k}={v:.4g}" for k, v in c.items()))
+    print("counters: " + ", ".join(f"{k}={v:.4g}" if v is not None else f"{k}=null" for k, v in c.items()))
     for g in gaps:
         print(f"gap at {g['start_ms']:.1f} ms: {g['length_ms']:.1f} ms long, omp cpu {g['omp_cpu_ms']:.2f} + "
               f"wait {g['others_wait_ms']:.2f}, tail {g['omp_tail_ms']:.2f} (boundary {g['boundary_ms']:.2f})")

@@ -1,0 +1,204 @@
+/* A stand-in for NVML (libnvidia-ml.so.1, SONAME libnvidia-ml.so.1) for the
+ * probe's GPU tests (tests/bench/check_gpu.py): the entry points the probe
+ * uses (src/cuda/nvml_sampler.cc), with the real library's signatures and
+ * return codes, serving utilisation samples from a file. Picked up with
+ * LD_LIBRARY_PATH=build/tests/fake_cuda. Driven by the environment, read at
+ * nvmlInit_v2:
+ *   FAKE_NVML_DEVICES    devices (default 1, at most 16); names "Fake GPU <i>"
+ *   FAKE_NVML_SAMPLES    a file of samples, one per line "device,t_ms,gpu%[,memory%]"
+ *                        (# starts a comment; each device's in time order): t_ms is the end of the sample's
+ *                        period in ms from the process's start (its start time in
+ *                        /proc/self/stat, to 10 ms); a sample exists only once its
+ *                        time has come, and the driver keeps the last
+ *                        FAKE_NVML_RING (default 100) of them, as a real one does
+ *   FAKE_NVML_CLOCK      the clock of the timestamps: realtime (default, the Unix
+ *                        epoch in us) or boottime
+ *   FAKE_NVML_NO_SAMPLES =1: nvmlDeviceGetSamples answers NVML_ERROR_NOT_SUPPORTED
+ *                        (the probe then polls nvmlDeviceGetUtilizationRates,
+ *                        which answers the latest sample whose time has come)
+ *   FAKE_NVML_LOG        a file: one line per call, "<pid> <tid> <call> <args> rc=<rc>"
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { SUCCESS = 0, ERROR_UNINITIALIZED = 1, ERROR_INVALID_ARGUMENT = 2, ERROR_NOT_SUPPORTED = 3,
+       ERROR_NOT_FOUND = 6, MAX_DEVICES = 16, MAX_SAMPLES = 100000 };
+
+typedef struct {
+  unsigned long long t_us;
+  union { double d; unsigned int ui; unsigned long ul; unsigned long long ull; long long sll; } value;
+} nvml_sample;
+typedef struct { unsigned int gpu, memory; } nvml_utilization;
+typedef struct { int index; } fake_device;
+typedef struct { int device; long long t_us; unsigned gpu, memory; } fake_sample;
+
+static fake_device g_devices[MAX_DEVICES];
+static fake_sample* g_samples;
+static int g_nsamples, g_ndevices = -1, g_ring = 100, g_no_samples, g_boottime;
+
+static void log_call(const char* call, const char* args, int rc) {
+  const char* path = getenv("FAKE_NVML_LOG");
+  if (!path || !*path) return;
+  FILE* f = fopen(path, "a");
+  if (!f) return;
+  fprintf(f, "%d %ld %s %s rc=%d\n", (int)getpid(), (long)syscall(SYS_gettid), call, args, rc);
+  fclose(f);
+}
+
+static long long clock_us(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static long long now_us(void) { return clock_us(g_boottime ? CLOCK_BOOTTIME : CLOCK_REALTIME); }
+
+/* The process's start on the samples' clock: /proc/self/stat's start time is
+ * in clock ticks since boot (CLOCK_BOOTTIME). */
+static long long process_start_us(void) {
+  char buf[4096];
+  FILE* f = fopen("/proc/self/stat", "r");
+  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  if (f) fclose(f);
+  buf[n] = '\0';
+  const char* p = strrchr(buf, ')');
+  unsigned long long start_ticks = 0;
+  for (int field = 2; p && field < 22; ++field) p = strchr(p + 1, ' ');
+  if (p) start_ticks = strtoull(p + 1, NULL, 10);
+  const long long boot_us = (long long)(start_ticks * 1000000ULL / (unsigned long long)sysconf(_SC_CLK_TCK));
+  return g_boottime ? boot_us : clock_us(CLOCK_REALTIME) - (clock_us(CLOCK_BOOTTIME) - boot_us);
+}
+
+static void load_samples(const char* path) {
+  FILE* f = fopen(path, "r");
+  if (!f) return;
+  const long long start = process_start_us();
+  char line[256];
+  g_samples = calloc(MAX_SAMPLES, sizeof *g_samples);
+  while (g_samples && g_nsamples < MAX_SAMPLES && fgets(line, sizeof line, f)) {
+    int device;
+    double t_ms;
+    unsigned gpu, memory = 0;
+    if (line[0] == '#' || sscanf(line, "%d,%lf,%u,%u", &device, &t_ms, &gpu, &memory) < 3) continue;
+    g_samples[g_nsamples++] = (fake_sample){device, start + (long long)(t_ms * 1000), gpu, memory};
+  }
+  fclose(f);
+}
+
+int nvmlInit_v2(void) {
+  const char* n = getenv("FAKE_NVML_DEVICES");
+  g_ndevices = n && *n ? atoi(n) : 1;
+  if (g_ndevices > MAX_DEVICES) g_ndevices = MAX_DEVICES;
+  for (int i = 0; i < g_ndevices; ++i) g_devices[i].index = i;
+  const char* ring = getenv("FAKE_NVML_RING");
+  if (ring && *ring) g_ring = atoi(ring);
+  const char* no = getenv("FAKE_NVML_NO_SAMPLES");
+  g_no_samples = no && strcmp(no, "1") == 0;
+  const char* clock = getenv("FAKE_NVML_CLOCK");
+  g_boottime = clock && strcmp(clock, "boottime") == 0;
+  const char* file = getenv("FAKE_NVML_SAMPLES");
+  if (file && *file && !g_samples) load_samples(file);
+  log_call("nvmlInit_v2", "-", SUCCESS);
+  return SUCCESS;
+}
+
+int nvmlShutdown(void) {
+  log_call("nvmlShutdown", "-", SUCCESS);
+  return SUCCESS;
+}
+
+const char* nvmlErrorString(int rc) {
+  switch (rc) {
+    case SUCCESS: return "Success";
+    case ERROR_UNINITIALIZED: return "Uninitialized";
+    case ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case ERROR_NOT_SUPPORTED: return "Not Supported";
+    case ERROR_NOT_FOUND: return "Not Found";
+    default: return "Unknown Error";
+  }
+}
+
+int nvmlDeviceGetCount_v2(unsigned* count) {
+  const int rc = g_ndevices < 0 ? ERROR_UNINITIALIZED : SUCCESS;
+  if (rc == SUCCESS) *count = (unsigned)g_ndevices;
+  log_call("nvmlDeviceGetCount_v2", "-", rc);
+  return rc;
+}
+
+int nvmlDeviceGetHandleByIndex_v2(unsigned index, fake_device** device) {
+  char args[32];
+  snprintf(args, sizeof args, "index=%u", index);
+  const int rc = g_ndevices < 0 ? ERROR_UNINITIALIZED : (int)index >= g_ndevices ? ERROR_INVALID_ARGUMENT : SUCCESS;
+  if (rc == SUCCESS) *device = &g_devices[index];
+  log_call("nvmlDeviceGetHandleByIndex_v2", args, rc);
+  return rc;
+}
+
+int nvmlDeviceGetName(fake_device* device, char* name, unsigned length) {
+  char args[32];
+  snprintf(args, sizeof args, "device=%d", device->index);
+  snprintf(name, length, "Fake GPU %d", device->index);
+  log_call("nvmlDeviceGetName", args, SUCCESS);
+  return SUCCESS;
+}
+
+/* How many of the device's oldest samples whose time has come the driver no
+ * longer holds: it keeps the last g_ring (the file lists each device's
+ * samples in time order). */
+static int overwritten(const fake_device* device, long long now) {
+  int n = 0;
+  for (int i = 0; i < g_nsamples; ++i) n += g_samples[i].device == device->index && g_samples[i].t_us <= now;
+  return n > g_ring ? n - g_ring : 0;
+}
+
+int nvmlDeviceGetSamples(fake_device* device, int type, unsigned long long last_seen, int* value_type,
+                         unsigned* count, nvml_sample* samples) {
+  char args[96];
+  snprintf(args, sizeof args, "device=%d type=%d last_seen=%llu", device->index, type, last_seen);
+  int rc = SUCCESS;
+  if (g_no_samples || (type != 1 && type != 2)) {
+    rc = ERROR_NOT_SUPPORTED;
+  } else if (!samples) {
+    *count = (unsigned)g_ring;  /* what can be asked for: the buffer's size, as the real driver answers */
+  } else if (*count == 0) {
+    rc = ERROR_INVALID_ARGUMENT;
+  } else {
+    const long long now = now_us();
+    const int skip = overwritten(device, now);
+    int k = 0;
+    unsigned filled = 0;
+    for (int i = 0; i < g_nsamples && filled < *count; ++i) {
+      const fake_sample* s = &g_samples[i];
+      if (s->device != device->index || s->t_us > now || k++ < skip || (unsigned long long)s->t_us <= last_seen) continue;
+      samples[filled].t_us = (unsigned long long)s->t_us;
+      samples[filled].value.ull = 0;
+      samples[filled].value.ui = type == 1 ? s->gpu : s->memory;
+      ++filled;
+    }
+    *value_type = 1;  /* NVML_VALUE_TYPE_UNSIGNED_INT */
+    *count = filled;
+    if (filled == 0) rc = ERROR_NOT_FOUND;
+  }
+  log_call("nvmlDeviceGetSamples", args, rc);
+  return rc;
+}
+
+int nvmlDeviceGetUtilizationRates(fake_device* device, nvml_utilization* u) {
+  char args[32];
+  snprintf(args, sizeof args, "device=%d", device->index);
+  const long long now = now_us();
+  const fake_sample* latest = NULL;
+  for (int i = 0; i < g_nsamples; ++i) {
+    const fake_sample* s = &g_samples[i];
+    if (s->device == device->index && s->t_us <= now && (!latest || s->t_us >= latest->t_us)) latest = s;
+  }
+  u->gpu = latest ? latest->gpu : 0;
+  u->memory = latest ? latest->memory : 0;
+  log_call("nvmlDeviceGetUtilizationRates", args, SUCCESS);
+  return SUCCESS;
+}
