@@ -210,6 +210,17 @@ void DriverPolicy::read_devices() {
   }
 }
 
+bool DriverPolicy::uses_cuda() const {
+  bool active = false;
+  for (const auto& d : devices_) active = active || d.seen_active;
+  return handle_ && (!loaded_by_us_ || active);
+}
+
+bool DriverPolicy::program_uses_cuda() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return uses_cuda();
+}
+
 PolicyReport DriverPolicy::finish() {
   observe();
   std::lock_guard<std::mutex> lock(mu_);
@@ -223,7 +234,7 @@ PolicyReport DriverPolicy::finish() {
     any_active = any_active || d.seen_active;
     any_set = any_set || d.set_rc == kSuccess;
   }
-  r.cuda_used = handle_ && (!loaded_by_us_ || any_active);
+  r.cuda_used = uses_cuda();
   // In force: what the devices the program used report. With none seen
   // active (contexts released before a read-back saw them), every device's.
   std::vector<std::string> names;

@@ -78,6 +78,10 @@ class DriverPolicy {
   void observe();
   // A last observe() and the summary; later calls of observe() do nothing.
   PolicyReport finish();
+  // Whether the program itself uses the driver, as far as the reads so far
+  // tell (PolicyReport::cuda_used): under a policy threadburn loaded the
+  // driver into the process, so "loaded" alone no longer says it.
+  bool program_uses_cuda();
 
  private:
   // The driver's entry points (cuda.h; CUresult and CUdevice are ints).
@@ -92,6 +96,7 @@ class DriverPolicy {
   bool resolve(void* handle);  // mu_ held
   void read_devices();         // mu_ held
   std::string call_failed(const char* call, int rc) const;
+  bool uses_cuda() const;      // mu_ held
 
   std::mutex mu_;
   std::string requested_ = "auto";
