@@ -1,5 +1,7 @@
-// Parsing shared by the CUDA and the stub builds (values of cudaDeviceSchedule*).
+// Parsing shared by the CUDA and the stub builds: the policies of the driver
+// (driver_policy.h; cudaDeviceSchedule* has the same values as CU_CTX_SCHED_*).
 #include "cuda/cuda_host.h"
+#include "cuda/driver_policy.h"
 
 namespace threadburn::cuda {
 
@@ -9,21 +11,13 @@ const CounterTable& gpu_counters() {
 }
 
 int sync_policy_flags(const std::string& policy) {
-  if (policy == "auto") return 0;           // cudaDeviceScheduleAuto
-  if (policy == "spin") return 1;           // cudaDeviceScheduleSpin
-  if (policy == "yield") return 2;          // cudaDeviceScheduleYield
-  if (policy == "blocking_sync") return 4;  // cudaDeviceScheduleBlockingSync
-  throw Error("--cuda_sync: unknown policy '" + policy + "' (auto, spin, yield, blocking_sync)");
+  unsigned flags = 0;
+  if (!policy_flags(policy, &flags)) {
+    throw Error("--cuda_sync: unknown policy '" + policy + "' (auto, spin, yield, blocking_sync)");
+  }
+  return static_cast<int>(flags);
 }
 
-const char* sync_policy_name(int flags) {
-  switch (flags & 0x07) {
-    case 0: return "auto";
-    case 1: return "spin";
-    case 2: return "yield";
-    case 4: return "blocking_sync";
-    default: return "unknown";
-  }
-}
+const char* sync_policy_name(int flags) { return policy_name(static_cast<unsigned>(flags)); }
 
 }  // namespace threadburn::cuda

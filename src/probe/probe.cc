@@ -29,6 +29,9 @@
 // measures it. Without THREADBURN_PROBE_DIR the probe only forwards.
 // THREADBURN_PROBE_DESCRIBE=1 writes describe.json (counters, schema, knobs) and
 // nothing else: how `threadburn tune` learns the columns before any run.
+// THREADBURN_CUDA_SYNC (spin, yield, blocking_sync) sets the CUDA host wait
+// policy in the constructor, with or without THREADBURN_PROBE_DIR, and the
+// summary says what was in force (src/cuda/driver_policy.h; docs/probe.md).
 #include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -54,6 +57,7 @@
 #include "core/stats.h"
 #include "core/timeline.h"
 #include "cuda/nvml_sampler.h"
+#include "cuda/driver_policy.h"
 #include "omptap/omptap.h"
 #include "probe/report.h"
 #include "probe/thread_tap.h"
@@ -223,6 +227,39 @@ class Regions : public omptap::Listener {
 
 Regions g_regions;
 
+// The CUDA host wait policy: set at load, read back while the program runs
+// (a CUDA runtime may release its contexts in an exit handler, which runs
+// before the report) and at the end, once (cuda_report()).
+cuda::DriverPolicy* g_cuda = nullptr;
+constexpr int64_t kCudaObservePeriodNs = 200 * 1000000LL;
+std::atomic<int64_t> g_cuda_observed_ns{0};
+
+void observe_cuda() {
+  const int64_t now = wall_ns();
+  if (now - g_cuda_observed_ns.load(std::memory_order_relaxed) < kCudaObservePeriodNs) return;
+  g_cuda_observed_ns.store(now, std::memory_order_relaxed);
+  g_cuda->observe();
+}
+
+const cuda::PolicyReport& cuda_report() {
+  static const cuda::PolicyReport* report = new cuda::PolicyReport(g_cuda->finish());
+  return *report;
+}
+
+// "cuda": the policy asked, the one in force, and each device as seen.
+void write_cuda(JsonWriter* j, const cuda::PolicyReport& r) {
+  j->key("cuda").begin_object().field("requested", r.requested).field("in_force", r.in_force);
+  j->key("devices").begin_array();
+  for (const cuda::DeviceState& d : r.per_device) {
+    j->begin_object().field("device", d.device).key("active_before");
+    d.active_before ? j->value(*d.active_before) : j->null();
+    j->key("set_rc");
+    d.set_rc ? j->value(*d.set_rc) : j->null();
+    j->field("flags_at_exit", d.flags_at_exit).field("seen_active", d.seen_active).end_object();
+  }
+  j->end_array().field("note", r.note).end_object();
+}
+
 int64_t env_int(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;
@@ -386,9 +423,11 @@ void write_summary(const Figures& f) {
         .field("class", thread_class_name(t.cls)).field("cpu_ms", ns_to_ms(t.cpu_ns)).field("alive", t.alive).end_object();
   }
   j.end_array();
+  write_cuda(&j, cuda_report());
   j.key("context").begin_object();
   for (const auto& [k, v] : openmp_context(false)) j.field(k, v);  // at exit: oneDNN is not asked
   j.field("gpu_note", f.gpu_note);
+  for (const auto& [k, v] : cuda::context_of(cuda_report())) j.field(k, v);
   j.end_object();
   j.end_object();
   write_file(stem() + ".json", j.str() + "\n");
@@ -497,6 +536,7 @@ void write_describe(const std::string& dir) {
   j.key("context").begin_object();
   for (const auto& [k, v] : openmp_context()) j.field(k, v);
   j.field("gpu_note", "none");
+  for (const auto& [k, v] : cuda::context_of({})) j.field(k, v);
   j.end_object().end_object();
   write_file(dir + "/describe.json", j.str() + "\n");
 }
@@ -505,7 +545,11 @@ __attribute__((constructor)) void start() {
   const char* dir = std::getenv("THREADBURN_PROBE_DIR");
   const bool describe = std::getenv("THREADBURN_PROBE_DESCRIBE") != nullptr;
   thread_tap::set_active(dir && *dir && !describe);
-  if (!dir || !*dir) return;  // loaded but not asked: only forward GOMP_parallel
+  g_cuda = new cuda::DriverPolicy;
+  if (!dir || !*dir) {  // loaded but not asked: only forward GOMP_parallel, and set THREADBURN_CUDA_SYNC
+    cuda::apply_from_environment(g_cuda, true);
+    return;
+  }
   if (describe) {
     write_describe(dir);
     return;
@@ -526,11 +570,17 @@ __attribute__((constructor)) void start() {
   o.per_thread = true;
   o.per_thread_every_ns = 10 * kNsPerMsInt;
   o.mark = inside_regions_ns;
-  o.extra = [] { return g_state->children->total_ns(); };
+  o.extra = [] {
+    observe_cuda();
+    return g_state->children->total_ns();
+  };
   o.max_share = kSamplerMaxShare;
   s.sampler = std::make_unique<BurnSampler>(o);
   s.gpus = std::make_unique<gpu::NvmlSampler>();
   omptap::set_listener(&g_regions);
+  // After the sampler (a thread the driver starts is seen from its birth),
+  // before atexit(report) (an exit handler the driver registers runs after it).
+  cuda::apply_from_environment(g_cuda, false);
   std::atexit(report);
   for (int sig : {SIGINT, SIGTERM}) {
     struct sigaction old {};

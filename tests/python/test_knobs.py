@@ -5,7 +5,9 @@ that the C++ programs, the probe and the Python package all see the same.
 * the recorded descriptions (tests/fixtures/programs) carry exactly the table;
 * with a build: every program's --describe and the probe's describe.json
   carry exactly the table, their runtimes' own knobs are the table's, and
-  every in_force key of the table is a context key they report.
+  every in_force key of the table is a context key they report (that of a
+  knob whose column is a program flag, cuda_sync_in_force: where the program
+  has the flag, and in the probe's).
 """
 import os
 import unittest
@@ -17,21 +19,26 @@ from threadburn.lib import knobs, probe, programs
 BUILD = helpers.real_build_dir()
 
 SMALL = "\t".join(knobs.COLUMNS) + "\n" + "\n".join("\t".join(row) for row in (
-    ("THREADS", "openmp", "int>=1 cores", "-", "T={}", "max_threads", "threads"),
-    ("WAIT", "gomp", "one-of active passive", "-", "{}", "-", "wait"),
-    ("PLACE", "llvm", "pattern [a-z]+(,[a-z]+)*", "lower-case words, comma list", "aff", "-", "places"),
-    ("PRE", "loader", "-", "-", "-", "-", "preloaded"),
+    ("THREADS", "openmp", "int>=1 cores", "-", "T={}", "max_threads", "THREADS", "threads"),
+    ("WAIT", "gomp", "one-of active passive", "-", "{}", "-", "WAIT", "wait"),
+    ("PLACE", "llvm", "pattern [a-z]+(,[a-z]+)*", "lower-case words, comma list", "aff", "-", "PLACE", "places"),
+    ("SYNC", "cuda", "one-of auto spin", "-", "sync={}", "sync_in_force", "sync", "host wait"),
+    ("PRE", "loader", "-", "-", "-", "-", "-", "preloaded"),
 )) + "\n"
 
 
 class Table(unittest.TestCase):
     def test_parses_each_column(self):
         t = knobs.parse("# a comment\n\n" + SMALL)
-        self.assertEqual([k.name for k in t], ["THREADS", "WAIT", "PLACE", "PRE"])
+        self.assertEqual([k.name for k in t], ["THREADS", "WAIT", "PLACE", "SYNC", "PRE"])
         self.assertEqual((t[0].kind, t[0].minimum, t[0].words), ("int", 1, ("cores",)))
         self.assertEqual((t[1].kind, t[1].words, t[1].reader), ("one-of", ("active", "passive"), "gomp"))
         self.assertEqual((t[2].kind, t[2].pattern), ("pattern", "[a-z]+(,[a-z]+)*"))
-        self.assertEqual([k.is_column for k in t], [True, True, True, False])
+        self.assertEqual((t[3].reader, t[3].words, t[3].in_force), ("cuda", ("auto", "spin"), "sync_in_force"))
+        # the results column of each: its own, a program flag's (sync), none (the loader's)
+        self.assertEqual([k.column for k in t], ["THREADS", "WAIT", "PLACE", "sync", None])
+        self.assertEqual([k.is_column for k in t], [True, True, True, False, False])
+        self.assertEqual(t[4].cell("column"), "-")
 
     def test_refuses_a_broken_table_naming_the_line(self):
         lines = SMALL.splitlines()
@@ -40,8 +47,10 @@ class Table(unittest.TestCase):
                 (SMALL.replace("\tgomp\t", "\tgcc\t"), ":3: WAIT: reader 'gcc'"),
                 (SMALL.replace("one-of active passive", "one-of"), ":3: WAIT: values 'one-of'"),
                 (SMALL.replace("lower-case words, comma list", "-"), ":4: PLACE: a pattern needs its expected"),
-                (SMALL.replace("\tmax_threads\tthreads", "\tmax_threads"), ":2: expected 7 non-empty"),
-                (SMALL + lines[1] + "\n", ":6: THREADS twice"),
+                (SMALL.replace("\tmax_threads\tTHREADS\tthreads", "\tmax_threads\tthreads"), ":2: expected 8 non-empty"),
+                (SMALL.replace("\tsync\thost wait", "\tSync-Col\thost wait"), ":5: SYNC: column 'Sync-Col'"),
+                (SMALL.replace("\tWAIT\twait", "\tOTHER\twait"), ":3: WAIT: column 'OTHER'"),
+                (SMALL + lines[1] + "\n", ":7: THREADS twice"),
                 (lines[0] + "\n", ": no knobs")):
             with self.subTest(words=words):
                 with self.assertRaises(ValueError) as e:
@@ -49,7 +58,7 @@ class Table(unittest.TestCase):
                 self.assertIn("t.tsv" + words, str(e.exception))
 
     def test_checks_values_by_kind(self):
-        threads, wait, place, pre = knobs.parse(SMALL)
+        threads, wait, place, sync, pre = knobs.parse(SMALL)
         self.assertEqual([threads.check(v) for v in (1, 8, "8", "cores")], ["1", "8", "8", "cores"])
         for bad in (0, -1, True, 1.5, "eight", "8 "):
             with self.subTest(bad=bad), self.assertRaises(knobs.KnobError) as e:
@@ -63,6 +72,10 @@ class Table(unittest.TestCase):
         with self.assertRaises(knobs.KnobError) as e:
             place.check("a, b")
         self.assertEqual(str(e.exception), "expected lower-case words, comma list, got 'a, b'")
+        self.assertEqual(sync.check("spin"), "spin")
+        with self.assertRaises(knobs.KnobError) as e:
+            sync.check("fast")
+        self.assertEqual(str(e.exception), """expected "auto" or "spin", got 'fast'""")
         with self.assertRaises(knobs.KnobError):
             pre.check("/lib/x.so")
 
@@ -80,16 +93,30 @@ class Table(unittest.TestCase):
     def test_header_holds_every_cell_as_a_cpp_string(self):
         text = knobs.header(knobs.parse(SMALL))
         self.assertIn('{"PLACE", "llvm", "pattern [a-z]+(,[a-z]+)*", "lower-case words, comma list", "aff", "-", '
-                      '"places"},', text)
+                      '"PLACE", "places"},', text)
+        self.assertIn('{"PRE", "loader", "-", "-", "-", "-", "-", "preloaded"},', text)  # no column: "-" as in the table
         self.assertIn('kKnobColumns[kKnobColumnCount] = {"name", "reader", "values", "expected", "label", '
-                      '"in_force", "doc"}', text)
+                      '"in_force", "column", "doc"}', text)
         self.assertIn(r'"pattern a\\d\"b"', knobs.header([knobs.Knob("X", "openmp", 'pattern a\\d"b', "x", "-",
-                                                                        "-", "x")]))
+                                                                        "-", "X", "x")]))
 
     def test_the_package_table_parses_and_names_its_runtimes(self):
         self.assertIn("OMP_NUM_THREADS", knobs.names())
         self.assertEqual(knobs.runtime_knobs("gomp"), ["GOMP_SPINCOUNT"])
         self.assertTrue(set(knobs.runtime_knobs("llvm")) >= {"KMP_BLOCKTIME", "KMP_AFFINITY"})
+
+    def test_the_cuda_host_wait_policy_lands_in_the_cuda_sync_column(self):
+        sync = knobs.get("THREADBURN_CUDA_SYNC")
+        self.assertEqual((sync.reader, sync.words, sync.in_force, sync.column),
+                         ("cuda", ("auto", "spin", "yield", "blocking_sync"), "cuda_sync_in_force", "cuda_sync"))
+        self.assertFalse(sync.is_column)
+        self.assertEqual(knobs.NOT_A_KNOB, ("THREADBURN_CUDA_SYNC", "LD_PRELOAD"))
+        self.assertEqual(knobs.runtime_knobs("cuda"), ["THREADBURN_CUDA_SYNC"])
+        # read back where the flag is: the probe and the programs with --cuda_sync, not the others
+        self.assertIn("cuda_sync_in_force", knobs.in_force_keys())
+        self.assertIn("cuda_sync_in_force", knobs.in_force_keys(["cuda_sync", "batch"]))
+        self.assertNotIn("cuda_sync_in_force", knobs.in_force_keys(["batch"]))
+        self.assertIn("omp_max_threads", knobs.in_force_keys(["batch"]))
 
 
 class Recordings(unittest.TestCase):
@@ -105,7 +132,7 @@ class Recordings(unittest.TestCase):
                 d = programs.Description.from_json(rec)
                 for runtime in d.runtimes:
                     self.assertEqual(runtime["own_knobs"], knobs.runtime_knobs(runtime["name"]))
-                missing = [k for k in knobs.in_force_keys() if k not in rec["context"]]
+                missing = [k for k in knobs.in_force_keys(d.flags) if k not in rec["context"]]
                 self.assertEqual(missing, [], "in_force keys the program does not report")
 
 
@@ -118,7 +145,8 @@ class Build(unittest.TestCase):
                 self.assertEqual(doc["knobs"], knobs.as_dicts())
                 self.assertEqual({r["name"]: r["own_knobs"] for r in doc["runtimes"]},
                                  {r["name"]: knobs.runtime_knobs(r["name"]) for r in doc["runtimes"]})
-                self.assertEqual([k for k in knobs.in_force_keys() if k not in doc["context"]], [])
+                flags = [f["name"] for f in doc["flags"]]
+                self.assertEqual([k for k in knobs.in_force_keys(flags) if k not in doc["context"]], [])
 
     def test_the_probe_describes_the_table(self):
         doc = probe.describe(BUILD)

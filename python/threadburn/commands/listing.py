@@ -38,14 +38,25 @@ def all_counters(descriptions):
     return out
 
 
+def knob_cell(knob):
+    """A knob's name, and the results column of its value when that is not
+    its own knob column (the table's column cell; descriptions without one:
+    its own)."""
+    column = knob.get("column", knob["name"])
+    if column == knob["name"]:
+        return f"`{column}`"
+    return f"`{knob['name']}` (no column)" if column == "-" else f"`{knob['name']}` (in `{column}`)"
+
+
 def schema_markdown(progs, build=None):
     """The columns of a results CSV that come from the programs and the probe,
     as Markdown: the one place results/README.md learns them from."""
     from ..lib import fmt, probe
     descriptions = [p.describe() for p in progs.values()]
-    lines = [BEGIN, "", "#### Environment knobs (knob columns but `LD_PRELOAD`; python/threadburn/knobs.tsv)", ""]
+    lines = [BEGIN, "", "#### Environment knobs (a knob column each unless it says otherwise; python/threadburn/knobs.tsv)",
+             ""]
     lines += fmt.table(["column", "read by", "values", "in force", "meaning"],
-                       [[f"`{k['name']}`", k["reader"], f"`{k['values']}`",
+                       [[knob_cell(k), k["reader"], f"`{k['values']}`",
                          f"`{k['in_force']}`" if k["in_force"] != "-" else "", k["doc"]]
                         for k in descriptions[0].knobs], "md", 5)
     lines += ["", "#### Program flags (knob columns; `threadburn list PROGRAM` shows defaults)", ""]

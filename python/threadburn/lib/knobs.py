@@ -1,11 +1,13 @@
 """The environment knobs: one table, python/threadburn/knobs.tsv, for both sides.
 
 Each line of the table is one knob: its name, who reads it (openmp: every
-OpenMP runtime; gomp or llvm: that runtime only; onednn; loader: reported,
-never a knob column), the values a grid or `tune --points` may give it, its
-short label in plots, the context key that reports what the live process
-really uses (its read-back), and one line of doc. The column comments are at
-the top of the table.
+OpenMP runtime; gomp or llvm: that runtime only; onednn; cuda: threadburn's
+preload libraries, for the CUDA driver; loader: reported, never a knob
+column), the values a grid or `tune --points` may give it, its short label in
+plots, the context key that reports what the live process really uses (its
+read-back), the results column that holds its value (its own knob column, a
+program flag's column of the same meaning, or none), and one line of doc. The
+column comments are at the top of the table.
 
 The C++ programs and the preload probe compile the same table in: CMake runs
 this file as a script (`python3 knobs.py --header OUT`, stdlib only) to write
@@ -20,13 +22,11 @@ import sys
 from dataclasses import dataclass
 
 TABLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "knobs.tsv")
-COLUMNS = ("name", "reader", "values", "expected", "label", "in_force", "doc")
-READERS = ("openmp", "gomp", "llvm", "onednn", "loader")
+COLUMNS = ("name", "reader", "values", "expected", "label", "in_force", "column", "doc")
+READERS = ("openmp", "gomp", "llvm", "onednn", "cuda", "loader")
 NONE = "-"  # an empty cell
 # A knob column's value when the variable was not set at all.
 UNSET = "unset"
-# Not a knob column: the runtime column says what was preloaded (the loader's knob).
-NOT_A_KNOB = ("LD_PRELOAD",)
 
 
 def param_column(name):
@@ -56,7 +56,13 @@ class Knob:
     expected: str
     label: str
     in_force: str
+    column: str   # the results column of its value; None for "-" (cell() gives the table's text)
     doc: str
+
+    def cell(self, column):
+        """The table's text of one of its columns ("-" for an empty one)."""
+        value = getattr(self, column)
+        return NONE if value is None else value
 
     @property
     def kind(self):
@@ -78,8 +84,11 @@ class Knob:
 
     @property
     def is_column(self):
-        """A knob column of the results (the loader's LD_PRELOAD is not: the runtime column says it)."""
-        return self.reader != "loader"
+        """A knob column of the results, named after the variable. Not so:
+        LD_PRELOAD (the runtime column says what was preloaded) and a knob
+        whose value lands in a program flag's column (THREADBURN_CUDA_SYNC:
+        cuda_sync)."""
+        return self.column == self.name
 
     def expectation(self, extra=()):
         """What the knob accepts, as error messages say it; extra: more words
@@ -129,7 +138,7 @@ def parse(text, source=TABLE):
             continue
         if len(cells) != len(COLUMNS) or not all(c.strip() for c in cells):
             raise ValueError(f"{source}:{number}: expected {len(COLUMNS)} non-empty tab-separated cells, got {len(cells)}")
-        knob = Knob(*cells)
+        knob = Knob(*cells[:6], None if cells[6] == NONE else cells[6], cells[7])
         if knob.reader not in READERS:
             raise ValueError(f"{source}:{number}: {knob.name}: reader {knob.reader!r}, expected one of {', '.join(READERS)}")
         if knob.kind not in ("int", "one-of", "pattern", NONE) or (knob.kind != NONE and " " not in knob.values
@@ -138,6 +147,9 @@ def parse(text, source=TABLE):
                              "one-of WORDS, pattern REGEX or -")
         if (knob.kind == "pattern") != (knob.expected != NONE):
             raise ValueError(f"{source}:{number}: {knob.name}: a pattern needs its expected text, nothing else has one")
+        if knob.column not in (None, knob.name) and not re.fullmatch(r"[a-z][a-z0-9_]*", knob.column):
+            raise ValueError(f"{source}:{number}: {knob.name}: column {knob.column!r}: expected -, {knob.name} or "
+                             "a program flag's column (lower case)")
         if knob.name in {k.name for k in knobs}:
             raise ValueError(f"{source}:{number}: {knob.name} twice")
         knobs.append(knob)
@@ -171,9 +183,18 @@ def runtime_knobs(runtime):
     return [k.name for k in table() if k.reader == runtime]
 
 
-def in_force_keys():
-    """The context keys that report what the knobs really are in the live process."""
-    return [k.in_force for k in table() if k.in_force != NONE]
+def in_force_keys(flags=None):
+    """The context keys that report what the knobs really are in the live
+    process. With flags (a program's flag names): those the program reports,
+    which leaves out the read-back of a knob whose column is a flag it lacks
+    (cuda_sync_in_force: the programs with --cuda_sync, and the probe)."""
+    return [k.in_force for k in table() if k.in_force != NONE
+            and (flags is None or k.is_column or k.column is None or k.column in flags)]
+
+
+def not_knob_columns():
+    """The table's variables that have no knob column of their own."""
+    return tuple(k.name for k in table() if not k.is_column)
 
 
 def check(name, value, extra=()):
@@ -199,14 +220,14 @@ def shorten(text):
 
 def as_dicts(knobs=None):
     """The table as --describe prints it ("knobs")."""
-    return [dict(zip(COLUMNS, (getattr(k, c) for c in COLUMNS))) for k in (knobs or table())]
+    return [{c: k.cell(c) for c in COLUMNS} for k in (knobs or table())]
 
 
 def header(knobs):
     """The C++ header of the table (CMake: knobs.py --header OUT)."""
     def lit(text):
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    rows = "\n".join("    {" + ", ".join(lit(getattr(k, c)) for c in COLUMNS) + "}," for k in knobs)
+    rows = "\n".join("    {" + ", ".join(lit(k.cell(c)) for c in COLUMNS) + "}," for k in knobs)
     fields = "\n".join(f"  const char* {c};" for c in COLUMNS)
     names = ", ".join(lit(c) for c in COLUMNS)
     members = ", ".join(f"&KnobSpec::{c}" for c in COLUMNS)
@@ -219,6 +240,11 @@ def header(knobs):
             f"inline constexpr const char* kKnobColumns[kKnobColumnCount] = {{{names}}};\n"
             f"inline constexpr const char* KnobSpec::*kKnobFields[kKnobColumnCount] = {{{members}}};\n\n"
             f"}}  // namespace threadburn\n")
+
+
+# Not a knob column (Knob.is_column): the runtime column says what was
+# preloaded (the loader's knob); the cuda_sync column holds THREADBURN_CUDA_SYNC.
+NOT_A_KNOB = not_knob_columns()
 
 
 def main(argv):
