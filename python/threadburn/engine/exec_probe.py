@@ -87,12 +87,12 @@ class ProbeExecutor(campaign.Executor):
         point = spec.item
         if point.phase == "race":
             try:
-                report = probe.main_report(out, self.cmd, require_regions=False)
+                report = probe.main_report(out, self.cmd)
             except ThreadburnError as e:
                 row.update(status="failed", reason=who + str(e))
                 return row
             row = usercmd.row_for(report, self.columns, row)
-            row.update(status="ok", reason="" if report.regions else "note: no OpenMP region (one thread)")
+            row.update(status="ok", reason="" if report.regions else "note: no OpenMP region")
         else:  # no probe: the wall time, and the CPU of the process tree from the kernel's accounting
             row.update(status="ok", reason="", wall_ms=round(wall_s * 1000, 3), cpu_ms=round(cpu_ms, 3))
         if self.args.metric:
