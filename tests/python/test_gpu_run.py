@@ -23,24 +23,21 @@ from threadburn.lib.errors import ThreadburnError
 CASES = os.path.join(helpers.FIXTURES, "gpu_probe")
 
 
-@dataclasses.dataclass(frozen=True)
-class _StandIn(knobs.Knob):
-    column: str = "cuda_sync"
-
-
-# The knob table's THREADBURN_CUDA_SYNC as the probe's GPU interface agrees it (a row of
-# reader cuda whose value lands in the cuda_sync column), for a table that lacks it yet.
-STAND_IN = _StandIn("THREADBURN_CUDA_SYNC", "cuda", "one-of auto spin yield blocking_sync", "-", "sync={}",
-                    "cuda_sync_in_force", "the CUDA host wait policy")
-
-
 @contextlib.contextmanager
 def cuda_knob():
-    """The knob table with THREADBURN_CUDA_SYNC: as it is, or with the stand-in."""
+    """The knob table with THREADBURN_CUDA_SYNC: as it is, or, for a table
+    that lacks it yet, with a stand-in as the probe's GPU interface agrees
+    it (a row of reader cuda whose value lands in the cuda_sync column)."""
     if knobs.get(probe.CUDA_SYNC) is not None:
         yield
         return
-    with mock.patch.object(knobs, "_table", knobs.table() + (STAND_IN,)):
+
+    @dataclasses.dataclass(frozen=True)
+    class StandIn(knobs.Knob):
+        column: str = "cuda_sync"
+    stand_in = StandIn("THREADBURN_CUDA_SYNC", "cuda", "one-of auto spin yield blocking_sync", "-", "sync={}",
+                       "cuda_sync_in_force", "the CUDA host wait policy")
+    with mock.patch.object(knobs, "_table", knobs.table() + (stand_in,)):
         yield
 
 
