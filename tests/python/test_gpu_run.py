@@ -97,9 +97,21 @@ class GpuReport(unittest.TestCase):
         self.assertRegex(out, r"worker processes \(4: forked, e.g. DataLoader workers\) +36000\b")
         self.assertIn("main thread (0.35 of a core)", out)
 
+    def test_how_each_gpu_was_sampled(self):
+        rep = report_of("host_bound")
+        polled = dict(rep.summary["gpus"][0], source="utilization_rates", samples=48, period_ms=None)
+        silent = dict(rep.summary["gpus"][0], index=1, busy_share=None, memory_busy_share=None, samples=0,
+                      period_ms=None)
+        rep.summary["gpus"] = [polled, silent]
+        out = "\n".join(run.gpu_lines(rep))
+        self.assertIn("GPU 0 (NVIDIA H100 80GB HBM3): busy 30% of the time, memory busy 8% (48 readings of NVML's "
+                      "utilisation rate, polled)", out)
+        self.assertIn("GPU 1 (NVIDIA H100 80GB HBM3): no sample (0 NVML samples)", out)
+
     def test_cuda_without_a_sampled_gpu_gives_no_advice(self):
         out = text("not_sampled")
         self.assertIn("the process used CUDA, but no GPU was sampled", out)
+        self.assertIn("  note: libnvidia-ml.so.1 not found, no GPU sampled", out)
         self.assertNotIn("busy", out.split("GPU:")[0])
         self.assertEqual(advice("not_sampled"), [])  # the main thread's 0.95 of a core alone says nothing
 

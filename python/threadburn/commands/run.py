@@ -184,19 +184,27 @@ def cpu_rows(report):
 
 def gpu_lines(report):
     """Per sampled GPU its busy share (NVML's utilisation) and how it was
-    sampled; for a process that used CUDA without a sampled GPU, that."""
+    sampled; for a process that used CUDA without a sampled GPU, that; the
+    probe's note on what kept a GPU from being sampled."""
     gpus = report.summary.get("gpus") or []
+    ctx = report.summary.get("context", {})
     lines = []
     for g in gpus:
-        memory = g.get("memory_busy_share")
-        lines.append(f"  GPU {g.get('index')} ({g.get('name', '?')}): busy {g['busy_share']:.0%} of the time"
-                     + (f", memory busy {memory:.0%}" if isinstance(memory, (int, float)) else "")
-                     + f" ({int(g.get('samples', 0))} NVML samples of {fmt.number(g.get('period_ms'))} ms each)")
+        busy, memory, period = g.get("busy_share"), g.get("memory_busy_share"), g.get("period_ms")
+        how = (f"{int(g.get('samples') or 0)} readings of NVML's utilisation rate, polled"
+               if g.get("source") == "utilization_rates" else
+               f"{int(g.get('samples') or 0)} NVML samples" + (f" of {fmt.number(period)} ms each"
+                                                                 if isinstance(period, (int, float)) else ""))
+        lines.append(f"  GPU {g.get('index')} ({g.get('name', '?')}): "
+                     + (f"busy {busy:.0%} of the time" if isinstance(busy, (int, float)) else "no sample")
+                     + (f", memory busy {memory:.0%}" if isinstance(memory, (int, float)) else "") + f" ({how})")
     if gpus:
         lines.append("    (busy: the share of each driver sample period in which a kernel ran: its resolution is "
                      "that period, and a busy period says a kernel ran, not how much of the GPU it used)")
-    elif report.summary.get("context", {}).get("cuda_used") == "1":
-        lines.append("  GPU: the process used CUDA, but no GPU was sampled (NVML gave no samples): no busy share")
+    elif ctx.get("cuda_used") == "1":
+        lines.append("  GPU: the process used CUDA, but no GPU was sampled: no busy share")
+    if ctx.get("gpu_note", "none") != "none":
+        lines.append(f"  note: {ctx['gpu_note']}")
     return lines
 
 
