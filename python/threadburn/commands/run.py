@@ -155,19 +155,25 @@ def region_lines(report):
     return lines
 
 
+def gpu_run(report):
+    """A process that used CUDA (it loaded the driver) or had a GPU sampled:
+    its report has the GPU's lines (a CPU run's is as it was)."""
+    return report.summary.get("context", {}).get("cuda_used") == "1" or bool(report.summary.get("gpus"))
+
+
 def cpu_rows(report):
-    """CPU by class of thread: the main thread (with its share of a core),
-    the OpenMP workers in and between regions, the CUDA driver's threads
-    and the pin-memory thread (a process that used CUDA, or where they
-    burned), the other threads, the forked worker processes (DataLoader
-    workers), the command's other probed processes."""
+    """CPU by class of thread: the main thread (a GPU run: with its share of
+    a core), the OpenMP workers in and between regions, the CUDA driver's
+    threads and the pin-memory thread (a GPU run, or where they burned), the
+    other threads, the forked worker processes (DataLoader workers), the
+    command's other probed processes."""
     c = report.counters
-    share = figure(c, "main_core_share")
+    cuda = gpu_run(report)
+    share = figure(c, "main_core_share") if cuda else None
     rows = [["main thread" + (f" ({fmt.number(share, 2)} of a core)" if share is not None else ""),
              fmt.number(c["cpu_main_ms"]), "", ""],
             [f"OpenMP workers ({int(c['threads_omp'])})", fmt.number(c["cpu_omp_ms"]),
              fmt.number(c["omp_in_regions_ms"]), fmt.number(c["omp_between_regions_ms"])]]
-    cuda = report.summary.get("context", {}).get("cuda_used") == "1"
     for name, label in (("cpu_cuda_ms", "CUDA driver threads"), ("cpu_pin_ms", "pin-memory thread")):
         if name in c and (cuda or (figure(c, name) or 0) > 0):
             rows.append([label, fmt.number(figure(c, name)), "", ""])
