@@ -79,6 +79,26 @@ class Errors(unittest.TestCase):
         return tmp.name
 
 
+class TuneGpus(unittest.TestCase):
+    """tune --copies on a host of N GPUs (THREADBURN_GPU_COUNT, the test hook): said once, in the plan."""
+
+    def dry_run(self, gpus, copies):
+        return helpers.threadburn("tune", "--copies", copies, "--dry-run", "--", "/bin/true",
+                                  env=helpers.clean_env(THREADBURN_GPU_COUNT=gpus))
+
+    def test_copies_get_their_own_gpus_or_share(self):
+        result = self.dry_run("2", "1,2,4")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("tune: GPUs: 2 copies a run: copy i alone sees GPU i of 0, 1 (CUDA_VISIBLE_DEVICES, in each "
+                      "row's extra_context); 4 copies a run share the 2 GPU(s)\n", result.stdout)
+        self.assertIn("GPU of each copy: 0 | 1", result.stdout)
+        self.assertNotIn("GPUs", self.dry_run("0", "2").stdout)
+
+    def test_a_bad_count_is_one_line(self):
+        helpers.assert_one_line_error(self, self.dry_run("two", "2"), "threadburn tune: error: THREADBURN_GPU_COUNT="
+                                      "'two': expected a number of GPUs")
+
+
 class Listing(helpers.TempDir, unittest.TestCase):
     def setUp(self):
         super().setUp()

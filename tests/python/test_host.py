@@ -223,6 +223,35 @@ class Plans(unittest.TestCase):
         self.assertEqual({p.key for p in two} & {"c2-plain", "c2-launcher"}, {"c2-plain", "c2-launcher"})
         self.assertEqual(by["launcher"].copy_env(1)["THREADBURN_COPY"], "1")
 
+    def test_gpus_counted_without_cuda(self):
+        with mock.patch.dict(machine.os.environ, {machine.GPU_COUNT_VAR: "3"}):
+            machine.os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            self.assertEqual(machine.gpus(), ["0", "1", "2"])
+            # the user's own choice of devices is what copies are given, up to its first empty entry
+            self.assertEqual(machine.gpus({"CUDA_VISIBLE_DEVICES": "3,GPU-5e1f,,7"}), ["3", "GPU-5e1f"])
+            self.assertEqual(machine.gpus({"CUDA_VISIBLE_DEVICES": ""}), [])
+        with mock.patch.dict(machine.os.environ, {machine.GPU_COUNT_VAR: "many"}), self.assertRaises(ValueError):
+            machine.gpu_count()
+        with mock.patch.dict(machine.os.environ, {machine.GPU_COUNT_VAR: ""}), \
+                mock.patch.object(machine.os.path, "isdir", return_value=False), \
+                mock.patch.object(machine.shutil, "which", return_value=None):
+            self.assertEqual(machine.gpu_count(), 0)  # no driver, no nvidia-smi
+
+    def test_each_copy_its_own_gpu(self):
+        with mock.patch.object(machine, "physical_cores", return_value=4), \
+                mock.patch.object(machine, "usable_cpus", return_value=4), \
+                mock.patch.object(machine, "core_sets", return_value=[(0, 1), (2, 3)]):
+            two = plans.default_points({}, 2, gpus=["0", "1", "2"])
+            shared = plans.default_points({}, 4, gpus=["0", "1", "2"])
+            one = plans.default_points({}, None, gpus=["0", "1", "2"])
+        for p in two:
+            self.assertEqual([p.copy_env(i)["CUDA_VISIBLE_DEVICES"] for i in range(2)], ["0", "1"], p.name)
+        self.assertEqual(two[0].alone().copy_env(0)["CUDA_VISIBLE_DEVICES"], "0")
+        self.assertIn("GPU of each copy: 0 | 1", two[0].plan_line("libomp"))
+        for p in shared + one:  # 4 copies on 3 GPUs share them; one process a run uses them as it would
+            self.assertNotIn("CUDA_VISIBLE_DEVICES", p.copy_env(0))
+            self.assertIsNone(p.gpu_of(0))
+
     def test_params_name_and_fill_the_settings(self):
         params = plans.parse_params(["workers=0,2", "batch=32,64"], ["prog", "--workers", "{workers}",
                                                                       "--batch={batch}"])

@@ -73,7 +73,7 @@ def draw(page, tmp):
 
 def run_timeline(row, run_dir, out_dir):
     """The probe's timeline of a run's main process, from the files beside its run.csv."""
-    report = probe.main_report(run_dir, shlex.split(row.command) or ["the command"], require_regions=False)
+    report = probe.main_report(run_dir, shlex.split(row.command) or ["the command"])
     path = report.file(".timeline.csv")
     if not os.path.exists(path):
         raise ThreadburnError(f"no {os.path.basename(path)} beside the CSV")

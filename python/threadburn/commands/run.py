@@ -12,6 +12,15 @@ go to --out (default runs/run-<command>-<time>/): the probe's files per
 process, run.csv (one tidy row, the schema of results/README.md) and
 timeline.png.
 
+On a GPU training (a process that loaded the CUDA driver) it adds each
+sampled GPU's busy share (NVML's utilisation: the share of each driver
+sample period in which a kernel ran), the CUDA host wait policy asked
+(--env THREADBURN_CUDA_SYNC=spin|yield|blocking_sync) and in force, the CPU
+of the CUDA driver's threads and of the pin-memory thread, the main
+thread's share of a core, and advice from those figures: host-bound, sync
+spin, loader-bound (docs/cuda.md). A program that starts no OpenMP team
+gets the same report, its regions said to be none.
+
 Where the kernel allows it (root: --exact auto), threadburn_monitor's exact
 mode records the command too (monitor.csv, monitor.intervals.csv,
 monitor.gaps.csv, its summary in monitor.txt): the run-queue wait of each
@@ -20,6 +29,7 @@ threads caused in other processes (docs/monitor.md). The probe reports each
 class's wait in any case (from schedstat).
 """
 import argparse
+import math
 import os
 import shutil
 import sys
@@ -47,43 +57,36 @@ def add_parser(sub):
     return p
 
 
+# The advice's thresholds (docs/cuda.md, "run and tune on your own GPU training"): a
+# thread "near a core" ran at least this share of one over the run; the GPU "idles"
+# below this busy share (NVML's: the share of its sample periods a kernel ran in).
+NEAR_A_CORE = 0.8
+GPU_LOW = 0.5
+# The CUDA host wait policies in force that keep a core busy while the host waits for
+# the GPU: spin polls; yield polls between sched_yield calls (a full core when nothing
+# else wants it); auto is the driver's choice, spin while the process has fewer active
+# contexts than CPUs (one training on a host with several cores). blocking_sync sleeps.
+SPINNING_POLICIES = ("spin", "yield", "auto")
+
+
+def figure(counters, name):
+    """A counter as a number, None when absent, empty or NaN (the probe
+    writes no GPU figure when no GPU was sampled)."""
+    value = counters.get(name)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
 def describe_report(report, cmd):
-    """The summary people read: settings, regions, CPU by class, gaps, overhead."""
-    c, ctx = report.counters, report.summary.get("context", {})
+    """The summary people read: settings, regions, CPU by class, gaps, GPUs, overhead, advice."""
+    c = report.counters
     lines = [f"threadburn run: {' '.join(cmd)} (pid {report.pid}): {fmt.number(c['wall_ms'] / 1000)} s"]
-    settings = f"{ctx.get('omp_runtime')} with {ctx.get('omp_max_threads')} threads, wait policy {ctx.get('omp_wait_policy')}"
-    if ctx.get("omp_runtime") == "libgomp":
-        settings += f", spin count {ctx.get('gomp_spincount')} (in force {ctx.get('gomp_spincount_in_force')})"
-    elif ctx.get("omp_runtime") == "llvm-libomp":
-        settings += f", blocktime {ctx.get('kmp_blocktime_ms')} ms"
-    lines.append(f"  settings in force: {settings}")
-    if ctx.get("knob_notes", "none") != "none":
-        lines.append(f"  note: {ctx['knob_notes']}")
-    sampled = "" if report.summary.get("region_durations_exact", True) else " (from a uniform sample)"
-    nested = (f"; {int(c['regions_nested'])} nested inside them (depth up to {int(c['region_depth_max'])})"
-              if c.get("regions_nested") else "")
-    lines.append(f"  regions: {int(c['regions'])} ({fmt.number(c['regions_per_s'])}/s), a region running "
-                 f"{c['region_share']:.0%} of the time; duration median {fmt.number(c['region_us_p50'])} us, "
-                 f"p90 {fmt.number(c['region_us_p90'])} us, p99 {fmt.number(c['region_us_p99'])} us{sampled}; "
-                 f"largest team {int(c['max_team'])}{nested}")
-    entries = report.summary.get("entry_points", [])
-    if entries:
-        rows = [[e["name"], str(e["regions"]), f"{e['share']:.1%}", fmt.number(e["us_p50"]), fmt.number(e["us_p90"]),
-                 fmt.number(e["us_p99"]), " ".join(f"{n}x{t}" for t, n in e["teams"].items()) or "-",
-                 str(e["nested"])] for e in entries]
-        lines += ["  " + ln for ln in fmt.table(["entry point", "regions", "time share", "p50 us", "p90 us",
-                                                  "p99 us", "teams (regions x threads)", "nested"], rows)]
-    rows = [["main thread", fmt.number(c["cpu_main_ms"]), "", ""],
-            [f"OpenMP workers ({int(c['threads_omp'])})", fmt.number(c["cpu_omp_ms"]),
-             fmt.number(c["omp_in_regions_ms"]), fmt.number(c["omp_between_regions_ms"])],
-            ["other threads", fmt.number(c["cpu_other_ms"]), "", ""]]
-    if c.get("child_processes"):
-        rows.append([f"worker processes ({int(c['child_processes'])})", fmt.number(probe.workers_ms(report)), "", ""])
-    if report.others:
-        rows.append([f"other probed processes ({len(report.others)})",
-                     fmt.number(sum(o.counters.get("cpu_ms", 0) for o in report.others)), "", ""])
-    rows.append(["all (cpu_ms)", fmt.number(c["cpu_ms"]), "", ""])
-    lines += ["  " + ln for ln in fmt.table(["CPU (ms)", "total", "in regions", "between regions"], rows)]
+    lines += settings_lines(report)
+    lines += region_lines(report)
+    lines += ["  " + ln for ln in fmt.table(["CPU (ms)", "total", "in regions", "between regions"], cpu_rows(report))]
     if report.others:
         lines.append("  processes by command (each with its forked workers):")
         for command, (n, cpu) in probe.command_totals(report).items():
@@ -97,13 +100,149 @@ def describe_report(report, cmd):
         lines.append(f"  run-queue wait (runnable, no CPU): {fmt.ms(c['wait_ms'])}; main thread "
                      f"{fmt.ms(c['wait_main_ms'])}, OpenMP workers {fmt.ms(c['wait_omp_ms'])}, other threads "
                      f"{fmt.ms(c['wait_other_ms'])}")
+    lines += gpu_lines(report)
     lines.append(f"  the probe's own cost: sampler {fmt.ms(c['sampler_cpu_ms'])} of CPU "
                  f"({c['sampler_share']:.2%} of a core), {int(c['samples'])} samples")
     if c["omp_between_regions_ms"] > 0.1 * max(c["cpu_omp_ms"], 1e-9) and c["omp_between_regions_ms"] > 50:
         lines.append(f"  advice: the workers burned {fmt.ms(c['omp_between_regions_ms'])} while no region ran "
                      "(spin-waiting). KMP_BLOCKTIME=0 or OMP_WAIT_POLICY=passive stop that, at some cost to the "
                      "next region; `threadburn tune -- <command>` measures which setting costs least here.")
+    lines += ["  advice: " + a for a in gpu_advice(report)]
     return lines
+
+
+def settings_lines(report):
+    ctx = report.summary.get("context", {})
+    if ctx.get("omp_runtime") in ("none", None):
+        settings = "no OpenMP runtime loaded"
+    else:
+        settings = (f"{ctx.get('omp_runtime')} with {ctx.get('omp_max_threads')} threads, wait policy "
+                    f"{ctx.get('omp_wait_policy')}")
+    if ctx.get("omp_runtime") == "libgomp":
+        settings += f", spin count {ctx.get('gomp_spincount')} (in force {ctx.get('gomp_spincount_in_force')})"
+    elif ctx.get("omp_runtime") == "llvm-libomp":
+        settings += f", blocktime {ctx.get('kmp_blocktime_ms')} ms"
+    lines = [f"  settings in force: {settings}"]
+    if ctx.get("knob_notes", "none") != "none":
+        lines.append(f"  note: {ctx['knob_notes']}")
+    asked = ctx.get("cuda_sync_requested", "auto")
+    if ctx.get("cuda_used") == "1" or (asked != "auto" and "cuda_sync_in_force" in ctx):
+        lines.append(f"  CUDA host wait policy: asked {asked}, in force {ctx.get('cuda_sync_in_force', 'n/a')} "
+                     f"({ctx.get('cuda_devices', 'n/a')} device(s) in the driver)")
+        if ctx.get("cuda_sync_note", "none") != "none":
+            lines.append(f"  note: {ctx['cuda_sync_note']}")
+    return lines
+
+
+def region_lines(report):
+    c = report.counters
+    if not c.get("regions"):
+        return ["  regions: no OpenMP region (the program started no OpenMP team: one thread, or no OpenMP)"]
+    sampled = "" if report.summary.get("region_durations_exact", True) else " (from a uniform sample)"
+    nested = (f"; {int(c['regions_nested'])} nested inside them (depth up to {int(c['region_depth_max'])})"
+              if c.get("regions_nested") else "")
+    lines = [f"  regions: {int(c['regions'])} ({fmt.number(c['regions_per_s'])}/s), a region running "
+             f"{c['region_share']:.0%} of the time; duration median {fmt.number(c['region_us_p50'])} us, "
+             f"p90 {fmt.number(c['region_us_p90'])} us, p99 {fmt.number(c['region_us_p99'])} us{sampled}; "
+             f"largest team {int(c['max_team'])}{nested}"]
+    entries = report.summary.get("entry_points", [])
+    if entries:
+        rows = [[e["name"], str(e["regions"]), f"{e['share']:.1%}", fmt.number(e["us_p50"]), fmt.number(e["us_p90"]),
+                 fmt.number(e["us_p99"]), " ".join(f"{n}x{t}" for t, n in e["teams"].items()) or "-",
+                 str(e["nested"])] for e in entries]
+        lines += ["  " + ln for ln in fmt.table(["entry point", "regions", "time share", "p50 us", "p90 us",
+                                                  "p99 us", "teams (regions x threads)", "nested"], rows)]
+    return lines
+
+
+def gpu_run(report):
+    """A process that used CUDA (it loaded the driver) or had a GPU sampled:
+    its report has the GPU's lines (a CPU run's is as it was)."""
+    return report.summary.get("context", {}).get("cuda_used") == "1" or bool(report.summary.get("gpus"))
+
+
+def cpu_rows(report):
+    """CPU by class of thread: the main thread (a GPU run: with its share of
+    a core), the OpenMP workers in and between regions, the CUDA driver's
+    threads and the pin-memory thread (a GPU run, or where they burned), the
+    other threads, the forked worker processes (DataLoader workers), the
+    command's other probed processes."""
+    c = report.counters
+    cuda = gpu_run(report)
+    share = figure(c, "main_core_share") if cuda else None
+    rows = [["main thread" + (f" ({fmt.number(share, 2)} of a core)" if share is not None else ""),
+             fmt.number(c["cpu_main_ms"]), "", ""],
+            [f"OpenMP workers ({int(c['threads_omp'])})", fmt.number(c["cpu_omp_ms"]),
+             fmt.number(c["omp_in_regions_ms"]), fmt.number(c["omp_between_regions_ms"])]]
+    for name, label in (("cpu_cuda_ms", "CUDA driver threads"), ("cpu_pin_ms", "pin-memory thread")):
+        if name in c and (cuda or (figure(c, name) or 0) > 0):
+            rows.append([label, fmt.number(figure(c, name)), "", ""])
+    rows.append(["other threads", fmt.number(c["cpu_other_ms"]), "", ""])
+    if c.get("child_processes"):
+        rows.append([f"worker processes ({int(c['child_processes'])}: forked, e.g. DataLoader workers)",
+                     fmt.number(probe.workers_ms(report)), "", ""])
+    if report.others:
+        rows.append([f"other probed processes ({len(report.others)})",
+                     fmt.number(sum(o.counters.get("cpu_ms", 0) for o in report.others)), "", ""])
+    rows.append(["all (cpu_ms)", fmt.number(c["cpu_ms"]), "", ""])
+    return rows
+
+
+def gpu_lines(report):
+    """Per sampled GPU its busy share (NVML's utilisation) and how it was
+    sampled; for a process that used CUDA without a sampled GPU, that; the
+    probe's note on what kept a GPU from being sampled."""
+    gpus = report.summary.get("gpus") or []
+    ctx = report.summary.get("context", {})
+    lines = []
+    for g in gpus:
+        busy, memory, period = g.get("busy_share"), g.get("memory_busy_share"), g.get("period_ms")
+        how = (f"{int(g.get('samples') or 0)} readings of NVML's utilisation rate, polled"
+               if g.get("source") == "utilization_rates" else
+               f"{int(g.get('samples') or 0)} NVML samples" + (f" of {fmt.number(period)} ms each"
+                                                                 if isinstance(period, (int, float)) else ""))
+        lines.append(f"  GPU {g.get('index')} ({g.get('name', '?')}): "
+                     + (f"busy {busy:.0%} of the time" if isinstance(busy, (int, float)) else "no sample")
+                     + (f", memory busy {memory:.0%}" if isinstance(memory, (int, float)) else "") + f" ({how})")
+    if gpus:
+        lines.append("    (busy: the share of each driver sample period in which a kernel ran: its resolution is "
+                     "that period, and a busy period says a kernel ran, not how much of the GPU it used)")
+    elif ctx.get("cuda_used") == "1":
+        lines.append("  GPU: the process used CUDA, but no GPU was sampled: no busy share")
+    if ctx.get("gpu_note", "none") != "none":
+        lines.append(f"  note: {ctx['gpu_note']}")
+    return lines
+
+
+def gpu_advice(report):
+    """Advice from measured figures only (thresholds: NEAR_A_CORE, GPU_LOW,
+    SPINNING_POLICIES): host-bound, sync spin, loader-bound; none without a
+    measured GPU busy share."""
+    c, ctx = report.counters, report.summary.get("context", {})
+    busy, main = figure(c, "gpu_busy_share"), figure(c, "main_core_share")
+    if busy is None or main is None:
+        return []
+    out = []
+    gpu = f"the GPU was busy {busy:.0%} of the time"
+    if main >= NEAR_A_CORE and busy < GPU_LOW:
+        out.append(f"host-bound: the main thread ran {fmt.number(main, 2)} of a core while {gpu}: the GPU waits "
+                   "for the Python thread that launches its work (and, with --workers 0, loads its data). Less "
+                   "host work per sample (a larger batch, fewer small kernels, data kept on the GPU) helps it; "
+                   "a wait policy cannot.")
+    policy = ctx.get("cuda_sync_in_force", "")
+    if main >= NEAR_A_CORE and busy >= GPU_LOW and policy in SPINNING_POLICIES:
+        out.append(f"sync spin: the main thread ran {fmt.number(main, 2)} of a core while {gpu}, and the CUDA wait "
+                   f"policy in force ({policy}) keeps a core busy while the host waits for the GPU: blocking_sync "
+                   f"would save up to that CPU ({fmt.ms(c['cpu_main_ms'])} of the main thread's, the part it spent "
+                   "waiting); `threadburn tune -- <command>` measures it (and whether it costs time): "
+                   f"`threadburn run --env {probe.CUDA_SYNC}=blocking_sync -- <command>` shows it once.")
+    workers, n = probe.workers_ms(report), int(c.get("child_processes") or 0)
+    each = workers / (n * c["wall_ms"]) if n and c.get("wall_ms") else 0.0
+    if n and each >= NEAR_A_CORE and busy < GPU_LOW:
+        out.append(f"loader-bound: the {n} worker processes ran {fmt.number(each, 2)} of a core each while {gpu}: "
+                   "the GPU waits for data. More workers (where cores are idle), cheaper transforms, or the data "
+                   "kept on the GPU; `threadburn tune --param workers=...` measures which.")
+    return out
 
 
 def describe_exact(fig):
@@ -165,13 +304,13 @@ def main(args):
         exact_counters = intervals.counters(fig)
     print("\n".join(lines))
     desc = probe.describe(args.build_dir)
-    columns = probe.columns(desc, [k for k in env_point if k.isupper()] or ["OMP_NUM_THREADS"])
+    columns = probe.columns(desc, [k for k in env_point if k.isupper()])
     base = Row(schema_version=schema.SCHEMA_VERSION, run_key="run", status="ok" if code == 0 else "failed",
                reason="" if code == 0 else describe_exit(code) + (f": {last}" if last else ""),
                benchmark="run", bench="command", runtime=args.runtime, processes=1, command=" ".join(cmd),
                repetition=0, proc_index=0, exit_code=code, **done.evidence())
     # The knob columns hold what the process got (results/README.md: unset when it did not).
-    base.update({k: env.get(k, schema.UNSET) for k in columns.env_knobs})
+    base.update(probe.setting_cells(columns, env))
     results_file = ResultsFile(os.path.join(out, "run.csv"), columns)
     results_file.create()
     row = row_for(report, columns, base)

@@ -34,6 +34,15 @@ OMP_NUM_THREADS=1; the baseline is plain at the same N. Each N is decided
 on its own; then fresh runs of each N's plain and chosen plan, and one copy
 of it alone, say what each copy loses and, with several N, how many fit.
 
+A GPU training: when the first round's probe says the program used CUDA,
+the CUDA host wait policies join the race on top of plain (cuda-spin,
+cuda-yield, cuda-blocking_sync: THREADBURN_CUDA_SYNC, set by the probe
+before the program's first CUDA call, and in the fresh runs without the
+probe by libthreadburn_cuda_sync.so preloaded); a verdict for one says how to
+keep it without threadburn. With --copies N on a host of N GPUs or more,
+copy i sees GPU i alone (CUDA_VISIBLE_DEVICES=i; with fewer, they share).
+THREADBURN_GPU_COUNT=N (a test hook) stands for the host's GPU count.
+
 Your program's own knobs: --param NAME=v1,v2 (repeatable) runs every
 setting with each combination of the values, {NAME} in the command
 replaced (the first value of each is the baseline's). Values may change
@@ -63,7 +72,7 @@ from ..analysis import confirmation, race as races, verdicts
 from ..engine import campaign, plans
 from ..engine.exec_probe import ProbeExecutor
 from ..export import jsonfile, text
-from ..lib import files, probe, records, rule as rules
+from ..lib import files, machine, probe, records, rule as rules
 from ..lib.errors import ThreadburnError
 from ..lib.records import ResultsFile
 from ..lib.usercmd import add_run_options, command_of, default_out, parse_env
@@ -130,6 +139,10 @@ def plan_text(points, args, budget, rule):
         size += f" ({len(points) // max(1, len({(p.copies, p.name.split(',')[0]) for p in points}))} combinations of --param each)"
     if not args.repetitions:
         size += f"; at most {budget.runs} runs" if budget and budget.runs else ""
+    policies = plans.cuda_policies(points)
+    if policies:
+        lines.append("  and, when the first round shows the program uses CUDA, on top of plain: "
+                     + ", ".join(f"{plans.CUDA_PREFIX}{w} ({probe.CUDA_SYNC}={w})" for w in policies))
     return [f"tune: {size}, {design}; margin {rule.margin:.0%}, objective {rule.objective}",
             f"tune: rule {rule.text()}"] + lines
 
@@ -207,42 +220,42 @@ def main(args):
     cmd = command_of(args)
     user_env = parse_env(args.env)
     params = plans.parse_params(args.param, cmd)
-    points = plans.plan(args.points, user_env, args.copies or [None], params)
+    try:
+        gpus = machine.gpus() if args.copies else []
+    except ValueError as e:
+        raise ThreadburnError(str(e)) from None
+    points = plans.plan(args.points, user_env, args.copies or [None], params, gpus)
     check_args(args, points, params)
     objective = args.objective or ("time" if params else "balanced")
     whole, race_budget, confirm_it = budgets(args, points)
     rule = rules.Rule(objective=objective, margin=args.margin, design="fixed" if args.repetitions else "race",
                       confirm=confirm_it)
     if args.dry_run:
-        print("\n".join(plan_text(points, args, whole, rule)))
+        print("\n".join(plan_text(points, args, whole, rule) + gpu_text(args.copies, gpus)))
         return 0
     desc = probe.describe(args.build_dir)
-    knobs = []
+    variables = []
     for p in points:
-        knobs += [k for k in p.env if k not in knobs]
-    columns = probe.columns(desc, knobs or ["OMP_NUM_THREADS"], list(params))
+        variables += [k for k in p.env if k not in variables]
+    columns = probe.columns(desc, variables, list(params))
     out, results_file, done, file_seed = open_out(args, cmd, columns, rule)
     seed = next(s for s in (args.seed, file_seed, random.SystemRandom().randrange(1, 2 ** 31)) if s is not None)
     work = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".work")
     executor = ProbeExecutor(args, cmd, columns, work, seed)
     c = campaign.Campaign(executor, results_file, seed, done, race_budget, name="tune")
-    print("\n".join(plan_text(points, args, whole, rule)))
+    print("\n".join(plan_text(points, args, whole, rule) + gpu_text(args.copies, gpus)))
     print(f"tune: {' '.join(cmd)}; {len(done)} runs already in {out}; seed {seed}", flush=True)
-    reps = {p.key: args.repetitions or rules.START_RUNS for p in points}
 
     def body():
         c.run(points, {p.key: 1 for p in points})  # one round, then drop the duplicates
-        recs = records.run_records(records.read_rows(out), args.libomp)
-        dropped = verdicts.duplicates(recs)
-        said = {r.point_key: f"{r.name} (= {dropped[r.workload][r.name]})" + (
-                    f" at {r.copies} cop{'y' if r.copies == 1 else 'ies'}" if args.copies else "")
-                for r in recs if r.name in dropped.get(r.workload, {})}
-        gone = set(said)
-        if said:
-            print("tune: the same settings in force, dropped: " + ", ".join(said[k] for k in sorted(said)), flush=True)
+        gone = drop_duplicates(out, args, set())
+        added = add_cuda(args, out, points, c, executor, whole)
+        if added:
+            points.extend(added)
+            gone |= drop_duplicates(out, args, gone)
         kept = [p for p in points if p.key not in gone]
         race = None if args.repetitions else new_race(out, kept, args, rule)
-        ended = c.run(kept, reps, race)
+        ended = c.run(kept, {p.key: args.repetitions or rules.START_RUNS for p in kept}, race)
         confirm(args, work, seed, out, results_file, c, points, rule, whole, columns, cmd)
         return ended
     ended = campaign.guarded(c, body, lambda: print(
@@ -251,6 +264,61 @@ def main(args):
     if ended == 130:
         return 130
     return report(args, out, ended, rule)
+
+
+def drop_duplicates(out, args, said_before):
+    """The point keys of tune's own settings whose settings in force (after
+    their first round) equal another's; says those not in said_before."""
+    recs = records.run_records(records.read_rows(out), args.libomp)
+    dropped = verdicts.duplicates(recs)
+    said = {r.point_key: f"{r.name} (= {dropped[r.workload][r.name]})" + (
+                f" at {r.copies} cop{'y' if r.copies == 1 else 'ies'}" if args.copies else "")
+            for r in recs if r.name in dropped.get(r.workload, {})}
+    new = sorted(k for k in said if k not in said_before)
+    if new:
+        print("tune: the same settings in force, dropped: " + ", ".join(said[k] for k in new), flush=True)
+    return set(said)
+
+
+def add_cuda(args, out, points, c, executor, whole):
+    """After the first round: when a run's probe says the program used CUDA
+    (cuda_used), the CUDA host wait policies on top of plain
+    (plans.cuda_points), with a round of their own and, under the default
+    budget, its runs a setting more. The fresh runs without the probe need
+    libthreadburn_cuda_sync.so: found now, or one line."""
+    if not any(r.phase == "race" and probe.used_cuda(r) for r in records.read_rows(out)):
+        return []
+    added = plans.cuda_points(points)
+    if not added:
+        return []
+    executor.cuda_lib  # noqa: B018  (raises its one line now, not after the race)
+    extra = ""
+    if args.budget is None and whole is not None and whole.runs is not None:
+        more = RUNS_PER_SETTING_BUDGET * len(added)
+        whole.runs += more
+        c.budget.runs += more
+        extra = f"; the budget grows by {more} runs"
+    names = sorted({p.name.split(",")[0] for p in added})
+    print(f"tune: the program uses CUDA (its first round's probe: cuda_used = 1): added its host wait policies on "
+          f"top of plain, {probe.CUDA_SYNC} = " + ", ".join(f"{n[len(plans.CUDA_PREFIX):]} ({n})" for n in names) +
+          " (the probe sets each before the program's first CUDA call; the fresh runs without the probe preload "
+          f"{probe.CUDA_SYNC_LIBRARY}){extra}", flush=True)
+    c.run(added, {p.key: 1 for p in added})
+    return added
+
+
+def gpu_text(copies, gpus):
+    """Once: which copy counts give each copy a GPU of its own, and which share them."""
+    counts = [n for n in copies or () if n > 1]
+    if not counts or not gpus:
+        return []
+    own = [n for n in counts if plans.copy_gpus(n, gpus)]
+    share = [n for n in counts if n not in own]
+    parts = [f"{', '.join(map(str, own))} copies a run: copy i alone sees GPU i of {', '.join(gpus)} "
+             "(CUDA_VISIBLE_DEVICES, in each row's extra_context)"] if own else []
+    if share:
+        parts.append(f"{', '.join(map(str, share))} copies a run share the {len(gpus)} GPU(s)")
+    return ["tune: GPUs: " + "; ".join(parts)]
 
 
 def confirm(args, work, seed, out, results_file, race_campaign, points, rule, whole, columns, cmd):

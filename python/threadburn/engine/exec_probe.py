@@ -7,7 +7,13 @@ A tune with --copies runs each setting as N copies of the command started
 together (lib/launch.run_together: all spawned, released at once), each
 copy under its own probe (its own files), with the setting's environment
 and, for a pinned plan, its own core set (lib/machine.core_sets): one row
-per copy, one run (records.run_records makes it the host's figure).
+per copy, one run (records.run_records makes it the host's figure). On a
+host with at least N GPUs each copy sees its own (the plan's gpus: copy i
+gets CUDA_VISIBLE_DEVICES=i), recorded in its row's extra_context.
+
+A setting with a CUDA wait policy (THREADBURN_CUDA_SYNC) gets it from the
+probe in the race, and from libthreadburn_cuda_sync.so preloaded in the
+fresh runs without the probe: the same policy either way.
 """
 import os
 import re
@@ -20,6 +26,9 @@ from ..lib.errors import ThreadburnError
 from ..lib.procs import Children, describe_exit, utc_now
 from ..lib.records import Row
 
+# The extra_context key of a copy's own GPU (its CUDA_VISIBLE_DEVICES).
+GPU_KEY = "cuda_visible_devices"
+
 
 class ProbeExecutor(campaign.Executor):
     """Runs tune points: a race's under the probe, the others' (confirm,
@@ -28,6 +37,15 @@ class ProbeExecutor(campaign.Executor):
     def __init__(self, args, cmd, columns, work, seed):
         self.args, self.cmd, self.columns, self.work, self.seed = args, cmd, columns, work, seed
         self.lib = probe.library(args.build_dir)
+        self._cuda_lib = None
+
+    @property
+    def cuda_lib(self):
+        """libthreadburn_cuda_sync.so, found when a setting first needs it
+        (a tune of a program that does not use CUDA never does)."""
+        if self._cuda_lib is None:
+            self._cuda_lib = probe.cuda_sync_library(self.args.build_dir)
+        return self._cuda_lib
 
     def execute(self, specs):
         for spec in specs:
@@ -51,16 +69,19 @@ class ProbeExecutor(campaign.Executor):
                   proc_index=0, seed=self.seed, order_index=spec.order_index, round=spec.round, phase=point.phase,
                   run_rows=point.copies or 1, point_key=point.base_key)
         # What the process got: the point's value, or the user's own for a knob the point leaves alone.
-        row.update({k: env.get(k, schema.UNSET) for k in self.columns.env_knobs})
+        row.update(probe.setting_cells(self.columns, env))
         row.update({schema.param_column(k): v for k, v in point.params.items()})
-        row.set("repro", (point.env_line(self.args.libomp).replace("(no change)", "") + " " +
+        cuda_lib = self.cuda_lib if probe.sets_cuda_sync(point.env) else None
+        row.set("repro", (point.env_line(self.args.libomp, cuda_lib).replace("(no change)", "") + " " +
                           " ".join(shlex.quote(c) for c in cmd)).strip())
         return row
 
     def environment(self, point, out, index=0):
         lib = self.lib if point.phase == "race" else None
-        return probe.environment(os.environ, lib, out, point.runtime, point.copy_env(index), self.args.libomp,
-                                 usercmd.probe_extra(self.args))
+        env = point.copy_env(index)
+        cuda_lib = self.cuda_lib if lib is None and probe.sets_cuda_sync(dict(os.environ, **env)) else None
+        return probe.environment(os.environ, lib, out, point.runtime, env, self.args.libomp,
+                                 usercmd.probe_extra(self.args), cuda_lib)
 
     def run_once(self, spec):
         point = spec.item
@@ -87,12 +108,12 @@ class ProbeExecutor(campaign.Executor):
         point = spec.item
         if point.phase == "race":
             try:
-                report = probe.main_report(out, self.cmd, require_regions=False)
+                report = probe.main_report(out, self.cmd)
             except ThreadburnError as e:
                 row.update(status="failed", reason=who + str(e))
                 return row
             row = usercmd.row_for(report, self.columns, row)
-            row.update(status="ok", reason="" if report.regions else "note: no OpenMP region (one thread)")
+            row.update(status="ok", reason="" if report.regions else "note: no OpenMP region")
         else:  # no probe: the wall time, and the CPU of the process tree from the kernel's accounting
             row.update(status="ok", reason="", wall_ms=round(wall_s * 1000, 3), cpu_ms=round(cpu_ms, 3))
         if self.args.metric:
@@ -124,6 +145,7 @@ class ProbeExecutor(campaign.Executor):
         rows = []
         for c in done.copies:
             row = self.row_base(spec, envs[c.index], cmd)
+            gpu = point.gpu_of(c.index)
             overlap = done.overlap(c.index) if n > 1 else None
             row.update(proc_index=c.index, started_at=started, finished_at=finished, wall_s=round(done.wall_s, 3),
                        exit_code=c.code, copy_start_ms=None if c.start_s is None else round(c.start_s * 1000, 3),
@@ -138,6 +160,8 @@ class ProbeExecutor(campaign.Executor):
                 if row.ok and overlap is not None and overlap < schema.OVERLAP_MIN:
                     row.set("reason", (row.reason + "; " if row.reason else "note: ") +
                             f"the other copies ran during only {overlap:.0%} of its time")
+            if gpu is not None:  # its own GPU (results/README.md: extra_context)
+                row.set("extra_context", ";".join(x for x in (row.text("extra_context"), f"{GPU_KEY}={gpu}") if x))
             rows.append(row)
         shutil.rmtree(base, ignore_errors=True)
         return rows

@@ -10,12 +10,17 @@ affinity) and what torchrun sets for N processes (OMP_NUM_THREADS=1); the
 baseline is the plain environment at the same N. With --param NAME=v1,v2
 every setting is crossed with the values (the first value of each is the
 baseline's); {NAME} in the command is replaced by them.
+
+On a host with at least N GPUs, each of N copies sees a GPU of its own
+(copy i the i-th: CUDA_VISIBLE_DEVICES); with fewer, the copies share them.
+When the program turns out to use CUDA (its first round's probe says so),
+tune adds the CUDA host wait policies on top of plain (cuda_points).
 """
 import itertools
 import re
 
 from .points import TunePoint
-from ..lib import grid, knobs, machine, schema
+from ..lib import grid, knobs, machine, probe, schema
 from ..lib.errors import ThreadburnError
 
 LAUNCHER_AFFINITY = "granularity=fine,compact,1,0"
@@ -45,7 +50,17 @@ def parse_params(items, cmd):
     return out
 
 
-def default_points(user_env, copies=None):
+def copy_gpus(copies, gpus):
+    """Each copy's own GPU (the i-th of the host's `gpus`, machine.gpus) for
+    a run of `copies` copies (2 or more) when the host has as many; else
+    None: one process a run uses the GPUs as it would, and more copies than
+    GPUs share them."""
+    if not copies or copies < 2 or len(gpus) < copies:
+        return None
+    return list(gpus[:copies])
+
+
+def default_points(user_env, copies=None, gpus=()):
     """plain, the presets, and the thread counts crossed with the wait
     settings: for one process a run (copies None, a plain tune) or for N
     copies started together."""
@@ -70,11 +85,11 @@ def default_points(user_env, copies=None):
     out = []
     for p in points:  # --env applies to every point; a point's own setting wins
         out.append(TunePoint(p.name, p.runtime, dict(user_env, **p.env), builtin=True, copies=copies,
-                             core_sets=p.core_sets))
+                             core_sets=p.core_sets, gpus=copy_gpus(copies, gpus)))
     return out
 
 
-def load_points(path, user_env, copies=None):
+def load_points(path, user_env, copies=None, gpus=()):
     """The [[point]] tables of a TOML file (name, runtime, env, and pin =
     true for a core set per copy), for one process a run or N copies."""
     data = grid.read_toml(path, ThreadburnError)
@@ -116,7 +131,7 @@ def load_points(path, user_env, copies=None):
                 raise ThreadburnError(f"{where}.pin: {copies or 1} copies need as many cores; this machine gives "
                                       f"{machine.physical_cores() or machine.usable_cpus()}")
         points.append(TunePoint(entry["name"], runtime, dict(user_env, **{k: str(v) for k, v in env.items()}),
-                                copies=copies, core_sets=sets))
+                                copies=copies, core_sets=sets, gpus=copy_gpus(copies, gpus)))
     if "plain" not in names:
         raise ThreadburnError(f"{path}: no point named \"plain\": the baseline the verdict is about")
     return points
@@ -135,16 +150,47 @@ def with_params(points, params):
             values = dict(zip(names, combo))
             suffix = "".join(f",{n}={v}" for n, v in values.items() if v != params[n][0])
             q = TunePoint(p.name + suffix, p.runtime, p.env, builtin=p.builtin, copies=p.copies,
-                          core_sets=p.core_sets, params=values)
+                          core_sets=p.core_sets, params=values, gpus=p.gpus)
             out.append(q)
     return out
 
 
-def plan(args_points, user_env, copies_list, params):
+def plan(args_points, user_env, copies_list, params, gpus=()):
     """Every TunePoint of a tune: per copy count (None: a plain tune) the
-    default or the file's points, crossed with the params."""
+    default or the file's points, crossed with the params; `gpus`: the
+    host's (machine.gpus), a GPU for each copy where there are enough."""
     out = []
     for n in copies_list:
-        points = load_points(args_points, user_env, n) if args_points else default_points(user_env, n)
+        points = load_points(args_points, user_env, n, gpus) if args_points else default_points(user_env, n, gpus)
         out += with_params(points, params)
+    return out
+
+
+CUDA_PREFIX = "cuda-"
+
+
+def cuda_policies(points):
+    """The CUDA host wait policies tune adds for a program that uses CUDA:
+    the knob table's values of THREADBURN_CUDA_SYNC but auto (the driver's
+    own, plain's unless the user set one), none when a setting of the plan
+    sets the policy itself (a --points file) or the table has no such knob."""
+    knob = knobs.get(probe.CUDA_SYNC)
+    plain = next((p for p in points if p.name == "plain"), None)
+    if knob is None or plain is None:
+        return []
+    own = plain.env.get(probe.CUDA_SYNC, probe.CUDA_SYNC_AUTO)
+    if any(p.env.get(probe.CUDA_SYNC, probe.CUDA_SYNC_AUTO) != own for p in points):
+        return []
+    return [w for w in knob.words if w not in (probe.CUDA_SYNC_AUTO, own)]
+
+
+def cuda_points(points):
+    """Each policy of cuda_policies on top of every plain of the plan (each
+    copy count, each --param combination): cuda-<policy>[,NAME=value]."""
+    out = []
+    for policy in cuda_policies(points):
+        for p in points:
+            base, sep, suffix = p.name.partition(",")
+            if base == "plain":
+                out.append(p.with_env(CUDA_PREFIX + policy + sep + suffix, {probe.CUDA_SYNC: policy}))
     return out

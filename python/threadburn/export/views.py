@@ -10,7 +10,8 @@ change makes the verdict undecided and says so.
 """
 import shlex
 
-from ..lib import fmt
+from ..lib import fmt, paths
+from ..lib.errors import ThreadburnError
 
 TIME_WORDS = {"loop_ms": "time per iteration (step + gap)", "step_ms": "step time", "wall_ms": "wall time",
               "metric": "your figure",
@@ -19,6 +20,9 @@ TIME_WORDS = {"loop_ms": "time per iteration (step + gap)", "step_ms": "step tim
 FIGURE_NAMES = {"loop_ms": "iteration ms", "step_ms": "step ms", "wall_ms": "wall ms", "metric": "your figure",
                 "host": "copies/s", "host_metric": "your figure, all copies"}
 HOST_KINDS = ("host", "host_metric")
+# The CUDA host wait policies as cudaSetDeviceFlags takes them (cudaDeviceScheduleAuto,
+# Spin, Yield, BlockingSync): how a program keeps a policy without threadburn.
+CUDA_SCHEDULE_FLAGS = {"auto": 0, "spin": 1, "yield": 2, "blocking_sync": 4}
 
 
 def ci(r):
@@ -66,15 +70,37 @@ def env_text(env):
 
 def set_text(e, name):
     """What to set for a setting: its variables, its --param values (the
-    command's own knobs), and a pinned plan's core set per copy."""
-    out = env_text(e.env.get(name, {}))
+    command's own knobs), a pinned plan's core set per copy, and how to
+    keep a CUDA wait policy without threadburn."""
+    env = e.env.get(name, {})
+    out = env_text(env)
     params = e.params.get(name, {})
     if params:
         out += "; run with " + " ".join(f"{{{k}}}={v}" for k, v in params.items())
     pins = e.pins.get(name, ())
     if pins:
         out += "; pin copy " + ", ".join(f"{i} to CPUs {c}" for i, c in enumerate(pins)) + " (taskset -c)"
-    return out
+    return out + cuda_sync_text(env, e.command)
+
+
+def cuda_sync_text(env, command):
+    """A setting's CUDA wait policy (THREADBURN_CUDA_SYNC), kept without
+    threadburn: its library preloaded with the variable, or the program's
+    own cudaSetDeviceFlags call before its first CUDA call; "" without one."""
+    policy = env.get(paths.CUDA_SYNC)
+    if policy not in CUDA_SCHEDULE_FLAGS or policy == "auto":
+        return ""
+    try:
+        lib = paths.cuda_sync_library()
+    except ThreadburnError:
+        lib = f"<threadburn's libexec folder>/{paths.CUDA_SYNC_LIBRARY}"
+    preload = " ".join(([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []) + [lib])
+    rest = {k: v for k, v in env.items() if k not in ("LD_PRELOAD", paths.CUDA_SYNC)}
+    line = " ".join([env_text(rest)] * bool(rest) + [f"LD_PRELOAD={shlex.quote(preload)}",
+                                                      f"{paths.CUDA_SYNC}={policy}", command or "<command>"])
+    return (f"; without threadburn the CUDA wait policy needs its library: {line}; or in the program, after `import "
+            f"torch` and before its first CUDA call, `ctypes.CDLL('libcudart.so.12').cudaSetDeviceFlags("
+            f"{CUDA_SCHEDULE_FLAGS[policy]})` ({policy}; each device: docs/cuda.md)")
 
 
 def alone_text(e):

@@ -160,7 +160,9 @@ def in_force(row):
     other readers take (oneDNN's) count; with a team of one, the runtime
     too; with a team of 2 or more, the team and every knob's value in force.
     A runtime the process could not name is the one it was asked for."""
-    table = [k for k in knobs.table() if k.is_column]
+    # (with the knobs whose value lands in another column but whose read-back is reported:
+    # THREADBURN_CUDA_SYNC's cuda_sync_in_force tells a tune's wait policies apart)
+    table = [k for k in knobs.table() if k.is_column or k.in_force != knobs.NONE]
     own = tuple(row.text(k.in_force) if k.in_force != knobs.NONE else row.text(k.name) for k in table
                 if k.reader not in ("openmp", "gomp", "llvm"))
     if row.has("regions") and (row.number("regions") or 0) == 0:

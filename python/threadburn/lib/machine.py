@@ -1,6 +1,8 @@
 """Facts of this machine the commands share."""
 import glob
 import os
+import shutil
+import subprocess
 
 
 def _cores():
@@ -44,6 +46,49 @@ def core_sets(copies):
     if per < 1:
         return None
     return [tuple(firsts[i * per:(i + 1) * per]) for i in range(copies)]
+
+
+# A test hook: the number of GPUs this host has, instead of counting them (tests give a
+# host N GPUs without having any; docs/cuda.md). Never needed on a real host.
+GPU_COUNT_VAR = "THREADBURN_GPU_COUNT"
+NVIDIA_GPUS = "/proc/driver/nvidia/gpus"
+
+
+def gpu_count():
+    """The NVIDIA GPUs of this host, counted without CUDA (no driver library
+    is loaded into threadburn): $THREADBURN_GPU_COUNT (the test hook), else
+    the NVIDIA driver's entries in /proc/driver/nvidia/gpus, else the lines
+    `nvidia-smi -L` lists, else 0."""
+    hook = os.environ.get(GPU_COUNT_VAR, "")
+    if hook:
+        if not hook.isdigit():
+            raise ValueError(f"{GPU_COUNT_VAR}={hook!r}: expected a number of GPUs (a test hook)")
+        return int(hook)
+    if os.path.isdir(NVIDIA_GPUS):
+        return len(os.listdir(NVIDIA_GPUS))
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return 0
+        return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    return 0
+
+
+def gpus(env=None):
+    """The GPUs a command started from here may use, as CUDA_VISIBLE_DEVICES
+    names them: that variable's entries when it is set (the user chose; CUDA
+    reads them up to the first empty one), else 0 .. gpu_count() - 1."""
+    env = os.environ if env is None else env
+    if "CUDA_VISIBLE_DEVICES" in env:
+        out = []
+        for entry in env["CUDA_VISIBLE_DEVICES"].split(","):
+            if not entry.strip():
+                break
+            out.append(entry.strip())
+        return out
+    return [str(i) for i in range(gpu_count())]
 
 
 MAX_COPIES = 256

@@ -1,5 +1,6 @@
-"""Where things are: the checkout or the installed tree, the build's programs,
-the folder for user runs, the LLVM OpenMP runtime.
+"""Where things are: the checkout or the installed tree, the build's programs
+and libraries (the probe, the CUDA wait-policy library), the folder for user
+runs, the LLVM OpenMP runtime.
 
 Programs (and the probe library) are found in, first match wins:
 $THREADBURN_PROGRAMS (a folder), the installed libexec folder (named in
@@ -20,6 +21,11 @@ from .errors import ThreadburnError
 PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO = os.path.dirname(os.path.dirname(PACKAGE))
 LIBOMP = "/usr/lib/x86_64-linux-gnu/libomp.so.5"
+# threadburn's CUDA wait-policy library (installed beside the probe) and the variable it
+# and the probe read (a row of knobs.tsv; docs/cuda.md): preloaded with the variable, it
+# sets the policy before the program's first CUDA call, with or without threadburn.
+CUDA_SYNC_LIBRARY = "libthreadburn_cuda_sync.so"
+CUDA_SYNC = "THREADBURN_CUDA_SYNC"
 # The suffix of every benchmark program; the grids' `bench` is the name before it.
 PROGRAM_SUFFIX = "_bench"
 
@@ -82,6 +88,11 @@ def _find(name, build, mode):
             return path
     raise ThreadburnError(f"{name}: not found in {', '.join(program_dirs(build))}; build first "
                           "(scripts/build.sh) or pass --build-dir")
+
+
+def cuda_sync_library(build=None):
+    """Path of libthreadburn_cuda_sync.so, found as the probe is."""
+    return find_library(CUDA_SYNC_LIBRARY, build)
 
 
 def benchmark_programs(build=None):

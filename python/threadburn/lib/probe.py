@@ -8,6 +8,11 @@ forked child that does not exec is measured by its parent, as its
 cpu_children_ms; a child that execs writes its own files). For
 the llvm runtime, LLVM's libomp is preloaded right after it, so the probe's
 GOMP_parallel forwards to libomp.
+
+The CUDA host wait policy (docs/cuda.md): the probe reads THREADBURN_CUDA_SYNC
+and sets it on the driver before the program's first CUDA call, and reports
+what was in force (context cuda_sync_*, cuda_used); without the probe (tune's
+fresh runs) libthreadburn_cuda_sync.so, preloaded, does the same.
 """
 import glob
 import json
@@ -17,14 +22,30 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
-from . import paths, schema
+from . import knobs, paths, schema
 from .errors import ThreadburnError
+# The CUDA wait policy's variable (the probe reads it too) and its library: paths.py's.
+from .paths import CUDA_SYNC, CUDA_SYNC_LIBRARY, cuda_sync_library  # noqa: F401
 
 PROBE_LIBRARY = "libthreadburn_probe.so"
+# The value that leaves the driver's own policy alone (what the probe reports when unset).
+CUDA_SYNC_AUTO = "auto"
 
 
 def library(build=None):
     return paths.find_library(PROBE_LIBRARY, build)
+
+
+def sets_cuda_sync(env):
+    """Does this environment ask for a CUDA wait policy (THREADBURN_CUDA_SYNC
+    set, and not to auto)?"""
+    return env.get(CUDA_SYNC, CUDA_SYNC_AUTO) not in ("", CUDA_SYNC_AUTO, schema.UNSET)
+
+
+def used_cuda(row):
+    """Did the probed process of this row load the CUDA driver (its context
+    cuda_used: libcuda.so.1 was loaded)?"""
+    return row.text("cuda_used") == "1"
 
 
 def check_command(cmd):
@@ -40,10 +61,12 @@ def check_command(cmd):
     return path
 
 
-def environment(base, probe_lib, out_dir, runtime="gomp", env=None, libomp=paths.LIBOMP, extra=None):
+def environment(base, probe_lib, out_dir, runtime="gomp", env=None, libomp=paths.LIBOMP, extra=None, cuda_lib=None):
     """The command's environment: base, minus the knobs the point leaves unset,
     plus the point's knobs, the probe (and libomp for llvm) in front. With
-    probe_lib None: the same setting without the probe (tune's confirmation)."""
+    probe_lib None: the same setting without the probe (tune's confirmation);
+    a CUDA wait policy then needs cuda_lib (libthreadburn_cuda_sync.so)
+    preloaded, which sets it as the probe would."""
     out = dict(base)
     for k, v in (env or {}).items():
         if v == schema.UNSET:
@@ -51,6 +74,11 @@ def environment(base, probe_lib, out_dir, runtime="gomp", env=None, libomp=paths
         else:
             out[k] = v
     preload = ([probe_lib] if probe_lib else []) + ([libomp] if runtime == "llvm" else [])
+    if not probe_lib and sets_cuda_sync(out):
+        if not cuda_lib:
+            raise ThreadburnError(f"{CUDA_SYNC}={out[CUDA_SYNC]} without the probe needs {CUDA_SYNC_LIBRARY} "
+                                  "preloaded: build it (scripts/build.sh) or pass --build-dir")
+        preload.append(cuda_lib)
     if base.get("LD_PRELOAD"):
         preload.append(base["LD_PRELOAD"])
     if preload:
@@ -96,20 +124,17 @@ def reports(out_dir):
     return sorted(found, key=lambda r: (-r.regions, r.pid))
 
 
-def main_report(out_dir, cmd, require_regions=True):
+def main_report(out_dir, cmd):
     """The process of the command that ran OpenMP regions (the most; without
-    any, the one that used the most CPU), or a one-line reason why there is
-    none. require_regions: a command without any region is an error (run);
-    tune accepts it (a single-threaded setting runs no region)."""
+    any, as in a single-threaded program or a GPU training that starts no
+    OpenMP team, the one that used the most CPU), or a one-line reason why
+    there is none (the probe did not load)."""
     found = reports(out_dir)
     if not found:
         raise ThreadburnError(f"the probe did not load into {cmd[0]}: a statically linked or setuid "
                               "program cannot be probed (LD_PRELOAD is ignored)")
-    if found[0].regions == 0 and not require_regions:
-        return with_others(max(found, key=lambda r: r.counters.get("cpu_ms", 0)), found)
     if found[0].regions == 0:
-        raise ThreadburnError(f"no OpenMP parallel region was seen in {cmd[0]} ({len(found)} process(es) probed): "
-                              "it starts no OpenMP team (single-threaded, or no OpenMP at all: docs/probe.md)")
+        return with_others(max(found, key=lambda r: r.counters.get("cpu_ms", 0)), found)
     return with_others(found[0], found)
 
 
@@ -158,11 +183,47 @@ def describe(build=None):
             raise ThreadburnError(f"{lib}: wrote no description; is it a threadburn probe of this version?") from None
 
 
-def columns(description, env_knobs, params=()):
+def result_column(name):
+    """The results column that records the variable `name` a setting sets:
+    the knob table's (Knob.column: an environment knob's own name, cuda_sync
+    for the CUDA wait policy, none for LD_PRELOAD); a variable outside the
+    table (the user's own) has a column of its own name."""
+    knob = knobs.get(name)
+    if knob is None:
+        return name
+    column = getattr(knob, "column", knob.name if knob.is_column else None)  # (a table without Knob.column)
+    return None if column in (None, "", knobs.NONE) else column
+
+
+def cuda_sync_column(description):
+    """The column of the CUDA wait policy a setting asks for (the knob
+    table's), when the probe reports the policy in force; else None."""
+    knob = knobs.get(CUDA_SYNC)
+    if knob is None or knob.in_force not in description["context"]:
+        return None
+    return result_column(CUDA_SYNC)
+
+
+def columns(description, variables, params=()):
     """The CSV header of runs of a command under the probe: the sweep's
     layout with one knob flag, `command`, the probe's counters plus `metric`
-    (the user's figure), and the probe's context; with a tune's --param
-    names, a column param_<NAME> each."""
+    (the user's figure), and the probe's context; the environment knob
+    columns of the variables the settings set; the CUDA wait policy's column
+    (cuda_sync) when the probe can set it; with a tune's --param names, a
+    column param_<NAME> each."""
     counters = [c["name"] for c in description["counters"]] + ["metric"]
-    return schema.Columns.from_parts(env_knobs, ("command", "metric_better"), counters, list(description["context"]),
-                                     params)
+    env = [v for v in variables if result_column(v) == v]
+    cuda = cuda_sync_column(description)
+    flags = ("command", "metric_better") + ((cuda,) if cuda else ())
+    return schema.Columns.from_parts(env or ["OMP_NUM_THREADS"], flags, counters, list(description["context"]), params)
+
+
+def setting_cells(columns, env):
+    """The knob cells of a row: what the process got (results/README.md):
+    each environment knob's value or unset, and the CUDA wait policy it
+    asked for (auto: threadburn left the driver's own)."""
+    cells = {k: env.get(k, schema.UNSET) for k in columns.env_knobs}
+    cuda = result_column(CUDA_SYNC)
+    if cuda in columns.flags:
+        cells[cuda] = env[CUDA_SYNC] if sets_cuda_sync(env) else CUDA_SYNC_AUTO
+    return cells

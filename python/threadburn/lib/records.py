@@ -23,7 +23,7 @@ import signal
 import statistics
 from dataclasses import dataclass, field
 
-from . import keys, rule as rules, schema
+from . import keys, knobs, rule as rules, schema
 from .errors import ThreadburnError
 
 
@@ -329,10 +329,14 @@ def _disturbance(run_rows, wall_ms):
 
 
 def user_env(row, libomp):
-    """The variables that give a row's setting (LD_PRELOAD for LLVM's runtime)."""
+    """The variables that give a row's setting (LD_PRELOAD for LLVM's runtime;
+    a tune's CUDA wait policy, from its cuda_sync column, as the knob the
+    table records there)."""
     env = {k: v for k, v in row.setting.env if v not in (schema.UNSET, "")}
     if row.runtime == "llvm":
         env["LD_PRELOAD"] = libomp
+    if row.is_tune and row.text("cuda_sync") not in ("", "auto"):
+        env.update({k.name: row.text("cuda_sync") for k in knobs.table() if getattr(k, "column", None) == "cuda_sync"})
     return env
 
 

@@ -1,0 +1,203 @@
+"""`threadburn run` on a GPU training (commands/run.py), from probe files
+written by hand to the probe's GPU interface (tests/python/fixtures/gpu_probe:
+one folder per case, probe-<pid>.json): per GPU its busy share and how it was
+sampled, the CUDA wait policy asked and in force with its note, CPU by class
+with the CUDA driver's threads, the pin-memory thread and the worker
+processes, the main thread's share of a core, and advice only where the
+figures call for it. Each case's figures are chosen so the advice is known:
+host-bound, sync spin, loader-bound, or none. A program without any OpenMP
+region gets its report (live, with the real build's probe)."""
+import contextlib
+import copy
+import dataclasses
+import json
+import os
+import unittest
+from unittest import mock
+
+import helpers
+from threadburn.commands import run
+from threadburn.lib import knobs, probe
+from threadburn.lib.errors import ThreadburnError
+
+CASES = os.path.join(helpers.FIXTURES, "gpu_probe")
+
+
+@contextlib.contextmanager
+def cuda_knob():
+    """The knob table with THREADBURN_CUDA_SYNC: as it is, or, for a table
+    that lacks it yet, with a stand-in as the probe's GPU interface agrees
+    it (a row of reader cuda whose value lands in the cuda_sync column)."""
+    if knobs.get(probe.CUDA_SYNC) is not None:
+        yield
+        return
+
+    @dataclasses.dataclass(frozen=True)
+    class StandIn(knobs.Knob):
+        column: str = "cuda_sync"
+    stand_in = StandIn("THREADBURN_CUDA_SYNC", "cuda", "one-of auto spin yield blocking_sync", "-", "sync={}",
+                       "cuda_sync_in_force", "the CUDA host wait policy")
+    with mock.patch.object(knobs, "_table", knobs.table() + (stand_in,)):
+        yield
+
+
+def report_of(case, **counters):
+    """The main report of a fixture case, its counters changed as given."""
+    rep = probe.main_report(os.path.join(CASES, case), ["python3"])
+    rep.summary = copy.deepcopy(rep.summary)
+    rep.summary["counters"].update(counters)
+    return rep
+
+
+def text(case, **counters):
+    return "\n".join(run.describe_report(report_of(case, **counters), ["python3", "train.py"]))
+
+
+def advice(case, **counters):
+    """The kinds of advice the report gives: the words before the first colon."""
+    lines = run.describe_report(report_of(case, **counters), ["python3", "train.py"])
+    return [ln.split("advice: ", 1)[1].split(":")[0] for ln in lines if ln.startswith("  advice: ")]
+
+
+class GpuReport(unittest.TestCase):
+    def test_host_bound(self):
+        out = text("host_bound")
+        self.assertIn("GPU 0 (NVIDIA H100 80GB HBM3): busy 30% of the time, memory busy 8% (60 NVML samples of "
+                      "167 ms each)", out)
+        self.assertIn("a kernel ran, not how much of the GPU it used", out)  # what the share can say
+        self.assertIn("CUDA host wait policy: asked auto, in force auto (1 device(s) in the driver)", out)
+        self.assertIn("main thread (0.95 of a core)", out)
+        self.assertRegex(out, r"CUDA driver threads +120\b")
+        self.assertIn("regions: no OpenMP region", out)
+        self.assertEqual(advice("host_bound"), ["host-bound"])
+        self.assertIn("the main thread ran 0.95 of a core while the GPU was busy 30% of the time", out)
+
+    def test_sync_spin(self):
+        out = text("sync_spin")
+        self.assertIn("GPU 0 (NVIDIA H100 80GB HBM3): busy 90% of the time", out)
+        self.assertIn("GPU 1 (NVIDIA H100 80GB HBM3): busy 80% of the time", out)
+        self.assertIn("regions: 120 ", out)  # OpenMP regions stay reported beside the GPU
+        self.assertEqual(advice("sync_spin"), ["sync spin"])
+        self.assertIn("the GPU was busy 85% of the time, and the CUDA wait policy in force (auto) keeps a core busy",
+                      out)
+        self.assertIn("blocking_sync would save up to that CPU (19400 ms of the main thread's", out)
+        self.assertIn("`threadburn tune -- <command>` measures it", out)
+        self.assertIn("--env THREADBURN_CUDA_SYNC=blocking_sync", out)
+
+    def test_no_advice_under_blocking_sync(self):
+        out = text("blocking_sync")
+        self.assertIn("CUDA host wait policy: asked blocking_sync, in force blocking_sync", out)
+        self.assertEqual(advice("blocking_sync"), [])
+
+    def test_loader_bound(self):
+        out = text("loader_bound")
+        self.assertEqual(advice("loader_bound"), ["loader-bound"])
+        self.assertIn("the 4 worker processes ran 0.9 of a core each while the GPU was busy 25% of the time", out)
+        self.assertRegex(out, r"pin-memory thread +800\b")
+        self.assertRegex(out, r"worker processes \(4: forked, e.g. DataLoader workers\) +36000\b")
+        self.assertIn("main thread (0.35 of a core)", out)
+
+    def test_how_each_gpu_was_sampled(self):
+        rep = report_of("host_bound")
+        polled = dict(rep.summary["gpus"][0], source="utilization_rates", samples=48, period_ms=None)
+        silent = dict(rep.summary["gpus"][0], index=1, busy_share=None, memory_busy_share=None, samples=0,
+                      period_ms=None)
+        rep.summary["gpus"] = [polled, silent]
+        out = "\n".join(run.gpu_lines(rep))
+        self.assertIn("GPU 0 (NVIDIA H100 80GB HBM3): busy 30% of the time, memory busy 8% (48 readings of NVML's "
+                      "utilisation rate, polled)", out)
+        self.assertIn("GPU 1 (NVIDIA H100 80GB HBM3): no sample (0 NVML samples)", out)
+
+    def test_cuda_without_a_sampled_gpu_gives_no_advice(self):
+        out = text("not_sampled")
+        self.assertIn("the process used CUDA, but no GPU was sampled", out)
+        self.assertIn("  note: libnvidia-ml.so.1 not found, no GPU sampled", out)
+        self.assertNotIn("busy", out.split("GPU:")[0])
+        self.assertEqual(advice("not_sampled"), [])  # the main thread's 0.95 of a core alone says nothing
+
+    def test_the_policy_in_force_and_its_note(self):
+        out = text("context_active")
+        self.assertIn("CUDA host wait policy: asked blocking_sync, in force spin", out)
+        self.assertIn("  note: device 0: context already active before the probe could set it", out)
+        self.assertEqual(advice("context_active"), ["sync spin"])
+
+    def test_a_cpu_run_is_reported_as_before(self):
+        # a probe of today writes the GPU counters in every run: a CPU run's are zeros and no GPU
+        out = text("cpu_run", main_core_share=0.2, cpu_cuda_ms=0, cpu_pin_ms=0, gpu_busy_share=None)
+        for absent in ("GPU", "CUDA", "advice", "main thread (", "pin-memory"):
+            self.assertNotIn(absent, out)
+        self.assertIn("regions: no OpenMP region", out)
+        self.assertIn("settings in force: no OpenMP runtime loaded", out)
+        self.assertIn("all (cpu_ms)", out)
+
+    def test_thresholds(self):
+        # NEAR_A_CORE 0.8 (at least), GPU_LOW 0.5 (below): at and beside each edge.
+        self.assertEqual(advice("host_bound", main_core_share=0.8), ["host-bound"])
+        self.assertEqual(advice("host_bound", main_core_share=0.79), [])
+        self.assertEqual(advice("host_bound", gpu_busy_share=0.5), ["sync spin"])  # auto in force: it spins
+        self.assertEqual(advice("host_bound", gpu_busy_share=0.49), ["host-bound"])
+        self.assertEqual(advice("loader_bound", cpu_children_ms=4 * 0.79 * 10000.0), [])
+        self.assertEqual(advice("loader_bound", gpu_busy_share=0.5), [])
+
+
+class Columns(unittest.TestCase):
+    def setUp(self):
+        with open(os.path.join(CASES, "describe.json")) as f:
+            self.desc = json.load(f)
+
+    def test_the_policy_lands_in_cuda_sync(self):
+        with cuda_knob():
+            cols = probe.columns(self.desc, ["OMP_NUM_THREADS", "THREADBURN_CUDA_SYNC", "MY_VAR"])
+            self.assertEqual(cols.env_knobs, ("OMP_NUM_THREADS", "MY_VAR"))
+            self.assertEqual(cols.flags, ("command", "metric_better", "cuda_sync"))
+            cells = probe.setting_cells(cols, {"OMP_NUM_THREADS": "2", "THREADBURN_CUDA_SYNC": "blocking_sync"})
+            self.assertEqual(cells, {"OMP_NUM_THREADS": "2", "MY_VAR": "unset", "cuda_sync": "blocking_sync"})
+            self.assertEqual(probe.setting_cells(cols, {})["cuda_sync"], "auto")
+            # a probe that cannot set the policy (it reports none in force) gets no column for it
+            old = dict(self.desc, context={k: v for k, v in self.desc["context"].items() if not k.startswith("cuda")})
+            self.assertEqual(probe.columns(old, ["OMP_NUM_THREADS"]).flags, ("command", "metric_better"))
+
+    def test_fresh_runs_preload_the_policy_library(self):
+        env = probe.environment({"PATH": "/bin"}, None, "/tmp/x", env={"THREADBURN_CUDA_SYNC": "yield"},
+                                cuda_lib="/lib/libthreadburn_cuda_sync.so")
+        self.assertEqual(env["LD_PRELOAD"], "/lib/libthreadburn_cuda_sync.so")
+        # under the probe, the probe sets it; auto or unset need nothing
+        env = probe.environment({}, "/p.so", "/tmp/x", env={"THREADBURN_CUDA_SYNC": "yield"}, cuda_lib="/c.so")
+        self.assertEqual(env["LD_PRELOAD"], "/p.so")
+        for value in ("auto", "unset"):
+            self.assertNotIn("LD_PRELOAD", probe.environment({}, None, "/tmp/x", env={"THREADBURN_CUDA_SYNC": value}))
+        # the user's own policy (their environment) is kept in fresh runs too
+        env = probe.environment({"THREADBURN_CUDA_SYNC": "spin", "LD_PRELOAD": "/mine.so"}, None, "/t",
+                                runtime="llvm", libomp="/omp.so", cuda_lib="/c.so")
+        self.assertEqual(env["LD_PRELOAD"], "/omp.so /c.so /mine.so")
+        with self.assertRaises(ThreadburnError) as caught:
+            probe.environment({}, None, "/tmp/x", env={"THREADBURN_CUDA_SYNC": "spin"})
+        self.assertIn("libthreadburn_cuda_sync.so", str(caught.exception))
+
+
+@unittest.skipUnless(helpers.real_build_dir(), "needs the real build's probe (THREADBURN_BUILD_DIR)")
+class LiveRun(helpers.TempDir, unittest.TestCase):
+    def run_it(self, *args):
+        env = helpers.clean_env(THREADBURN_RUNS=self.path("runs"))
+        return helpers.threadburn("run", "--build-dir", helpers.real_build_dir(), "--exact", "off", "--no-plot",
+                                  *args, env=env)
+
+    def test_a_program_without_openmp_gets_its_report(self):
+        p = self.run_it("--out", self.path("out"), "--", "/usr/bin/python3", "-c", "import time; time.sleep(1)")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("regions: no OpenMP region", p.stdout)
+        self.assertRegex(p.stdout, r"\n  main thread[^\n]* +\d")
+        self.assertIn("all (cpu_ms)", p.stdout)
+        rows = helpers.read_rows(self.path("out", "run.csv"))
+        self.assertEqual((rows[0]["status"], rows[0]["regions"]), ("ok", "0"))
+        self.assertGreaterEqual(float(rows[0]["wall_ms"]), 1000.0)
+
+    def test_env_reaches_the_program(self):
+        p = self.run_it("--out", self.path("out"), "--env", "THREADBURN_CUDA_SYNC=blocking_sync", "--",
+                        "/usr/bin/python3", "-c", "import os; print('asked', os.environ['THREADBURN_CUDA_SYNC'])")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("asked blocking_sync", p.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
