@@ -23,6 +23,9 @@ OUT_DIR = os.path.join(REPO, "tests", "fixtures", "programs")
 # recording, as (bench, device, the flags that select it).
 OTHER_DEVICES = (("train_step", "cuda", ["--device=cuda"]),)
 SUFFIX = "_bench"
+sys.path.insert(0, os.path.join(REPO, "python"))
+from threadburn.lib import knobs  # noqa: E402  (the knob table: every variable a recording must not inherit)
+
 KNOB_PREFIXES = ("OMP_", "KMP_", "GOMP_")
 
 
@@ -59,9 +62,11 @@ def recorded():
 
 
 def plain_env():
-    """This environment without OpenMP knobs, LD_PRELOAD or the fake's switches."""
+    """This environment without the knob table's variables (LD_PRELOAD and
+    THREADBURN_CUDA_SYNC among them), other OpenMP knobs or the fake's switches."""
+    table = {k.name for k in knobs.table()}
     return {k: v for k, v in os.environ.items()
-            if not k.startswith(KNOB_PREFIXES + ("FAKE_",)) and k != "LD_PRELOAD"}
+            if not k.startswith(KNOB_PREFIXES + ("FAKE_",)) and k not in table}
 
 
 def run_describe(path, args, env=None, timeout=120):
