@@ -65,9 +65,13 @@ def env_text(env):
 
 
 def set_text(e, name):
-    """What to set for a setting: its variables, its --param values (the
-    command's own knobs), and a pinned plan's core set per copy."""
+    """What to set for a setting: its variables, its setting flags away from
+    their baseline (the program's flags: how it is fed), its --param values
+    (the command's own knobs), and a pinned plan's core set per copy."""
     out = env_text(e.env.get(name, {}))
+    flags = e.flags.get(name, {})
+    if flags:
+        out += "; flags " + " ".join(f"--{k}={v}" for k, v in flags.items())
     params = e.params.get(name, {})
     if params:
         out += "; run with " + " ".join(f"{{{k}}}={v}" for k, v in params.items())
