@@ -163,7 +163,8 @@ def dry_run_settings(g, columns):
     """The dry run's second part: per workload, the settings compared within it."""
     planned = planned_settings(g, columns)
     labels = keys.labels(list(planned))
-    print(f"{len(planned)} workloads; each compares its settings with its baseline (the default setting):")
+    print(f"{len(planned)} workload{'s' if len(planned) != 1 else ''}; each compares its settings with its baseline "
+          "(the default setting):")
     for w in sorted(planned, key=lambda w: labels[w]):
         settings = planned[w]
         base = next(iter(settings)).baseline_text()
@@ -427,7 +428,8 @@ def finish(args, out):
             print(f"sweep: plots in {plot_dir}")
     print(summary.summary_text(rows))
     v = verdicts.decide_rows(rows, os.path.basename(out), libomp=args.libomp)
-    print("verdicts: per workload, against the default environment (gomp, no env); docs/design.md, Decisions")
+    print("verdicts: per workload, against the default setting (gomp, no env, every setting flag at the program's "
+          "default); docs/design.md, Decisions")
     print("\n".join(text.lines(v)))
     path = files.write_text(files.verdict_path(out), jsonfile.verdict_text(v))
     print(f"sweep: verdicts in {path}")
