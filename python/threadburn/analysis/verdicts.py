@@ -267,7 +267,8 @@ def decide_records(recs, rule, source="", kind=None, rule_from="asked", budget_r
                                 settings=g["settings"], higher_is_better=g["higher"])
             d.why = ("the baseline (" + ("plain" if kind == "tune" else "the default setting: " + g["baseline_text"]) +
                      ") has " + ("failed runs" if (base or "plain") in g["failed"] else "no complete run") +
-                     " in this file")
+                     " in this file" + (" (`threadburn verdict --baseline FLAG=VALUE` compares with another)"
+                                        if kind == "sweep" and any(g["flags"].values()) else ""))
         else:
             d = decide.decide(rule, settings, base, g["higher"], _cpu_margin(rule, g["base_recs"]), g["look"])
         if g["failed"]:
