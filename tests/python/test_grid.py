@@ -204,11 +204,11 @@ class Expansion(unittest.TestCase):
 class Validation(unittest.TestCase):
     """Each bad grid: one line naming the file, the key and what was expected."""
     ALLOWED_STUDY = ("bench, device, env, gap_ms, name, optimizer, params, preset, processes, repetitions, runtimes, "
-                     "sampler, sampler_us, steps, threads_csv, timeline, timeout_s, warmup, world_size")
+                     "sampler, sampler_us, settings, steps, threads_csv, timeline, timeout_s, warmup, world_size")
     CASES = [
         # (grid text, key path, words of the message)
         ('colour = "red"\n[[study]]\n' + OPT, "colour",
-         "unknown key at the top level; expected one of: description, name, repetitions, seed, study, "
+         "unknown key at the top level; expected one of: description, name, repetitions, seed, settings, study, "
          "timeline, timeout_s"),
         ('[[study]]\n' + OPT + 'batch = [64]\n', "study[0].batch",
          "not a key of a study nor a flag of optimizer_step; expected one of: " + ALLOWED_STUDY),

@@ -9,8 +9,11 @@ the user's --metric) and the CPU of its process tree. A run with a failed
 copy is left out, and a setting with a failed run is no answer (named). A
 run whose own evidence says something else ran (other processes' CPU and
 steal time above the campaign's median by Rule.disturbed_cores) is set
-aside and named, never silently. The baseline is the default environment
-in a sweep (keys.Setting.is_default) and `plain` in a tune.
+aside and named, never silently. The baseline is the default setting in a
+sweep (keys.Setting.is_baseline: no environment, every setting flag at the
+program's default, or at the value `baseline` moves it to) and `plain` in a
+tune. The settings of one workload may come from one process (a setting
+flag that is an axis: one run, one record per setting; lib/records.py).
 
 Of a tune's default settings (preset "default"), those whose settings in
 force equal an earlier one's are duplicates: dropped and named (a user's
@@ -48,6 +51,8 @@ class Verdict:
     pins: dict = field(default_factory=dict)         # name -> the CPUs of each copy (a pinned plan), or ()
     alone: object = None                             # hostplan.Alone: each copy against one copy by itself
     fresh: dict = field(default_factory=dict)        # name -> {round: host figure} of its fresh runs (confirm)
+    benchmarks: dict = field(default_factory=dict)   # name -> the benchmark names its runs reported (a sweep)
+    flags: dict = field(default_factory=dict)        # name -> {setting flag: value} away from its baseline
 
     @property
     def verdict(self):
@@ -173,11 +178,12 @@ def _cpu_margin(rule, base_recs):
     return rule.cpu_floor_cores * ms / cpu
 
 
-def gather(recs, rule):
+def gather(recs, rule, baseline=None):
     """{workload: dict of what decide needs} from run records. The race's
     runs (phase race) are compared; a confirmation's (confirm) confirm; a
     copy alone's (alone: one copy of a host plan by itself) are what each
-    copy is compared with (analysis/hostplan.py)."""
+    copy is compared with (analysis/hostplan.py). baseline: {setting flag:
+    value} moving a sweep's baseline (keys.Setting.is_baseline)."""
     dropped = duplicates(recs) if recs and recs[0].rows[0].is_tune else {}
     aside = disturbed(recs, rule)
     aside.update({k: why for k, why in poorly_overlapped(recs).items() if k not in aside})
@@ -190,7 +196,8 @@ def gather(recs, rule):
         g = {"settings": {}, "baseline": None, "env": {}, "points": {}, "failed": [], "set_aside": [],
              "time_kind": "step_ms", "higher": False, "command": "", "benchmark": "", "repro": {},
              "duplicates": dropped.get(w, {}), "base_recs": [], "confirm": [], "look": 1, "between": {},
-             "copies": None, "params": {}, "pins": {}, "alone": alone}
+             "copies": None, "params": {}, "pins": {}, "alone": alone, "benchmarks": {}, "flags": {},
+             "baseline_text": ""}
         by_s = {}
         for r in wrecs:
             if r.name in g["duplicates"] or r.phase == "alone":
@@ -206,10 +213,14 @@ def gather(recs, rule):
         for name, srecs in by_s.items():
             first = next((r for r in srecs if r.status == "ok"), srecs[0])
             g["points"][name] = {r.point_key for r in srecs}
+            g["benchmarks"][name] = {r.benchmark for r in srecs}
+            g["flags"][name] = dict(first.setting.asked.flags_to_set(baseline))
+            g["baseline_text"] = first.setting.asked.baseline_text(baseline)
             g["command"], g["benchmark"] = first.command, first.benchmark
             if first.time_kind in records.HOST_KINDS:
                 g["copies"] = first.copies
-            if g["baseline"] is None and (name == "plain" if first.rows[0].is_tune else first.setting.is_default):
+            if g["baseline"] is None and (name == "plain" if first.rows[0].is_tune
+                                          else first.setting.asked.is_baseline(baseline)):
                 g["baseline"] = name
             if any(r.status == "failed" for r in srecs):
                 g["failed"].append(name)  # a setting whose runs fail is no answer
@@ -240,10 +251,11 @@ def gather(recs, rule):
     return out
 
 
-def decide_records(recs, rule, source="", kind=None, rule_from="asked", budget_runs=None):
+def decide_records(recs, rule, source="", kind=None, rule_from="asked", budget_runs=None, baseline=None):
     """Verdicts of run records under one rule; entries sorted by label (a
-    host tune's by copies); with several copy counts, how many fit."""
-    gathered = gather(recs, rule)
+    host tune's by copies); with several copy counts, how many fit.
+    baseline: {setting flag: value} moving a sweep's baseline (gather)."""
+    gathered = gather(recs, rule, baseline)
     kind = kind or ("tune" if recs and recs[0].rows[0].is_tune else "sweep")
     labels = keys.labels(list(gathered))
     entries = []
@@ -253,9 +265,10 @@ def decide_records(recs, rule, source="", kind=None, rule_from="asked", budget_r
         if base is None or base not in g["settings"]:
             d = decide.Decision("undecided", rule, g["look"], rule.alpha, base or "", rule.margin,
                                 settings=g["settings"], higher_is_better=g["higher"])
-            d.why = ("the baseline (" + ("plain" if kind == "tune" else "the default environment: gomp, no env") +
+            d.why = ("the baseline (" + ("plain" if kind == "tune" else "the default setting: " + g["baseline_text"]) +
                      ") has " + ("failed runs" if (base or "plain") in g["failed"] else "no complete run") +
-                     " in this file")
+                     " in this file" + (" (`threadburn verdict --baseline FLAG=VALUE` compares with another)"
+                                        if kind == "sweep" and any(g["flags"].values()) else ""))
         else:
             d = decide.decide(rule, settings, base, g["higher"], _cpu_margin(rule, g["base_recs"]), g["look"])
         if g["failed"]:
@@ -265,7 +278,8 @@ def decide_records(recs, rule, source="", kind=None, rule_from="asked", budget_r
             label = g["command"] + (f" ({g['copies']} cop{'y' if g['copies'] == 1 else 'ies'})" if g["copies"] else "")
         e = Verdict(label, d, sum(s.n for s in settings), g["time_kind"],
                     g["env"], g["points"], g["duplicates"], g["failed"], g["set_aside"], g["benchmark"],
-                    g["command"], g["repro"], g["between"], copies=g["copies"], params=g["params"], pins=g["pins"])
+                    g["command"], g["repro"], g["between"], copies=g["copies"], params=g["params"], pins=g["pins"],
+                    benchmarks=g["benchmarks"], flags=g["flags"])
         if d.candidate is not None:
             e.confirmation = confirmation.analyse(g["confirm"], d, rule)
         if g["copies"]:
@@ -301,7 +315,10 @@ def rule_for(rows, asked=None, recorded_file=None):
     return r, where
 
 
-def decide_rows(rows, source="", asked=None, recorded_file=None, libomp=paths.LIBOMP, budget_runs=None):
-    """Verdicts of a results file's rows by the rule they recorded (rule_for)."""
+def decide_rows(rows, source="", asked=None, recorded_file=None, libomp=paths.LIBOMP, budget_runs=None,
+                baseline=None):
+    """Verdicts of a results file's rows by the rule they recorded (rule_for);
+    baseline: {setting flag: value} moving a sweep's baseline."""
     rule, where = rule_for(rows, asked, recorded_file)
-    return decide_records(records.run_records(rows, libomp), rule, source, rule_from=where, budget_runs=budget_runs)
+    return decide_records(records.run_records(rows, libomp), rule, source, rule_from=where, budget_runs=budget_runs,
+                          baseline=baseline)

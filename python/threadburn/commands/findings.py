@@ -215,12 +215,14 @@ def tune_table(rows, title):
     return t
 
 
-def verdict_table(rows, path, title):
+def verdict_table(rows, path, title, baseline=None):
     """The verdict per workload of a sweep's or tune's CSV, as `threadburn
-    verdict` computes it (by the rule its rows or its verdict.json recorded)."""
+    verdict` computes it (by the rule its rows or its verdict.json recorded;
+    baseline: its --baseline)."""
     from ..analysis import verdicts
     from ..lib import files
-    v = verdicts.decide_rows(rows, os.path.basename(path), None, files.recorded_rule(path), paths.LIBOMP)
+    v = verdicts.decide_rows(rows, os.path.basename(path), None, files.recorded_rule(path), paths.LIBOMP,
+                             baseline=baseline)
     t = Table(title, ["workload", "verdict", "setting", "baseline", "time (figure) vs baseline", "CPU vs baseline",
                       "gain from", "runs"])
 
@@ -239,6 +241,81 @@ def verdict_table(rows, path, title):
             time_r, cpu_r, source = (race.time, race.cpu, "the race, as selected") if race else (None, None, "–")
         t.add([e.label, e.verdict, d.chosen or "–", d.baseline or "–", ratio(time_r, e.higher_is_better),
                ratio(cpu_r), source, e.runs])
+    return t
+
+
+def cuda_key(r):
+    """(model, setting, item_sync): a CUDA row's workload but its gap, and its setting."""
+    return r.text("model"), keys.setting_of(r).label, r.text("item_sync")
+
+
+def cuda_step_table(rows):
+    """The host's side of a preloaded CUDA step: its CPU against its wall
+    time, and the end-of-step synchronisation's."""
+    t = Table("The host's side of a preloaded CUDA step (cuda-h200.csv, batch 1000; medians over runs; gpu_ms as "
+              "measured: the span between two events on the stream)",
+              ["model", "setting", "item_sync", "gap_ms", "step_ms", "step_cpu_ms", "of it main", "cores busy",
+               "sync_ms", "sync_cpu_ms", "gpu_ms", "runs"], key_cells=4)
+    by = groups([r for r in rows if r.text("preload") == "1"], lambda r: cuda_key(r) + (r.integer("gap_ms", 0),))
+    for (model, label, item, gap), rs in sorted(by.items()):
+        step, cpu = med(rs, "step_ms"), med(rs, "step_cpu_ms")
+        t.add([model, label, item, gap, num(step, 3), num(cpu, 3), num(med(rs, "step_cpu_main_ms"), 3),
+               num(cpu / step), num(med(rs, "sync_ms"), 3), num(med(rs, "sync_cpu_ms"), 3), num(med(rs, "gpu_ms"), 3),
+               len(rs)])
+    return t
+
+
+def cuda_gap_table(rows):
+    """A step after a 100 ms host stall against back to back, where a
+    setting ran both; the last row: the range of the change."""
+    t = Table("A 100 ms stall before each step (cuda-h200.csv; medians over runs)",
+              ["model", "setting", "item_sync", "step_ms back to back", "step_ms after 100 ms", "change"], key_cells=3)
+    by = groups(rows, lambda r: cuda_key(r) + (r.integer("gap_ms", 0),))
+    changes = []
+    for (model, label, item, gap), rs in sorted(by.items()):
+        after = by.get((model, label, item, 100))
+        if gap != 0 or not after:
+            continue
+        before, later = med(rs, "step_ms"), med(after, "step_ms")
+        changes.append(later / before - 1)
+        t.add([model, label, item, num(before, 3), num(later, 3), f"{later / before - 1:+.0%}"])
+    if changes:
+        t.add(["all", "", "", "", "", f"{min(changes):+.0%} .. {max(changes):+.0%}"])
+    return t
+
+
+def cuda_feed_table(rows):
+    """How the step is fed, back to back, without loss.item(): per model and
+    setting the step, the throughput, the wait for data and whose CPU."""
+    t = Table("Feeding the GPU (cuda-h200.csv: batch 1000, gap 0, item_sync 0; medians over runs)",
+              ["model", "setting", "step_ms", "samples/s", "data_ms", "CPU ms/step", "of it loader",
+               "of it OpenMP", "threads"], key_cells=2)
+    by = groups([r for r in rows if r.integer("gap_ms", 0) == 0 and r.text("item_sync") == "0"
+                 and r.text("cuda_sync") in ("", "auto")], lambda r: cuda_key(r)[:2])
+    for (model, label), rs in sorted(by.items(), key=lambda kv: (kv[0][0], med(kv[1], "step_ms"))):
+        t.add([model, label, num(med(rs, "step_ms")), num(med(rs, "samples_per_s"), 0), num(med(rs, "data_ms")),
+               num(med(rs, "step_cpu_ms")), num(med(rs, "step_cpu_loader_ms")), num(med(rs, "step_cpu_omp_ms")),
+               num(med(rs, "threads"), 0)])
+    return t
+
+
+def gb_sync_table(results_dir, names):
+    """The end-of-step synchronisation in Google Benchmark JSON of the program
+    run by hand, one file per wait policy ({policy: file name})."""
+    import json
+    t = Table("The end-of-step synchronisation under each host wait policy (train_step_bench --device=cuda by hand: "
+              "MNIST, batch 1000, 2 loader workers; " + ", ".join(names.values()) + ")",
+              ["cuda_sync", "item_sync", "gap_ms", "step_ms", "sync_ms", "sync_cpu_ms", "step_cpu_main_ms"], key_cells=3)
+    for policy, name in names.items():
+        try:
+            with open(os.path.join(results_dir, name)) as f:
+                entries = json.load(f)["benchmarks"]
+        except (OSError, ValueError, KeyError) as e:
+            raise ThreadburnError(f"{name}: not a readable Google Benchmark JSON: {e}") from None
+        for e in entries:
+            parts = dict(p.split(":", 1) for p in e["name"].split("/") if ":" in p)
+            t.add([policy, parts.get("item_sync", ""), parts.get("gap_ms", ""), num(e["step_ms"], 3),
+                   num(e["sync_ms"], 3), num(e["sync_cpu_ms"], 3), num(e["step_cpu_main_ms"], 3)])
     return t
 
 
@@ -407,6 +484,14 @@ TABLES = {
                                                               "(tune-host-mnist.csv)")),
     "fit_host_mnist": ("tune-host-mnist", lambda r, p: fit_table(r, p, "How many MNIST trainings fit this host "
                                                                  "(fresh runs)")),
+    "cuda_step": ("cuda-h200", lambda r, p: cuda_step_table(r)),
+    "cuda_gap": ("cuda-h200", lambda r, p: cuda_gap_table(r)),
+    "cuda_feed": ("cuda-h200", lambda r, p: cuda_feed_table(r)),
+    "cuda_sync": ("cuda-h200", lambda r, p: gb_sync_table(os.path.dirname(p), {
+        "spin": "cuda-h200-spin.json", "blocking_sync": "cuda-h200-blocking_sync.json"})),
+    "verdict_cuda": ("cuda-h200", lambda r, p: verdict_table(r, p, "Verdicts of the H200 sweep against the "
+                                                             "preloaded step (cuda-h200.csv, --baseline preload=1)",
+                                                             baseline={"preload": "1"})),
     "tune_sleep": ("tune-sleep_step_sleep",
                    lambda r, p: tune_table(r, "tune on examples/sleep_step_sleep.py (tune-sleep_step_sleep.csv; wall ms)")),
     "tune_mnist": ("tune-mnist_adadelta",

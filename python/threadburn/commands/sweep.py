@@ -30,10 +30,10 @@ from . import options
 from ..analysis import confirmation, verdicts
 from ..engine import campaign, exec_bench, exec_slurm, slurm
 from ..export import jsonfile, summary, text
-from ..lib import files, grid as gridmod, paths, records, rule as rules, schema
+from ..lib import files, grid as gridmod, keys, paths, records, rule as rules, schema
 from ..lib.errors import ThreadburnError
 from ..lib.programs import programs as build_programs
-from ..lib.records import ResultsFile
+from ..lib.records import ResultsFile, Row
 
 def add_parser(sub):
     p = sub.add_parser("sweep", help="run a grid of settings, one fresh process per point",
@@ -141,7 +141,39 @@ def load_grid(args, progs):
     return g
 
 
-def dry_run(g, args, seed):
+def planned_settings(g, columns):
+    """{workload: {setting: [point keys]}} of the grid's benchmarks, grouped as
+    the verdict will group their rows (lib/keys.py: the setting flags of each
+    study with their baselines, the rest the workload)."""
+    out = {}
+    for point in g.points:
+        desc = point.description()
+        for b in desc.benchmarks:
+            row = Row(point.env, runtime=point.runtime, preset=point.preset, processes=str(point.processes),
+                      world_size=str(point.processes) if point.ranks else "", benchmark=b.name,
+                      knob_layout=point.layout_text(columns))
+            row.update(exec_bench.knob_values(desc, b))
+            keys_ = out.setdefault(row.workload, {}).setdefault(row.setting, [])
+            if point.key not in keys_:
+                keys_.append(point.key)
+    return out
+
+
+def dry_run_settings(g, columns):
+    """The dry run's second part: per workload, the settings compared within it."""
+    planned = planned_settings(g, columns)
+    labels = keys.labels(list(planned))
+    print(f"{len(planned)} workload{'s' if len(planned) != 1 else ''}; each compares its settings with its baseline "
+          "(the default setting):")
+    for w in sorted(planned, key=lambda w: labels[w]):
+        settings = planned[w]
+        base = next(iter(settings)).baseline_text()
+        print(f"  {labels[w]}: {len(settings)} setting{'s' if len(settings) != 1 else ''} (baseline: {base})")
+        for s in sorted(settings, key=lambda s: (not s.is_default, s.label)):
+            print(f"    {s.label}{'  [baseline]' if s.is_default else ''}  <- point {', '.join(settings[s])}")
+
+
+def dry_run(g, args, seed, columns):
     runs = sum(p.repetitions for p in g.points)
     print(f"grid {g.name}: {len(g.points)} points, {runs} runs (one process per run, shuffled with seed {seed})")
     for point in g.points:
@@ -149,6 +181,7 @@ def dry_run(g, args, seed):
         print("    " + exec_bench.repro_line(point, args.libomp, os.environ))
         for b in point.description().benchmarks:
             print("      " + b.name)
+    dry_run_settings(g, columns)
     if args.slurm:
         tasks = -(-runs // args.runs_per_task)
         print(f"--slurm: one job array of {tasks} tasks of up to {args.runs_per_task} runs; sbatch "
@@ -198,8 +231,8 @@ def check_design(g, args):
 class GridRace:
     """The race of a sweep: per workload the decision of analysis/verdicts.py
     by the campaign's rule; the next round runs the points behind the
-    settings still needed, each for only the benchmarks of the workloads
-    that need it."""
+    settings still needed, each for only the benchmarks of those settings
+    (a point whose axis holds a setting flag runs several settings)."""
 
     def __init__(self, out, points, rule, libomp):
         self.out, self.by_key, self.rule, self.libomp = out, {p.key: p for p in points}, rule, libomp
@@ -214,8 +247,14 @@ class GridRace:
             for name in e.decision.needs:
                 for key in e.points.get(name, set()):
                     if key in self.by_key:
-                        wanted.setdefault(key, set()).add(registered_name(self.by_key[key], e.benchmark))
+                        wanted.setdefault(key, set()).update(self.registered(key, e, name))
         return [exec_bench.Only(self.by_key[k], wanted[k]) for k in sorted(wanted)]
+
+    def registered(self, key, e, name):
+        """The registered names of the benchmarks point `key` ran for setting `name` of verdict e."""
+        point = self.by_key[key]
+        return {registered_name(point, b) for b in e.benchmarks.get(name, {e.benchmark})
+                if any(b == d.name or b.startswith(d.name + "/") for d in point.description().benchmarks)}
 
     def confirmations(self, available):
         """The confirmation rounds after the race: for each workload whose
@@ -228,7 +267,7 @@ class GridRace:
             n = max(n, confirmation.runs_for(e.decision, self.rule, available // max(1, 2 * len(changed))))
             for name in (e.decision.baseline, e.decision.candidate):
                 key = min(k for k in e.points.get(name, set()) if k in self.by_key)
-                wanted.setdefault(key, set()).add(registered_name(self.by_key[key], e.benchmark))
+                wanted.setdefault(key, set()).update(self.registered(key, e, name))
         return [exec_bench.Only(self.by_key[k], wanted[k], phase="confirm") for k in sorted(wanted)], n
 
 
@@ -292,7 +331,7 @@ def sweep(args):
     columns = schema.Columns(p.describe() for p in progs.values())
     if args.dry_run:
         seed = next(s for s in (args.seed, g.settings["seed"], 1) if s is not None)
-        dry_run(g, args, seed)
+        dry_run(g, args, seed, columns)
         return 0
     check_design(g, args)
     rule = rules.Rule(objective=args.objective, margin=args.margin, design="race" if args.decide else "fixed")
@@ -389,7 +428,8 @@ def finish(args, out):
             print(f"sweep: plots in {plot_dir}")
     print(summary.summary_text(rows))
     v = verdicts.decide_rows(rows, os.path.basename(out), libomp=args.libomp)
-    print("verdicts: per workload, against the default environment (gomp, no env); docs/design.md, Decisions")
+    print("verdicts: per workload, against the default setting (gomp, no env, every setting flag at the program's "
+          "default); docs/design.md, Decisions")
     print("\n".join(text.lines(v)))
     path = files.write_text(files.verdict_path(out), jsonfile.verdict_text(v))
     print(f"sweep: verdicts in {path}")

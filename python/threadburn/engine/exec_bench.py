@@ -221,7 +221,7 @@ class Run:
                   repetition=self.rep, proc_index=c.index, point_key=p.key, seed=self.ctx.seed,
                   order_index=self.ctx.order_index, round=self.ctx.round, phase=self.phase,
                   started_at=self.started_at, finished_at=self.finished_at, exit_code=c.proc.returncode,
-                  wall_s=round(c.end - self.t0, 3))
+                  wall_s=round(c.end - self.t0, 3), knob_layout=p.layout_text(self.ctx.columns))
         if p.ranks:  # also on failed rows: they belong to a world (Row.world_size)
             row.update(world_size=p.processes, rank=c.index)
         row.update(p.env)

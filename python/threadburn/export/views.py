@@ -69,11 +69,15 @@ def env_text(env):
 
 
 def set_text(e, name):
-    """What to set for a setting: its variables, its --param values (the
-    command's own knobs), a pinned plan's core set per copy, and how to
+    """What to set for a setting: its variables, its setting flags away from
+    their baseline (the program's flags: how it is fed), its --param values
+    (the command's own knobs), a pinned plan's core set per copy, and how to
     keep a CUDA wait policy without threadburn."""
     env = e.env.get(name, {})
     out = env_text(env)
+    flags = e.flags.get(name, {})
+    if flags:
+        out += "; flags " + " ".join(f"--{k}={v}" for k, v in flags.items())
     params = e.params.get(name, {})
     if params:
         out += "; run with " + " ".join(f"{{{k}}}={v}" for k, v in params.items())

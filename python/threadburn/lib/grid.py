@@ -11,6 +11,12 @@ process runs, any other flag given a list becomes a launch axis (one process
 per value: device, cuda_sync, sampler, ...). A flag the study does not name
 keeps the program's own default, so a sweep and a hand-run program run the
 same benchmarks. The format is documented at the top of configs/default.toml.
+
+A study also says which of its program's flags are settings (`settings`,
+keys.FEED_FLAGS: how the same iteration is fed and waited for), each with
+its baseline, the program's default: the rows record them (knob_layout's
+settings field, Point.layout_text), and the verdict compares the settings
+within one workload (docs/design.md, Setting and workload).
 """
 import hashlib
 import itertools
@@ -102,6 +108,7 @@ class Point:
     threads_csv: bool = False
     launch: tuple = ()  # the flags that are launch axes of its study (shown in the label)
     ranks: bool = False  # its processes are the ranks of one world (the program's launch: "ranks")
+    settings: tuple = keys.LEGACY_SETTINGS  # ((flag, baseline), ...): its study's setting flags
     key: str = field(default="", init=False)
 
     def __post_init__(self):
@@ -111,12 +118,21 @@ class Point:
 
     @property
     def label(self):
+        """Its program, device, setting and launch axes. A setting flag that
+        is an axis has one value per benchmark, not per point: the label
+        names only the settings the whole process runs under."""
+        own = tuple((k, b) for k, b in self.settings if k in self.args and "," not in self.args[k])
         row = Row(self.env, runtime=self.runtime, processes=str(self.processes), preset=self.preset,
-                   cuda_sync=self.args.get("cuda_sync", ""), world_size=str(self.processes) if self.ranks else "",
-                   knob_layout=f"env={' '.join(self.env)};flags=")
+                   world_size=str(self.processes) if self.ranks else "",
+                   knob_layout=keys.Layout(tuple(self.env), (), (), own).text(), **{k: self.args[k] for k, _ in own})
         device = f" {self.args['device']}" if self.args.get("device", "cpu") != "cpu" else ""
-        launch = "".join(f" {k}={self.args[k]}" for k in self.launch if k not in ("device", "cuda_sync"))
+        launch = "".join(f" {k}={self.args[k]}" for k in self.launch if k != "device" and k not in dict(own))
         return f"{self.bench}{device} {keys.env_label(row)}{launch}"
+
+    def layout_text(self, columns):
+        """The knob_layout cell of its rows: the file's columns (schema.Columns)
+        and its study's setting flags with their baselines."""
+        return keys.Layout(columns.env_knobs, columns.flags, columns.params, self.settings).text()
 
     def program_args(self):
         return [f"--{k}={v}" for k, v in self.args.items()]
@@ -146,9 +162,9 @@ class Grid:
         return self.settings["name"]
 
 
-TOP_KEYS = {"name", "description", "repetitions", "timeout_s", "seed", "timeline", "study"}
+TOP_KEYS = {"name", "description", "repetitions", "timeout_s", "seed", "timeline", "settings", "study"}
 STUDY_KEYS = {"bench", "name", "preset", "repetitions", "timeout_s", "timeline", "threads_csv",
-              "env", "runtimes", "processes", "world_size"}
+              "env", "runtimes", "processes", "world_size", "settings"}
 RUNTIME_KEYS = {"name", "preset", "timeline"}
 
 
@@ -168,6 +184,40 @@ def _str(value, where):
     if not isinstance(value, str) or not value:
         raise GridError(f"{where}: expected a non-empty string, got {value!r}")
     return value
+
+
+def _names(value, where):
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise GridError(f"{where}: expected a list of flag names such as [\"preload\", \"workers\"], got {value!r}")
+    return list(dict.fromkeys(value))
+
+
+def setting_flags(names, description, where, bench, inherited=False):
+    """((flag, baseline), ...) of a study's setting flags: the ones it names
+    (inherited: the grid's, for every study whose program has them), else
+    keys.DEFAULT_SETTINGS; the baseline is the program's default (its first
+    value, for a default list such as train_step's workers 0,2). A setting
+    must be a feed flag (keys.FEED_FLAGS) and not the program's first axis
+    (its value stands bare in the benchmark names: keys.strip_settings could
+    not take it out)."""
+    flags = description.flags
+    if names is None:
+        names, inherited = list(keys.DEFAULT_SETTINGS), True
+    first = description.axes[0]["name"] if description.axes else None
+    out = []
+    for name in names:
+        if name not in flags or name in schema.SWEEP_FLAGS:
+            if inherited:
+                continue
+            raise GridError(f"{where}: {name!r} is not a flag of {bench}")
+        if name not in keys.FEED_FLAGS:
+            raise GridError(f"{where}: {name} changes the work an iteration does, not how it is fed: a setting is "
+                            f"one of {', '.join(keys.FEED_FLAGS)} (the rest are the workload)")
+        if name == first:
+            raise GridError(f"{where}: {name} is {bench}'s first axis (its value stands bare in the benchmark "
+                            "names): it cannot be a setting")
+        out.append((name, flags[name].default.split(",")[0]))
+    return tuple(out)
 
 
 def _table(raw, where):
@@ -209,7 +259,8 @@ def expand(data, default_name, programs):
                 "repetitions": _int(data.get("repetitions", 3), "repetitions", 1),
                 "timeout_s": _int(data.get("timeout_s", 300), "timeout_s", 1, " (s)"),
                 "seed": _int(data["seed"], "seed") if "seed" in data else None,
-                "timeline": _bool(data.get("timeline", False), "timeline")}
+                "timeline": _bool(data.get("timeline", False), "timeline"),
+                "settings": _names(data["settings"], "settings") if "settings" in data else None}
     studies = data.get("study")
     if not isinstance(studies, list) or not studies:
         raise GridError("study: expected at least one [[study]] table")
@@ -259,6 +310,11 @@ class Study:
                 f"only for programs whose processes are the ranks of one world ({', '.join(ranked) or 'none'}); "
                 f"{self.bench} starts independent copies: give processes"))
         self.processes = as_list(raw.get(count_key, 1), f"{self.where}.{count_key}", _processes)
+        if "settings" in raw:
+            self.settings = setting_flags(_names(raw["settings"], f"{self.where}.settings"), base,
+                                          f"{self.where}.settings", self.bench)
+        else:
+            self.settings = setting_flags(settings["settings"], base, "settings", self.bench, inherited=True)
         self.axis_args, self.launch = {}, {}
         for key, value in raw.items():
             if key in STUDY_KEYS:
@@ -339,7 +395,8 @@ def expand_study(raw, index, settings, programs):
                           preset=preset, runtime=runtime, env=env, processes=combo[-1],
                           args=dict(s.axis_args, **launch), repetitions=s.repetitions, timeout_s=s.timeout_s,
                           timeline=timeline, threads_csv=s.threads_csv,
-                          launch=tuple(n for n in launch_names if len(s.launch[n]) > 1), ranks=s.ranks)
+                          launch=tuple(n for n in launch_names if len(s.launch[n]) > 1), ranks=s.ranks,
+                          settings=s.settings)
             if point.key not in made:
                 made.add(point.key)
                 yield point

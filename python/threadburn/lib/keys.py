@@ -3,24 +3,36 @@ keys built from named columns.
 
 A results file says which of its columns are environment knobs and which
 are program flags in its `knob_layout` column ("env=A B;flags=x y", written
-by records.ResultsFile from schema.Columns). Files of schema 3 and
-older lack it: their layout is the one those versions wrote (knobs between
-`runtime` and `repetition`, environment knobs in capitals), read here and
-nowhere else (legacy_layout).
+by records.ResultsFile from schema.Columns), and which of the flags are
+settings, each with its baseline (";settings=preload:0 workers:0", written
+per study by the sweep: grid.Point.layout_text). Files of schema 3 and
+older lack the column: their layout is the one those versions wrote (knobs
+between `runtime` and `repetition`, environment knobs in capitals), read
+here and nowhere else (legacy_layout). Files without the settings field
+have one setting flag, the CUDA host wait policy (LEGACY_SETTINGS).
 
-Setting: the OpenMP runtime, its environment, the CUDA host wait policy
-and the preset label: what a user picks. Workload: everything else that was
-asked for (the benchmark, every program flag, the processes or world size):
-what was measured. Two rows compare only within one workload.
+Setting: the OpenMP runtime, its environment, the setting flags (how the
+same iteration is fed and waited for: preload, loader workers, pinned
+memory, the CUDA host wait policy, ...) and the preset label: what a user
+picks. Workload: everything else that was asked for (the benchmark with its
+setting flags' components taken out of its name, every other program flag,
+the processes or world size): what was measured. Two rows compare only
+within one workload (docs/design.md, Setting and workload).
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import knobs
 
 from .knobs import NOT_A_KNOB, UNSET  # noqa: F401  (keys.UNSET: the words rows carry)
 
-# Program flags that are part of the setting (the CUDA host wait policy), not of the workload.
-SETTING_FLAGS = ("cuda_sync",)
+# The program flags a grid may make settings: each changes how the same
+# iteration is fed or waited for, not the work it does (a batch size, a
+# model or a gap would change what an iteration's time and CPU mean).
+FEED_FLAGS = ("preload", "workers", "loader", "pin_memory", "non_blocking", "cuda_sync", "mkldnn")
+# The setting flags of a grid that names none (and of files that record
+# none): the CUDA host wait policy, the driver's "auto" its baseline.
+DEFAULT_SETTINGS = ("cuda_sync",)
+LEGACY_SETTINGS = (("cuda_sync", "auto"),)
 
 
 @dataclass(frozen=True)
@@ -28,16 +40,29 @@ class Layout:
     env: tuple
     flags: tuple
     params: tuple = ()    # a tune's --param names (columns param_<NAME>): part of the setting
+    settings: tuple = None  # ((flag, baseline), ...): the flags that are settings; None: not recorded
 
     def text(self):
         text = f"env={' '.join(self.env)};flags={' '.join(self.flags)}"
-        return text + (f";params={' '.join(self.params)}" if self.params else "")
+        text += f";params={' '.join(self.params)}" if self.params else ""
+        if self.settings is not None:
+            text += ";settings=" + " ".join(f"{k}:{v}" for k, v in self.settings)
+        return text
+
+    @property
+    def setting_flags(self):
+        """((flag, baseline), ...) of the flags that are settings: as
+        recorded, else the one every older file had (LEGACY_SETTINGS)."""
+        return LEGACY_SETTINGS if self.settings is None else self.settings
 
 
 def parse_layout(text):
     parts = dict(p.split("=", 1) for p in text.split(";") if "=" in p)
+    settings = None
+    if "settings" in parts:
+        settings = tuple(tuple(item.split(":", 1)) for item in parts["settings"].split() if ":" in item)
     return Layout(tuple(parts.get("env", "").split()), tuple(parts.get("flags", "").split()),
-                  tuple(parts.get("params", "").split()))
+                  tuple(parts.get("params", "").split()), settings)
 
 
 def legacy_layout(header):
@@ -99,8 +124,21 @@ class Setting:
     runtime: str
     env: tuple            # ((knob, value), ...) for every knob column, "unset" included
     preset: str = ""
-    cuda_sync: str = ""
+    flags: tuple = ()     # ((flag, value), ...): the setting flags' values (Layout.setting_flags)
     params: tuple = ()    # ((name, value), ...): a tune's --param values (the command's own knobs)
+    baselines: tuple = field(default=(), compare=False)  # ((flag, baseline), ...) of those flags
+
+    def flags_to_set(self, overrides=None):
+        """((flag, value), ...) of the setting flags away from their baseline
+        (the program's default, or overrides' {flag: value}): what a user of
+        the baseline sets. A row without a flag's column ran the program's
+        default."""
+        defaults = dict(self.baselines)
+        base = dict(defaults, **(overrides or {}))
+        values = ((k, v or defaults.get(k, "")) for k, v in self.flags)
+        return tuple((k, v) for k, v in values if v and v != base.get(k, ""))
+
+    changed_flags = property(flags_to_set)
 
     @property
     def label(self):
@@ -108,23 +146,31 @@ class Setting:
         if len(parts) == 1:
             parts.append("(no env)")
         parts += [f"{{{k}}}={v}" for k, v in self.params]
-        if self.cuda_sync not in ("", "auto"):
-            parts.append(f"cuda_sync={self.cuda_sync}")
+        parts += [f"{k}={v}" for k, v in self.changed_flags]
         if self.preset:
             parts.append(f"[{self.preset}]")
         return " ".join(parts)
 
-    @property
-    def is_default(self):
+    def is_baseline(self, overrides=None):
         """What a user gets without touching anything: libgomp, no OpenMP
-        environment, the driver's own CUDA wait policy, no preset."""
-        return (self.runtime == "gomp" and self.cuda_sync in ("", "auto") and self.preset in ("", "default")
-                and not any(_set(v) for _, v in self.env))
+        environment, every setting flag at its baseline (the program's
+        default: the driver's own CUDA wait policy, no preloading, ...), no
+        preset. overrides ({flag: value}) moves a flag's baseline (threadburn
+        verdict --baseline)."""
+        return (self.runtime == "gomp" and self.preset in ("", "default") and not any(_set(v) for _, v in self.env)
+                and not self.flags_to_set(overrides))
+
+    is_default = property(is_baseline)
+
+    def baseline_text(self, overrides=None):
+        """The baseline this setting is compared with, in words."""
+        base = dict(self.baselines, **(overrides or {}))
+        return ", ".join(["gomp", "no env"] + [f"{k}={base[k]}" for k, _ in self.flags if k in base])
 
 
 @dataclass(frozen=True, order=True)
 class Workload:
-    benchmark: str
+    benchmark: str        # the benchmark's name without its setting flags' components
     flags: tuple          # ((flag, value), ...) except the setting's flags
     processes: str = "1"
     world_size: str = ""
@@ -148,8 +194,10 @@ def setting_of(row):
     (or tune): the name is the label's preset."""
     lay = layout(row)
     preset = row.study if row.is_tune else row.preset
+    pairs = lay.setting_flags
     return Setting(row.runtime, tuple((k, row.text(k, UNSET)) for k in lay.env), preset,
-                   row.text("cuda_sync"), tuple((p, row.text(knobs.param_column(p))) for p in lay.params))
+                   tuple((k, row.text(k)) for k, _ in pairs),
+                   tuple((p, row.text(knobs.param_column(p))) for p in lay.params), pairs)
 
 
 def in_force(row):
@@ -197,11 +245,22 @@ def setting_id(row):
     return SettingId(asked, in_force(row) + (("pinned", row.has("pinned_cpus")),) + asked.params)
 
 
+def strip_settings(benchmark, values):
+    """A benchmark's name without the components of its setting flags
+    (`workers:2` in train_step/mnist_adadelta/preload:0/batch:64/workers:2/...):
+    the one place a setting's part of a name is taken out, so that the
+    settings of one workload share its name. values: ((flag, value), ...)."""
+    drop = {f"{k}:{v}" for k, v in values if v != ""}
+    return "/".join(part for part in benchmark.split("/") if part not in drop)
+
+
 def workload_of(row, with_processes=True):
     lay = layout(row)
-    flags = tuple((k, row.text(k)) for k in lay.flags if k not in SETTING_FLAGS)
+    setting_flags = {k for k, _ in lay.setting_flags}
+    flags = tuple((k, row.text(k)) for k in lay.flags if k not in setting_flags)
     world = row.text("world_size")
-    return Workload(row.benchmark, flags, row.text("processes", "1") if with_processes else "1", world)
+    name = strip_settings(row.benchmark, tuple((k, row.text(k)) for k in setting_flags))
+    return Workload(name, flags, row.text("processes", "1") if with_processes else "1", world)
 
 
 def varying_flags(workloads):

@@ -346,17 +346,17 @@ def setting_name(row):
 
 
 def run_records(rows, libomp):
-    """One RunRecord per (workload, run) of the rows: copies of a run are
+    """One RunRecord per (workload, setting, run) of the rows: copies of a run are
     one record (the mean of their loop times, the sum of their CPU), the
     ranks of a world one record (world_rows), a tune's run its one row, a
     tune's run of N copies started together one record of the host
     (_host_figures)."""
     groups = {}
     source = rows if rows and rows[0].is_tune else world_rows(rows)
-    for r in source:
-        groups.setdefault((r.workload, r.run_key), []).append(r)
+    for r in source:  # one process may run several settings of a workload (a setting flag's values)
+        groups.setdefault((r.workload, r.setting, r.run_key), []).append(r)
     out = []
-    for (workload, run_key), run_rows in groups.items():
+    for (workload, _, run_key), run_rows in groups.items():
         first = next((r for r in run_rows if r.ok), run_rows[0])
         bad = [r for r in run_rows if not r.ok]
         status = "failed" if any(r.status == "failed" for r in bad) else ("skipped" if bad else "ok")
