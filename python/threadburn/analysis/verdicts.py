@@ -214,7 +214,9 @@ def gather(recs, rule, baseline=None):
             first = next((r for r in srecs if r.status == "ok"), srecs[0])
             g["points"][name] = {r.point_key for r in srecs}
             g["benchmarks"][name] = {r.benchmark for r in srecs}
-            g["flags"][name] = dict(first.setting.asked.flags_to_set(baseline))
+            # A program's flags to set; a tune's cuda_sync column holds its
+            # THREADBURN_CUDA_SYNC (the knob table's column), set as a variable.
+            g["flags"][name] = {} if first.rows[0].is_tune else dict(first.setting.asked.flags_to_set(baseline))
             g["baseline_text"] = first.setting.asked.baseline_text(baseline)
             g["command"], g["benchmark"] = first.command, first.benchmark
             if first.time_kind in records.HOST_KINDS:
