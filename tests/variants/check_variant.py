@@ -14,6 +14,7 @@ that is off fails here, not on a GPU host. Prints each stage's time.
 Standard library only.
 """
 import argparse
+import csv
 import os
 import subprocess
 import sys
@@ -33,6 +34,23 @@ def stage(title, cmd, cwd=None, env=None):
     return p.stdout
 
 
+def run_probe(source, out):
+    """`threadburn run` against this build on regions_child (its tests/cpp program: STEPS x REGIONS
+    OpenMP regions): the probe must count every region."""
+    steps, regions = 3, 10
+    child = [os.path.join(out, "tests", "cpp", "regions_child"), f"--steps={steps}", f"--regions={regions}",
+             "--gap_ms=20"]
+    files = os.path.join(out, "run-check")
+    stage("threadburn run against this build", [os.path.join(source, "bin", "threadburn"), "run", "--build-dir", out,
+                                                "--out", files, "--force", "--no-plot", "--", *child])
+    with open(os.path.join(files, "run.csv")) as f:
+        row = next(csv.DictReader(f))
+    if float(row["regions"]) != steps * regions:
+        print(f"FAIL: threadburn run counted {row['regions']} regions of regions_child, not {steps * regions}")
+        sys.exit(1)
+    print(f"threadburn run: {row['regions']} regions counted, as regions_child ran")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("name")
@@ -43,8 +61,10 @@ def main():
     ap.add_argument("--targets", required=True)
     ap.add_argument("--ctest", default="", help="regex of the variant's own tests to run")
     ap.add_argument("--run-probe", action="store_true")
-    ap.add_argument("options", nargs="*")
-    a = ap.parse_args()
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    a = ap.parse_args(argv[:cut])
+    a.options = argv[cut + 1:]
     out = os.path.join(a.build_dir, "variants", a.name)
     t0 = time.monotonic()
     stage("configure", ["cmake", "-S", a.source, "-B", out, "-G", a.generator,
@@ -57,10 +77,7 @@ def main():
             print(f"FAIL: no test of the variant matches {a.ctest}")
             sys.exit(1)
     if a.run_probe:
-        # `run` needs only the probe of that build; python3 -c is the smallest program it can run.
-        cmd = [os.path.join(a.source, "bin", "threadburn"), "run", "--build-dir", out, "--out",
-               os.path.join(out, "run-check"), "--", sys.executable, "-c", "sum(range(10**6))"]
-        stage("threadburn run against this build", cmd)
+        run_probe(a.source, out)
     print(f"variant {a.name}: configured, built and checked in {time.monotonic() - t0:.1f} s")
 
 
