@@ -131,6 +131,12 @@ tb::StepFigures gpu_step(tb::TrainWorkload& work, tb::cuda::GpuTimer* span, tb::
     const tb::cuda::BusyFigures busy = tb::cuda::busy_figures(activity->take(), from, to);
     t.set("gpu_busy_ms", busy.busy_ms);
     t.set("gpu_idle_share", busy.idle_share);
+    static bool lost_said = false;  // once: the figure stays, known to be low
+    if (!lost_said && activity->lost() > 0) {
+      lost_said = true;
+      std::fprintf(stderr, "train_step_bench: CUPTI lost %llu record(s) (dropped, or without timestamps): "
+                   "gpu_busy_ms may be low\n", static_cast<unsigned long long>(activity->lost()));
+    }
   }
   if (span) t.set("gpu_span_ms", span->elapsed_ms());
   return t;

@@ -51,9 +51,16 @@ Interval span_of(const CUpti_Activity* r) {
 }
 
 // Filled by CUPTI's buffer callbacks (its worker thread or a flushing one).
-std::mutex mu;
-std::vector<Interval> done;
-uint64_t lost_records = 0;
+// Never destroyed: CUPTI may still deliver a buffer while the process exits.
+struct Records {
+  std::mutex mu;
+  std::vector<Interval> done;
+  uint64_t lost = 0;
+};
+Records& records() {
+  static Records* r = new Records;
+  return *r;
+}
 constexpr size_t kBufferBytes = 4 << 20;  // ~20000 kernel records: many steps' worth
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -63,6 +70,7 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
 }
 
 void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
+  if (buffer == nullptr) return;
   std::vector<Interval> got;
   uint64_t lost = 0;
   CUpti_Activity* r = nullptr;
@@ -84,9 +92,10 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
   size_t dropped = 0;
   if (api.dropped(ctx, stream, &dropped) == CUPTI_SUCCESS) lost += dropped;
   std::free(buffer);
-  std::lock_guard<std::mutex> lock(mu);
-  done.insert(done.end(), got.begin(), got.end());
-  lost_records += lost;
+  Records& all = records();
+  std::lock_guard<std::mutex> lock(all.mu);
+  all.done.insert(all.done.end(), got.begin(), got.end());
+  all.lost += lost;
 }
 
 std::string cupti_error(const char* what, CUptiResult e) {
@@ -167,15 +176,17 @@ uint64_t GpuActivity::now_ns() const {
 std::vector<Interval> GpuActivity::take() {
   // Forced: every buffer, the one being filled too (the step's work is done).
   api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  std::lock_guard<std::mutex> lock(mu);
+  Records& all = records();
+  std::lock_guard<std::mutex> lock(all.mu);
   std::vector<Interval> out;
-  out.swap(done);
+  out.swap(all.done);
   return out;
 }
 
 uint64_t GpuActivity::lost() const {
-  std::lock_guard<std::mutex> lock(mu);
-  return lost_records;
+  Records& all = records();
+  std::lock_guard<std::mutex> lock(all.mu);
+  return all.lost;
 }
 
 std::string GpuActivity::version() const {
