@@ -8,8 +8,9 @@ Configures the source into BUILD_DIR/variants/NAME with the options given
 (the generator and build type of this build, ccache as any build finds it),
 builds only TARGETS (the parts the options change), runs the tests of that
 build that match --ctest (ctest in that folder: they use that build), and
-with --run-probe `threadburn run` of a small command against that build:
-what a GPU host without Debian's libtorch runs. A guard missing for a part
+with --run-probe `threadburn run` against that build of its regions_child
+(a program of known OpenMP regions): what a GPU host without Debian's
+libtorch runs. A guard missing for a part
 that is off fails here, not on a GPU host. Prints each stage's time.
 Standard library only.
 """
