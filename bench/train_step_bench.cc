@@ -2,6 +2,7 @@
 // tutorial CNN + SGD-momentum, over model x preload x batch x loader workers x
 // loader x oneDNN x gap (x the CUDA knobs on a GPU). Step time is the manual
 // time; the metrics are counters (bench/metrics.cc).
+#include <cstdio>
 #include <map>
 #include <memory>
 
@@ -29,6 +30,12 @@ void declare_flags(tb::FlagParser& f) {
   f.add_int_list("pin_memory", "0", 0, 1, "CUDA: 1 = page-locked host batches before the copy");
   f.add_int_list("non_blocking", "0", 0, 1, "CUDA: 1 = asynchronous host->device copies");
   f.add_int_list("item_sync", "0", 0, 1, "CUDA: 1 = loss.item() every step, a host-device sync");
+  f.add_int("gpu_busy", 1, 0, 1,
+            "CUDA: 1 = gpu_busy_ms and gpu_idle_share from CUPTI's activity records (flushed after each step), "
+            "0 = without CUPTI");
+  f.add_int("host_sleep_ms", 0, 0, 60000,
+            "a sleep on the host between backward and the optimizer step (the GPU figures' known answer: in "
+            "step_ms and gpu_span_ms, not in gpu_busy_ms)");
 }
 
 tb::bench::AxisSpace make_space(const tb::FlagParser& f, const torch::Device& device,
@@ -58,7 +65,7 @@ void check_flags(const tb::FlagParser& f, const torch::Device& device) {
     }
   }
   if (!device.is_cuda()) {
-    for (const char* flag : {"cuda_sync", "pin_memory", "non_blocking", "item_sync"}) {
+    for (const char* flag : {"cuda_sync", "pin_memory", "non_blocking", "item_sync", "gpu_busy"}) {
       if (f.was_set(flag) && f.text(flag) != "0" && f.text(flag) != "auto") {
         throw tb::Error(std::string("--") + flag + ": only with --device=cuda");
       }
@@ -95,6 +102,46 @@ tb::Availability prepare_device(const torch::Device& device, const std::string& 
   return a;
 }
 
+// CUPTI for gpu_busy_ms, once per process; where it cannot be had, said once
+// (stderr and the context's cuda_cupti) and the figures are absent.
+tb::cuda::GpuActivity* start_gpu_activity(bool wanted, std::string* in_force) {
+  if (!wanted) {
+    *in_force = "off";
+    return nullptr;
+  }
+  std::string why;
+  tb::cuda::GpuActivity* a = tb::cuda::GpuActivity::start(&why);
+  if (a == nullptr) {
+    std::fprintf(stderr, "train_step_bench: gpu_busy_ms and gpu_idle_share absent: %s\n", why.c_str());
+    *in_force = "n/a: " + why;
+    return nullptr;
+  }
+  *in_force = a->version();
+  return a;
+}
+
+// One CUDA step and its GPU figures: gpu_span_ms from the events the step
+// records around its device work (TrainWorkload::set_device_span),
+// gpu_busy_ms and gpu_idle_share from CUPTI's records within the step's window.
+tb::StepFigures gpu_step(tb::TrainWorkload& work, tb::cuda::GpuTimer* span, tb::cuda::GpuActivity* activity) {
+  const uint64_t from = activity ? activity->now_ns() : 0;
+  tb::StepFigures t = work.step();  // ends when the device is done
+  if (activity) {
+    const uint64_t to = activity->now_ns();
+    const tb::cuda::BusyFigures busy = tb::cuda::busy_figures(activity->take(), from, to);
+    t.set("gpu_busy_ms", busy.busy_ms);
+    t.set("gpu_idle_share", busy.idle_share);
+    static bool lost_said = false;  // once: the figure stays, known to be low
+    if (!lost_said && activity->lost() > 0) {
+      lost_said = true;
+      std::fprintf(stderr, "train_step_bench: CUPTI lost %llu record(s) (dropped, or without timestamps): "
+                   "gpu_busy_ms may be low\n", static_cast<unsigned long long>(activity->lost()));
+    }
+  }
+  if (span) t.set("gpu_span_ms", span->elapsed_ms());
+  return t;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,6 +169,12 @@ int main(int argc, char** argv) {
   const std::string cuda_sync = f.text("cuda_sync");
   const tb::Availability where = f.describe_requested() ? tb::Availability::yes() : prepare_device(device, cuda_sync);
   const bool augment = f.integer("augment") == 1;
+  const int64_t host_sleep_ms = f.integer("host_sleep_ms");
+  std::string cupti_in_force = "n/a";
+  tb::cuda::GpuActivity* activity =
+      device.is_cuda() && where.ok && !f.describe_requested()
+          ? start_gpu_activity(f.integer("gpu_busy") == 1, &cupti_in_force)
+          : nullptr;
   const tb::bench::LoopOptions loop = prog.loop_options();
 
   auto benchmark = [&](benchmark::State& state, const tb::bench::Point& p) {
@@ -150,19 +203,15 @@ int main(int argc, char** argv) {
       return tb::bench::skip(state, e.what());
     }
     work->set_item_sync(device.is_cuda() && p.flag("item_sync"));
+    work->set_host_sleep_ms(host_sleep_ms);
     tb::bench::LoopOptions lo = loop;
     lo.gap_ms = p.integer("gap_ms");
     lo.samples_per_step = static_cast<double>(po.batch);
     tb::cuda::GpuTimer gpu;
-    const bool time_gpu = device.is_cuda() && gpu.ok();
+    tb::cuda::GpuTimer* span = device.is_cuda() && gpu.ok() ? &gpu : nullptr;
+    work->set_device_span(span);
     tb::bench::StepLoop(state, p.name(), lo).run([&] {
-      if (time_gpu) gpu.start();
-      tb::StepFigures t = work->step();
-      if (time_gpu) {
-        gpu.stop();
-        t.set("gpu_ms", gpu.elapsed_ms());
-      }
-      return t;
+      return device.is_cuda() ? gpu_step(*work, span, activity) : work->step();
     });
   };
   tb::Context ctx = tb::torch_context(device);
@@ -171,5 +220,6 @@ int main(int argc, char** argv) {
   ctx.emplace_back("cuda_sync_requested", cuda_sync);
   ctx.emplace_back("cuda_sync_in_force",
                    device.is_cuda() && where.ok ? tb::cuda::sync_policy_in_force(device.index()) : "n/a");
+  ctx.emplace_back("cuda_cupti", cupti_in_force);
   return prog.run(*space, benchmark, ctx);
 }

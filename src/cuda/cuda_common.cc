@@ -1,12 +1,19 @@
-// Parsing shared by the CUDA and the stub builds: the policies of the driver
-// (driver_policy.h; cudaDeviceSchedule* has the same values as CU_CTX_SCHED_*).
+// Shared by the CUDA and the stub builds: the counter table, parsing (the policies of the
+// driver, driver_policy.h; cudaDeviceSchedule* has the same values as CU_CTX_SCHED_*).
 #include "cuda/cuda_host.h"
 #include "cuda/driver_policy.h"
 
 namespace threadburn::cuda {
 
 const CounterTable& gpu_counters() {
-  static const CounterTable table = {{"gpu_ms", "ms", "CUDA: GPU time of the step, from CUDA events"}};
+  static const CounterTable table = {
+      {"gpu_span_ms", "ms",
+       "CUDA: CUDA events around the step's device work (batch on the device to the step's end): work and "
+       "the stream's waits for the host"},
+      {"gpu_busy_ms", "ms",
+       "CUDA: time the GPU ran the step's kernels, copies or memsets (union of CUPTI's records in the step)"},
+      {"gpu_idle_share", "1", "CUDA: 1 - gpu_busy_ms / the step's time: the share the GPU waited for the host"},
+  };
   return table;
 }
 

@@ -26,8 +26,18 @@ Context runtime_context() {
   return ctx;
 }
 
-bool have_tbb() { return THREADBURN_HAVE_TBB + 0 == 1; }
-bool have_dnnl() { return THREADBURN_HAVE_DNNL + 0 == 1; }
+// By #if, not by the macros' values in code: a build that leaves one
+// undefined (a part that is off) must still compile (tests/variants).
+#if THREADBURN_HAVE_TBB
+bool have_tbb() { return true; }
+#else
+bool have_tbb() { return false; }
+#endif
+#if THREADBURN_HAVE_DNNL
+bool have_dnnl() { return true; }
+#else
+bool have_dnnl() { return false; }
+#endif
 
 #if THREADBURN_HAVE_DNNL
 std::string dnnl_version_string() {

@@ -146,6 +146,7 @@ StepFigures TrainWorkload::step() {
   int64_t t0 = wall_ns();
   Batch b = source_->next();
   t.set("data_ms", ms_since(t0));
+  if (span_) span_->start();
 
   t0 = wall_ns();
   optimizer_->zero_grad();
@@ -162,10 +163,12 @@ StepFigures TrainWorkload::step() {
     gradient_hook_();
     t.set(hook_figure_, ms_since(t0));
   }
+  if (host_sleep_ms_ > 0) sleep_for_ns(host_sleep_ms_ * kNsPerMsInt);
 
   t0 = wall_ns();
   optimizer_->step();
   t.set("optim_ms", ms_since(t0));
+  if (span_) span_->stop();
 
   double sync_ms = 0, sync_cpu_ms = 0;
   if (item_sync_ || options_.device.is_cuda()) {

@@ -17,6 +17,10 @@
 
 namespace threadburn {
 
+namespace cuda {
+class GpuTimer;
+}
+
 // A model the training workloads can train: its name (the --model value),
 // one line of help, the images it takes, how its dataset is made or read, its
 // network and optimizer, and its loss. The one list of models (train.cc);
@@ -68,6 +72,14 @@ class TrainWorkload {
     gradient_hook_ = std::move(hook);
   }
   std::vector<torch::Tensor> parameters() const { return module_->parameters(); }
+  // Events around the step's device work (gpu_span_ms): started once the
+  // batch is on the device, stopped when the optimizer step is queued, before
+  // the step's end waits for the device; the loader's time is not in it.
+  void set_device_span(cuda::GpuTimer* timer) { span_ = timer; }
+  // A sleep on the host between backward (and the gradient hook) and the
+  // optimizer step, in no phase's figure: the known answer of the GPU
+  // figures (the GPU waits for its host that long and does no work).
+  void set_host_sleep_ms(int64_t ms) { host_sleep_ms_ = ms; }
 
  private:
   const ModelSpec& model_;
@@ -81,6 +93,8 @@ class TrainWorkload {
   double last_item_ = 0;
   const char* hook_figure_ = nullptr;
   std::function<void()> gradient_hook_;
+  cuda::GpuTimer* span_ = nullptr;
+  int64_t host_sleep_ms_ = 0;
 };
 
 // The dataset a model trains on: real files from data_dir when given, else

@@ -35,6 +35,14 @@ TEST(CudaHost, NoDeviceMeansAReasonNotACrash) {
   timer.start();  // harmless without a device
   timer.stop();
   EXPECT_THROW(timer.elapsed_ms(), Error);
+  // CUPTI without a device: absent with a reason, or present with nothing recorded.
+  std::string why;
+  GpuActivity* activity = GpuActivity::start(&why);
+  if (activity == nullptr) {
+    EXPECT_FALSE(why.empty());
+  } else {
+    EXPECT_TRUE(activity->take().empty()) << activity->version();
+  }
 }
 
 TEST(CudaHost, ToolkitFlagMatchesTheBuild) {
