@@ -456,7 +456,8 @@ class Failures(SweepTest):
         self.assertEqual(got, [("auto", "0", "yield", ""), ("auto", "1", "yield", ""),
                                ("spin", "0", "yield", "note: asked for cuda_sync spin but yield is in force"),
                                ("spin", "1", "yield", "note: asked for cuda_sync spin but yield is in force")])
-        self.assertEqual({r["gpu_ms"] for r in rows}, {"8"})
+        self.assertEqual({(r["gpu_span_ms"], r["gpu_busy_ms"], r["gpu_idle_share"]) for r in rows},
+                         {("14.4", "8", "0.5")})
         self.assertTrue(all("/item_sync:" in r["benchmark"] for r in rows))
 
     def test_missing_libomp_stops_before_running(self):
