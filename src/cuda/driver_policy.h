@@ -36,7 +36,8 @@ const char* policy_name(unsigned flags);
 // The words policy_flags takes, as an error line lists them.
 constexpr const char* kPolicyWords = "auto, spin, yield or blocking_sync";
 
-// Whether libcuda.so.1 is loaded in this process, without the loader lock
+// Whether the CUDA driver (a file gpu::is_cuda_driver names,
+// src/cuda/driver_file.h) is loaded in this process, without the loader lock
 // (dl_iterate_phdr): a thread may ask while another one dlopens for seconds.
 bool driver_loaded();
 
