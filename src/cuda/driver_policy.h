@@ -81,7 +81,8 @@ class DriverPolicy {
   PolicyReport finish();
   // Whether the program itself uses the driver, as far as the reads so far
   // tell (PolicyReport::cuda_used): under a policy threadburn loaded the
-  // driver into the process, so "loaded" alone no longer says it.
+  // driver into the process, so "loaded" alone no longer says it. The one
+  // rule: the probe's NVML sampler starts on it too.
   bool program_uses_cuda();
 
  private:

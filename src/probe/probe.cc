@@ -12,7 +12,7 @@
 //    1 ms while a burn after a region is being located, 10 ms otherwise);
 //  - classes the CUDA driver's threads and PyTorch's pin-memory thread as
 //    they are created or name themselves (thread_tap.h), and, in a process
-//    that loads the CUDA driver, samples the GPUs' busy share through NVML
+//    whose program uses CUDA, samples the GPUs' busy share through NVML
 //    (src/cuda/nvml_sampler.h);
 //  - writes, when the program ends (exit, return from main, SIGTERM, and
 //    SIGINT unless the program handles it itself, as Python does by raising
@@ -509,9 +509,10 @@ void report() {
   const int64_t last = s->last_end.load();
   if (last > 0 && s->active.load() == 0 && f.end_ns - last >= s->gap_min_ns) gaps.push_back({last, f.end_ns, true});
   for (const Gap& gap : gaps) f.gaps.push_back(gap_burn(f.samples, gap));
-  // After the last CPU sample: NVML's last read (and its start, when the
-  // driver came in the last 100 ms) is not in the CPU figures. The GPUs over
-  // the probe's lifetime.
+  // After the last CPU sample: the driver's last read-back, then NVML's last
+  // read (and its start, when that read-back is the first to see the program
+  // use CUDA) are not in the CPU figures. The GPUs over the probe's lifetime.
+  cuda_report();
   const gpu::NvmlResult nvml = s->gpus->finish();
   for (const gpu::Series& g : nvml.gpus) f.gpus.push_back(gpu::summarize(g, s->start_ns, f.end_ns, s->start_ns));
   f.gpu_note = nvml.note;
@@ -576,7 +577,9 @@ __attribute__((constructor)) void start() {
   };
   o.max_share = kSamplerMaxShare;
   s.sampler = std::make_unique<BurnSampler>(o);
-  s.gpus = std::make_unique<gpu::NvmlSampler>();
+  // NVML only once the program uses CUDA: under a policy the probe has loaded
+  // the driver into every process, wrappers included (driver_policy.h).
+  s.gpus = std::make_unique<gpu::NvmlSampler>([] { return g_cuda->program_uses_cuda(); });
   omptap::set_listener(&g_regions);
   // After the sampler (a thread the driver starts is seen from its birth),
   // before atexit(report) (an exit handler the driver registers runs after it).

@@ -58,6 +58,14 @@ def driver_only(tmp, a):
 
 def probed(a, tmp, args, env, nvml=True, preload_first=(), program=None):
     """Runs cuda_user under the probe: (the main summary, the program's k=v lines, the NVML log)."""
+    summaries, said, calls = probed_all(a, tmp, args, env, nvml, preload_first, program)
+    check(len(summaries) == 1, f"{len(summaries)} probe summaries, expected 1")
+    return summaries[0], said, calls
+
+
+def probed_all(a, tmp, args, env, nvml=True, preload_first=(), program=None):
+    """Runs cuda_user (or program) under the probe: (every process's summary,
+    the k=v lines printed, the NVML log's lines)."""
     out = os.path.join(tmp, "probe")
     os.makedirs(out, exist_ok=True)
     log = os.path.join(tmp, "nvml.log")
@@ -74,18 +82,18 @@ def probed(a, tmp, args, env, nvml=True, preload_first=(), program=None):
     check(p.returncode == 0, f"{os.path.basename(cmd[0])} exited {p.returncode}")
     said = dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
     summaries = []
-    for path in glob.glob(os.path.join(out, "probe-*.json")):
+    for path in sorted(glob.glob(os.path.join(out, "probe-*.json"))):
         with open(path) as f:
-            summaries.append(json.load(f))
-    check(len(summaries) == 1, f"{len(summaries)} probe summaries, expected 1")
-    s = summaries[0]
-    s["_dir"] = out
-    c = s["counters"]
-    print("counters: " + ", ".join(f"{k}={v}" for k, v in c.items() if k.startswith(("cpu_", "gpu", "main_", "wall"))))
-    print(f"gpus: {s['gpus']}; note: {s['context']['gpu_note']}")
-    print("threads: " + ", ".join(f"{t['tid']}:{t['class']}:{t['cpu_ms']:.3f}" for t in s["threads"]))
+            s = json.load(f)
+        s["_dir"] = out
+        summaries.append(s)
+        c = s["counters"]
+        print(f"{s['pid']} {s['command']}")
+        print("counters: " + ", ".join(f"{k}={v}" for k, v in c.items() if k.startswith(("cpu_", "gpu", "main_", "wall"))))
+        print(f"gpus: {s['gpus']}; note: {s['context']['gpu_note']}; cuda_used: {s['context']['cuda_used']}")
+        print("threads: " + ", ".join(f"{t['tid']}:{t['class']}:{t['cpu_ms']:.3f}" for t in s["threads"]))
     calls = open(log).read().splitlines() if os.path.exists(log) else []
-    return s, said, calls
+    return summaries, said, calls
 
 
 def check_burned(counter, own_ms, what):
@@ -251,6 +259,42 @@ def case_no_cuda(a, tmp):
     sys.path.insert(0, os.path.join(a.repo, "python"))
     from threadburn.lib import schema
     check(schema.fmt_value(c["gpu_busy_share"]) == "", "a counter without a value is not an empty cell")
+
+
+def case_policy_no_cuda(a, tmp):
+    """Under a wait policy the probe itself loads and initialises the driver
+    in every process: a process that never uses CUDA still never touches
+    NVML, neither while it runs (cuda_user --no-cuda, longer than the
+    sampler's looks) nor at its end (true, which ends at once)."""
+    env = {"THREADBURN_CUDA_SYNC": "blocking_sync", "FAKE_NVML_SAMPLES": write_samples(tmp, [(0, 100, 50, 0)])}
+    for i, program in enumerate([[user(a), "--no-cuda", "--sleep-ms=500"], ["true"]]):
+        run = os.path.join(tmp, str(i))
+        os.makedirs(run)
+        s, _, calls = probed(a, run, [], env, program=program)
+        check(s["context"]["cuda_sync_in_force"] == "n/a" and s["context"]["cuda_used"] == "0",
+              f"{program[-1]}: cuda context {s['context']}")
+        check(calls == [], f"{program[-1]}: NVML was called in a process that never used CUDA: {calls[:3]}")
+        check(s["gpus"] == [] and s["counters"]["gpu_busy_share"] is None, f"{program[-1]}: gpus {s['gpus']}")
+
+
+def case_policy_wrapper(a, tmp):
+    """Under a wait policy, a shell starting a CUDA program (bash -c: dash
+    ends with _exit, so the probe writes no summary for it): the shell (the
+    driver loaded and initialised by the probe alone) makes no NVML call, the
+    program (its context active) samples: its busy share is the samples' 0.5."""
+    env = {"THREADBURN_CUDA_SYNC": "blocking_sync",
+           "FAKE_NVML_SAMPLES": write_samples(tmp, [(0, t, 50, 0) for t in range(PERIOD_MS, 4001, PERIOD_MS)])}
+    summaries, _, calls = probed_all(a, tmp, [], env, program=["bash", "-c", f"{user(a)} --sleep-ms=1200; true"])
+    check(len(summaries) == 2, f"{len(summaries)} probe summaries, expected the shell's and the program's")
+    shell, program = sorted(summaries, key=lambda s: "cuda_user" in s["command"].split()[0])
+    nvml_pids = {int(line.split()[0]) for line in calls}
+    check(shell["pid"] not in nvml_pids, f"the shell called NVML: {[c for c in calls if int(c.split()[0]) == shell['pid']][:3]}")
+    check(shell["gpus"] == [] and shell["context"]["cuda_used"] == "0", f"the shell: gpus {shell['gpus']}")
+    check(nvml_pids == {program["pid"]}, f"NVML called by {sorted(nvml_pids)}, expected the program {program['pid']}")
+    check(program["context"]["cuda_sync_in_force"] == "blocking_sync", f"in force {program['context']}")
+    c = program["counters"]
+    check(c["gpus_sampled"] == 1 and abs(c["gpu_busy_share"] - 0.5) < 1e-9,
+          f"the program: gpus_sampled {c['gpus_sampled']}, gpu_busy_share {c['gpu_busy_share']}, expected 1 and 0.5")
 
 
 def case_no_nvml(a, tmp):
