@@ -1,6 +1,7 @@
 // Which loaded file is the CUDA driver, one rule for the probe's thread
-// classes (src/probe/thread_tap.cc: who created a thread) and its NVML
-// sampler (src/cuda/nvml_sampler.cc: has the process loaded the driver).
+// classes (src/probe/thread_tap.cc: who created a thread) and the wait
+// policy's cuda::driver_loaded() (src/cuda/driver_policy.cc: has the process
+// loaded the driver, the one place that looks).
 #pragma once
 
 #include <cstring>

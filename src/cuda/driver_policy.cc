@@ -6,7 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+
+#include "cuda/driver_file.h"
 
 namespace threadburn::cuda {
 namespace {
@@ -67,10 +68,7 @@ const char* policy_name(unsigned flags) {
 
 bool driver_loaded() {
   const auto is_driver = [](dl_phdr_info* info, size_t, void*) -> int {
-    const char* name = info->dlpi_name;
-    if (!name) return 0;
-    const char* slash = std::strrchr(name, '/');
-    return std::strncmp(slash ? slash + 1 : name, "libcuda.so", 10) == 0 ? 1 : 0;
+    return gpu::is_cuda_driver(info->dlpi_name) ? 1 : 0;
   };
   return dl_iterate_phdr(is_driver, nullptr) != 0;
 }

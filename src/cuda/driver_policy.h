@@ -36,7 +36,8 @@ const char* policy_name(unsigned flags);
 // The words policy_flags takes, as an error line lists them.
 constexpr const char* kPolicyWords = "auto, spin, yield or blocking_sync";
 
-// Whether libcuda.so.1 is loaded in this process, without the loader lock
+// Whether the CUDA driver (a file gpu::is_cuda_driver names,
+// src/cuda/driver_file.h) is loaded in this process, without the loader lock
 // (dl_iterate_phdr): a thread may ask while another one dlopens for seconds.
 bool driver_loaded();
 
@@ -80,7 +81,8 @@ class DriverPolicy {
   PolicyReport finish();
   // Whether the program itself uses the driver, as far as the reads so far
   // tell (PolicyReport::cuda_used): under a policy threadburn loaded the
-  // driver into the process, so "loaded" alone no longer says it.
+  // driver into the process, so "loaded" alone no longer says it. The one
+  // rule: the probe's NVML sampler starts on it too.
   bool program_uses_cuda();
 
  private:

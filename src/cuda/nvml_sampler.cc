@@ -1,7 +1,6 @@
 #include "cuda/nvml_sampler.h"
 
 #include <dlfcn.h>
-#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
@@ -15,7 +14,6 @@
 
 #include "core/clock.h"
 #include "core/thread_class.h"
-#include "cuda/driver_file.h"
 
 namespace threadburn::gpu {
 namespace {
@@ -97,15 +95,6 @@ ClockNow clocks_now() {
   return n;
 }
 
-// Has the process loaded the driver? Its list of loaded objects, read
-// without loading anything (dlopen with RTLD_NOLOAD would also not load it,
-// but first searches the library path for the file: about 100 us, where this
-// costs about 1 us per loaded object).
-bool cuda_driver_loaded() {
-  return dl_iterate_phdr([](dl_phdr_info* info, size_t, void*) { return is_cuda_driver(info->dlpi_name) ? 1 : 0; },
-                         nullptr) != 0;
-}
-
 template <typename F>
 void bind(void* lib, const char* name, F* fn) {
   *fn = reinterpret_cast<F>(dlsym(lib, name));
@@ -123,6 +112,7 @@ struct NvmlSampler::State {
   };
 
   NvmlOptions o;
+  UsesCuda uses_cuda;
   std::mutex mu;
   std::condition_variable cv;
   bool stopped = false, started = false, clock_known = false;
@@ -139,7 +129,7 @@ struct NvmlSampler::State {
     return std::any_of(gpus.begin(), gpus.end(), [](const Gpu& g) { return !g.broken; });
   }
   int64_t period_ns() const {
-    if (!started) return o.driver_check_ns;
+    if (!started) return o.start_check_ns;
     const bool polled = std::any_of(gpus.begin(), gpus.end(), [](const Gpu& g) { return g.polled; });
     return polled ? o.rates_poll_ns : o.samples_poll_ns;
   }
@@ -280,8 +270,9 @@ void NvmlSampler::State::poll() {
   }
 }
 
-NvmlSampler::NvmlSampler(NvmlOptions options) : state_(std::make_shared<State>()) {
+NvmlSampler::NvmlSampler(UsesCuda uses_cuda, NvmlOptions options) : state_(std::make_shared<State>()) {
   state_->o = std::move(options);
+  state_->uses_cuda = std::move(uses_cuda);
   try {
     std::thread([s = state_] { run(s); }).detach();
   } catch (const std::system_error&) {
@@ -304,12 +295,13 @@ NvmlResult NvmlSampler::finish() {
   s.stopped = true;
   s.cv.notify_all();
   if (!s.started) {
-    // Outside the lock: dlopen waits for the loader's lock, which a thread
-    // in a long dlopen may hold for seconds.
+    // Outside the lock: the question may wait for a reader of the driver
+    // that waits for the loader's lock, which a thread in a long dlopen may
+    // hold for seconds.
     lock.unlock();
-    const bool now_loaded = cuda_driver_loaded();
+    const bool uses = s.uses_cuda();
     lock.lock();
-    if (!s.started && now_loaded) s.start();
+    if (!s.started && uses) s.start();
   } else {
     s.poll();
   }
@@ -336,9 +328,9 @@ void NvmlSampler::run(const std::shared_ptr<State>& s) {
     if (s->stopped) return;
     if (!s->started) {
       lock.unlock();
-      const bool now_loaded = cuda_driver_loaded();
+      const bool uses = s->uses_cuda();
       lock.lock();
-      if (s->stopped || !now_loaded) continue;
+      if (s->stopped || !uses) continue;
       s->start();
     } else {
       s->poll();

@@ -1,12 +1,14 @@
 // The GPUs' utilisation through NVML, inside the preload probe: no torch, no
 // CUDA runtime, no NVML header (nvml_sampler.cc declares the few entry
 // points it needs); libnvidia-ml.so.1 is opened with dlopen, and only in a
-// process that has loaded the CUDA driver itself (libcuda.so.1), so wrappers
-// (sh -c) and CPU programs never touch NVML.
+// process whose program uses CUDA, so wrappers (sh -c) and CPU programs never
+// touch NVML, also under THREADBURN_CUDA_SYNC, where the probe itself loads
+// the driver into every process.
 //
-// A low-rate thread (class sampler: its CPU is the probe's own cost) looks
-// every 100 ms whether the CUDA driver (libcuda.so.1) is among the objects
-// the process has loaded (dl_iterate_phdr: it never loads it). Once it is, it initialises NVML, picks the devices
+// A low-rate thread (class sampler: its CPU is the probe's own cost) asks
+// every 100 ms whether the program uses CUDA (the caller's rule: the probe's
+// is cuda::DriverPolicy::program_uses_cuda(), src/cuda/driver_policy.h).
+// Once it does, it initialises NVML, picks the devices
 // (CUDA_VISIBLE_DEVICES when it is a list of device numbers, else all) and
 // reads each one's utilisation samples (gpu_samples.h says what they mean):
 // the driver's own, nvmlDeviceGetSamples(NVML_GPU_UTILIZATION_SAMPLES and
@@ -17,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,7 +30,7 @@ namespace threadburn::gpu {
 
 struct NvmlOptions {
   std::string library = "libnvidia-ml.so.1";
-  int64_t driver_check_ns = 100000000;   // how often to look for the CUDA driver (driver_file.h)
+  int64_t start_check_ns = 100000000;    // how often to ask whether the program uses CUDA
   int64_t samples_poll_ns = 1000000000;  // the driver keeps ~100 samples: >= 16 s at 6 per s
   int64_t rates_poll_ns = 200000000;     // the shortest sample period is 1/6 s
 };
@@ -39,18 +42,21 @@ struct NvmlResult {
 
 class NvmlSampler {
  public:
-  explicit NvmlSampler(NvmlOptions options = {});
+  // Whether the program uses CUDA so far: NVML starts once it says so. Asked
+  // from the sampler's thread and from finish(), never with a lock held.
+  using UsesCuda = std::function<bool()>;
+  explicit NvmlSampler(UsesCuda uses_cuda, NvmlOptions options = {});
   ~NvmlSampler();
   NvmlSampler(const NvmlSampler&) = delete;
   NvmlSampler& operator=(const NvmlSampler&) = delete;
   // Stops the thread (no NVML call from it after this returns), reads what
-  // the driver has now (starting NVML if the driver was loaded since the
-  // last look) and returns every sample. Called once, at the probe's report.
+  // the driver has now (starting NVML if the program came to use CUDA since
+  // the last look) and returns every sample. Called once, at the probe's report.
   NvmlResult finish();
 
  private:
   struct State;
-  // The thread: looks for the driver, then reads NVML, until finish().
+  // The thread: asks whether the program uses CUDA, then reads NVML, until finish().
   static void run(const std::shared_ptr<State>& s);
   std::shared_ptr<State> state_;  // shared with the thread, which may outlive this object at exit
 };

@@ -7,12 +7,12 @@
 //    point and nesting depth; team members are marked as OpenMP workers;
 //  - measures the CPU of its forked child processes (DataLoader workers,
 //    multiprocessing pools) from /proc every 50 ms and at their end, as the
-//    class "worker processes" (cpu_children_ms, part of cpu_ms);
+//    class "worker processes" (cpu_children_ms, part of cpu_ms; children.h);
 //  - runs the core's burn sampler inside the program (per-thread CPU clocks,
 //    1 ms while a burn after a region is being located, 10 ms otherwise);
 //  - classes the CUDA driver's threads and PyTorch's pin-memory thread as
 //    they are created or name themselves (thread_tap.h), and, in a process
-//    that loads the CUDA driver, samples the GPUs' busy share through NVML
+//    whose program uses CUDA, samples the GPUs' busy share through NVML
 //    (src/cuda/nvml_sampler.h);
 //  - writes, when the program ends (exit, return from main, SIGTERM, and
 //    SIGINT unless the program handles it itself, as Python does by raising
@@ -32,10 +32,7 @@
 // THREADBURN_CUDA_SYNC (spin, yield, blocking_sync) sets the CUDA host wait
 // policy in the constructor, with or without THREADBURN_PROBE_DIR, and the
 // summary says what was in force (src/cuda/driver_policy.h; docs/probe.md).
-#include <dirent.h>
 #include <signal.h>
-#include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -45,8 +42,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
+#include <vector>
 
 #include "core/clock.h"
 #include "core/json.h"
@@ -59,6 +56,7 @@
 #include "cuda/nvml_sampler.h"
 #include "cuda/driver_policy.h"
 #include "omptap/omptap.h"
+#include "probe/children.h"
 #include "probe/report.h"
 #include "probe/thread_tap.h"
 #include "runtime/runtime.h"
@@ -69,93 +67,6 @@ namespace {
 // The sampler's budget: at most this share of a core (the goal is 2 %; the
 // rest is the report's own sample and the noise of the running average).
 constexpr double kSamplerMaxShare = 0.015;
-// Child processes are looked for and read at most this often.
-constexpr int64_t kChildrenPeriodNs = 50 * 1000000LL;
-
-// The forked child processes of this one (and theirs), measured from here
-// through /proc: every descendant that does not hold probe-<pid>.started (a
-// child that exec'd a program under the probe measures itself, and its own
-// descendants). A child's CPU is its process CPU clock (clock_getcpuclockid:
-// every thread, the exited ones included), kept at its last reading once it
-// is gone; at the end, what the kernel added to this process's
-// RUSAGE_CHILDREN for the reaped ones replaces those last readings when it is
-// larger (it is exact; the last reading can be up to one period old).
-class Children {
- public:
-  explicit Children(std::string dir) : dir_(std::move(dir)) {}
-  // The children's CPU so far; refreshed when the last scan is a period old.
-  int64_t total_ns() {
-    const int64_t now = wall_ns();
-    if (now - last_scan_ns_.load(std::memory_order_relaxed) >= kChildrenPeriodNs) scan(now);
-    return total_ns_.load(std::memory_order_relaxed);
-  }
-  // A last scan, and the reaped children's exact CPU from the kernel.
-  int64_t final_ns() {
-    scan(wall_ns());
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!ever_probed_) {  // else RUSAGE_CHILDREN would also hold processes measured by themselves
-      rusage ru{};
-      if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
-        const int64_t reaped = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
-                               (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
-        int64_t gone = 0, alive = 0;
-        for (const auto& [pid, c] : children_) (c.alive ? alive : gone) += c.cpu_ns;
-        if (reaped > gone) total_ns_.store(alive + reaped, std::memory_order_relaxed);
-      }
-    }
-    return total_ns_.load(std::memory_order_relaxed);
-  }
-  int count() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return static_cast<int>(children_.size());
-  }
-
- private:
-  struct Child {
-    int64_t cpu_ns = 0;
-    bool alive = true;
-  };
-
-  void scan(int64_t now) {
-    std::lock_guard<std::mutex> lock(mu_);
-    last_scan_ns_.store(now, std::memory_order_relaxed);
-    for (auto& [pid, c] : children_) c.alive = false;
-    std::vector<pid_t> todo = child_processes(getpid());
-    while (!todo.empty()) {
-      const pid_t pid = todo.back();
-      todo.pop_back();
-      if (probed(pid)) {
-        children_.erase(pid);  // it measures itself (and its descendants) from now on
-        continue;
-      }
-      clockid_t id;
-      int64_t ns = 0;
-      if (clock_getcpuclockid(pid, &id) != 0 || !read_clock_ns(id, &ns)) continue;  // gone meanwhile
-      Child& c = children_[pid];
-      c.cpu_ns = std::max(c.cpu_ns, ns);
-      c.alive = true;
-      for (pid_t grandchild : child_processes(pid)) todo.push_back(grandchild);
-    }
-    int64_t total = 0;
-    for (const auto& [pid, c] : children_) total += c.cpu_ns;
-    total_ns_.store(total, std::memory_order_relaxed);
-  }
-
-  bool probed(pid_t pid) {
-    if (probed_.count(pid)) return true;
-    if (access((dir_ + "/probe-" + std::to_string(pid) + ".started").c_str(), F_OK) != 0) return false;
-    probed_.insert(pid);
-    ever_probed_ = true;
-    return true;
-  }
-
-  std::string dir_;
-  std::mutex mu_;
-  std::map<pid_t, Child> children_;
-  std::set<pid_t> probed_;
-  bool ever_probed_ = false;
-  std::atomic<int64_t> last_scan_ns_{0}, total_ns_{0};
-};
 
 struct State {
   std::string dir;
@@ -509,9 +420,10 @@ void report() {
   const int64_t last = s->last_end.load();
   if (last > 0 && s->active.load() == 0 && f.end_ns - last >= s->gap_min_ns) gaps.push_back({last, f.end_ns, true});
   for (const Gap& gap : gaps) f.gaps.push_back(gap_burn(f.samples, gap));
-  // After the last CPU sample: NVML's last read (and its start, when the
-  // driver came in the last 100 ms) is not in the CPU figures. The GPUs over
-  // the probe's lifetime.
+  // After the last CPU sample: the driver's last read-back, then NVML's last
+  // read (and its start, when that read-back is the first to see the program
+  // use CUDA) are not in the CPU figures. The GPUs over the probe's lifetime.
+  cuda_report();
   const gpu::NvmlResult nvml = s->gpus->finish();
   for (const gpu::Series& g : nvml.gpus) f.gpus.push_back(gpu::summarize(g, s->start_ns, f.end_ns, s->start_ns));
   f.gpu_note = nvml.note;
@@ -576,7 +488,9 @@ __attribute__((constructor)) void start() {
   };
   o.max_share = kSamplerMaxShare;
   s.sampler = std::make_unique<BurnSampler>(o);
-  s.gpus = std::make_unique<gpu::NvmlSampler>();
+  // NVML only once the program uses CUDA: under a policy the probe has loaded
+  // the driver into every process, wrappers included (driver_policy.h).
+  s.gpus = std::make_unique<gpu::NvmlSampler>([] { return g_cuda->program_uses_cuda(); });
   omptap::set_listener(&g_regions);
   // After the sampler (a thread the driver starts is seen from its birth),
   // before atexit(report) (an exit handler the driver registers runs after it).

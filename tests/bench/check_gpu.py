@@ -4,11 +4,12 @@ src/cuda/nvml_sampler.cc), live, with no GPU:
 
     check_gpu.py CASE --probe LIB --build-dir DIR [--repo DIR]
 
-gpu_user (tests/cpp/fake_cuda/gpu_user.c) runs under the probe with the
-stand-in CUDA driver build/tests/fake_cuda_min/libcuda.so.1 (its threads
-created from its own code, with glibc's old symbol versions as the real
-driver's are; fake_cuda_min234: the default versions) and the stand-in NVML
-build/tests/fake_cuda/libnvidia-ml.so.1 (samples from a file). The driver's
+cuda_user (tests/cpp/fake_cuda/cuda_user.c) runs under the probe with the
+stand-ins in build/tests/fake_cuda: the CUDA driver libcuda.so.1
+(fake_libcuda.c: its threads created from its own code, through glibc's old
+symbol version of pthread_create as the real driver's are, or with
+FAKE_CUDA_GLIBC=2.34 the new one) and NVML libnvidia-ml.so.1 (fake_nvml.c:
+samples from a file). The driver's
 thread and the pin-memory thread each burn a known CPU time and print their
 own CPU clock: the probe's cpu_cuda_ms and cpu_pin_ms must be that (at least
 it, at most 2 ms more: the thread's start and its last steps). The GPU's busy
@@ -39,35 +40,60 @@ def check(cond, msg):
         fail(msg)
 
 
-def probed(a, tmp, args, env, driver="fake_cuda_min", nvml=True, preload_first=(), program=None):
-    """Runs gpu_user under the probe: (the main summary, the program's k=v lines, the NVML log)."""
+def fakes(a):
+    return os.path.join(a.build_dir, "tests", "fake_cuda")
+
+
+def user(a):
+    return os.path.join(fakes(a), "cuda_user")
+
+
+def driver_only(tmp, a):
+    """A folder with the stand-in driver and no NVML."""
+    path = os.path.join(tmp, "driver_only")
+    os.makedirs(path, exist_ok=True)
+    os.symlink(os.path.join(fakes(a), "libcuda.so.1"), os.path.join(path, "libcuda.so.1"))
+    return path
+
+
+def probed(a, tmp, args, env, nvml=True, preload_first=(), program=None):
+    """Runs cuda_user under the probe: (the main summary, the program's k=v lines, the NVML log)."""
+    summaries, said, calls = probed_all(a, tmp, args, env, nvml, preload_first, program)
+    check(len(summaries) == 1, f"{len(summaries)} probe summaries, expected 1")
+    return summaries[0], said, calls
+
+
+def probed_all(a, tmp, args, env, nvml=True, preload_first=(), program=None):
+    """Runs cuda_user (or program) under the probe: (every process's summary,
+    the k=v lines printed, the NVML log's lines)."""
     out = os.path.join(tmp, "probe")
     os.makedirs(out, exist_ok=True)
-    libs = [os.path.join(a.build_dir, "tests", driver)] + ([os.path.join(a.build_dir, "tests", "fake_cuda")] if nvml else [])
     log = os.path.join(tmp, "nvml.log")
-    full = dict(os.environ, LD_LIBRARY_PATH=":".join(libs), LD_PRELOAD=" ".join([a.probe, *preload_first]),
-                THREADBURN_PROBE_DIR=out, FAKE_NVML_LOG=log, **env)
+    full = dict(os.environ, LD_LIBRARY_PATH=fakes(a) if nvml else driver_only(tmp, a),
+                LD_PRELOAD=" ".join([a.probe, *preload_first]), THREADBURN_PROBE_DIR=out, FAKE_NVML_LOG=log, **env)
+    for k in [k for k in full if k.startswith(("FAKE_CUDA_", "THREADBURN_CUDA_")) and k not in env]:
+        del full[k]  # the stand-in driver's defaults and no wait policy unless the case says
     if "CUDA_VISIBLE_DEVICES" not in env:
         full.pop("CUDA_VISIBLE_DEVICES", None)  # every device unless the case says
-    cmd = program or [os.path.join(a.build_dir, "tests", "cpp", "gpu_user"), *args]
+    cmd = program or [user(a), *args]
     print("$ " + " ".join(f"{k}={v}" for k, v in env.items()) + " " + " ".join(cmd))
     p = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=120)
     sys.stdout.write(p.stdout + p.stderr)
-    check(p.returncode == 0, f"gpu_user exited {p.returncode}")
+    check(p.returncode == 0, f"{os.path.basename(cmd[0])} exited {p.returncode}")
     said = dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
     summaries = []
-    for path in glob.glob(os.path.join(out, "probe-*.json")):
+    for path in sorted(glob.glob(os.path.join(out, "probe-*.json"))):
         with open(path) as f:
-            summaries.append(json.load(f))
-    check(len(summaries) == 1, f"{len(summaries)} probe summaries, expected 1")
-    s = summaries[0]
-    s["_dir"] = out
-    c = s["counters"]
-    print("counters: " + ", ".join(f"{k}={v}" for k, v in c.items() if k.startswith(("cpu_", "gpu", "main_", "wall"))))
-    print(f"gpus: {s['gpus']}; note: {s['context']['gpu_note']}")
-    print("threads: " + ", ".join(f"{t['tid']}:{t['class']}:{t['cpu_ms']:.3f}" for t in s["threads"]))
+            s = json.load(f)
+        s["_dir"] = out
+        summaries.append(s)
+        c = s["counters"]
+        print(f"{s['pid']} {s['command']}")
+        print("counters: " + ", ".join(f"{k}={v}" for k, v in c.items() if k.startswith(("cpu_", "gpu", "main_", "wall"))))
+        print(f"gpus: {s['gpus']}; note: {s['context']['gpu_note']}; cuda_used: {s['context']['cuda_used']}")
+        print("threads: " + ", ".join(f"{t['tid']}:{t['class']}:{t['cpu_ms']:.3f}" for t in s["threads"]))
     calls = open(log).read().splitlines() if os.path.exists(log) else []
-    return s, said, calls
+    return summaries, said, calls
 
 
 def check_burned(counter, own_ms, what):
@@ -76,8 +102,10 @@ def check_burned(counter, own_ms, what):
           f"{what}: the probe says {counter:.3f} ms, the thread's own clock {own_ms:.3f} ms (expected it to +2 ms)")
 
 
-def case_cuda_thread(a, tmp, driver="fake_cuda_min"):
-    s, said, _ = probed(a, tmp, ["--cuda", "--run_ms=100"], {"FAKE_CUDA_DRIVER_THREAD_MS": "300"}, driver=driver)
+def case_cuda_thread(a, tmp, glibc=None):
+    env = {"FAKE_CUDA_DRIVER_THREAD_MS": "300", **({"FAKE_CUDA_GLIBC": glibc} if glibc else {})}
+    s, said, _ = probed(a, tmp, ["--sleep-ms=100"], env)
+    check("driver_thread_cpu_ms" in said, "the stand-in driver started no thread")
     own = float(said["driver_thread_cpu_ms"])
     check(own >= 300, f"the driver thread burned {own} ms, asked 300")
     c = s["counters"]
@@ -89,15 +117,16 @@ def case_cuda_thread(a, tmp, driver="fake_cuda_min"):
 
 
 def case_cuda_thread_new_glibc(a, tmp):
-    case_cuda_thread(a, tmp, driver="fake_cuda_min234")
+    case_cuda_thread(a, tmp, glibc="2.34")
 
 
 def case_cuda_ctor_thread(a, tmp):
     """A driver thread started by the driver's constructor, before the
     probe's constructor ran (the driver preloaded after the probe is
     initialised before it)."""
-    driver = os.path.join(a.build_dir, "tests", "fake_cuda_min", "libcuda.so.1")
-    s, said, _ = probed(a, tmp, ["--cuda"], {"FAKE_CUDA_CTOR_THREAD_MS": "200"}, preload_first=(driver,))
+    driver = os.path.join(fakes(a), "libcuda.so.1")
+    env = {"FAKE_CUDA_CTOR_THREAD_MS": "200", "FAKE_CUDA_DRIVER_THREAD_MS": "50"}
+    s, said, _ = probed(a, tmp, [], env, preload_first=(driver,))
     check(said.get("ctor_before_probe") == "1", "the driver's constructor did not run before the probe's: "
           "this case tests nothing (loader order changed?)")
     own = float(said["ctor_thread_cpu_ms"]) + float(said["driver_thread_cpu_ms"])
@@ -106,7 +135,7 @@ def case_cuda_ctor_thread(a, tmp):
 
 
 def case_pin(a, tmp, via):
-    s, said, _ = probed(a, tmp, ["--pin_ms=250", f"--pin_via={via}"], {})
+    s, said, _ = probed(a, tmp, ["--no-cuda", "--pin-ms=250", f"--pin-via={via}"], {})
     own = float(said["pin_thread_cpu_ms"])
     check(own >= 250, f"the pin thread burned {own} ms, asked 250")
     check_burned(s["counters"]["cpu_pin_ms"], own, f"cpu_pin_ms (named by {via})")
@@ -162,7 +191,7 @@ def case_nvml_samples(a, tmp, clock="realtime"):
     # 1.5 s, so the later samples never happen. Busy 20, 60, 20, 60, ...
     rows = [(0, t, 20 if (t // PERIOD_MS) % 2 else 60, 25) for t in range(PERIOD_MS, 4001, PERIOD_MS)]
     env = {"FAKE_NVML_SAMPLES": write_samples(tmp, rows), "FAKE_NVML_CLOCK": clock}
-    s, _, calls = probed(a, tmp, ["--cuda", "--run_ms=1500"], env)
+    s, _, calls = probed(a, tmp, ["--sleep-ms=1500"], env)
     c = s["counters"]
     wall = c["wall_ms"]
     inside = [r[2] / 100 for r in rows if r[1] <= wall]
@@ -197,7 +226,7 @@ def case_nvml_fallback(a, tmp):
     # The device keeps no samples: the probe polls the current utilisation,
     # 40 % throughout (the one sample, before the process started).
     env = {"FAKE_NVML_SAMPLES": write_samples(tmp, [(0, -1000, 40, 10)]), "FAKE_NVML_NO_SAMPLES": "1"}
-    s, _, calls = probed(a, tmp, ["--cuda", "--run_ms=1200"], env)
+    s, _, calls = probed(a, tmp, ["--sleep-ms=1200"], env)
     c, g = s["counters"], s["gpus"][0]
     check(abs(c["gpu_busy_share"] - 0.40) < 1e-9, f"gpu_busy_share {c['gpu_busy_share']}, expected 0.40")
     check(g["source"] == "utilization_rates", f"source {g['source']}, expected utilization_rates")
@@ -210,7 +239,7 @@ def case_nvml_fallback(a, tmp):
 def case_visible_devices(a, tmp):
     rows = [(d, t, v, 0) for t in range(PERIOD_MS, 3001, PERIOD_MS) for d, v in ((0, 10), (1, 70), (2, 30))]
     env = {"FAKE_NVML_SAMPLES": write_samples(tmp, rows), "FAKE_NVML_DEVICES": "3", "CUDA_VISIBLE_DEVICES": "1"}
-    s, _, calls = probed(a, tmp, ["--cuda", "--run_ms=600"], env)
+    s, _, calls = probed(a, tmp, ["--sleep-ms=600"], env)
     check([g["index"] for g in s["gpus"]] == [1], f"GPUs sampled {[g['index'] for g in s['gpus']]}, expected [1]")
     check(abs(s["counters"]["gpu_busy_share"] - 0.70) < 1e-9, f"gpu_busy_share {s['counters']['gpu_busy_share']}")
     touched = {w for line in calls for w in line.split() if w.startswith(("device=", "index="))}
@@ -221,7 +250,7 @@ def case_no_cuda(a, tmp):
     """A process that never loads the driver never touches NVML; its GPU
     counters have no value: null in the summary, an empty cell in a row."""
     env = {"FAKE_NVML_SAMPLES": write_samples(tmp, [(0, 100, 50, 0)])}
-    s, _, calls = probed(a, tmp, ["--pin_ms=20", "--run_ms=300"], env)
+    s, _, calls = probed(a, tmp, ["--no-cuda", "--pin-ms=20", "--sleep-ms=300"], env)
     c = s["counters"]
     check(calls == [], f"NVML was called in a process without CUDA: {calls[:3]}")
     check(s["gpus"] == [] and c["gpu_busy_share"] is None, f"gpus {s['gpus']}, gpu_busy_share {c['gpu_busy_share']}")
@@ -232,6 +261,42 @@ def case_no_cuda(a, tmp):
     check(schema.fmt_value(c["gpu_busy_share"]) == "", "a counter without a value is not an empty cell")
 
 
+def case_policy_no_cuda(a, tmp):
+    """Under a wait policy the probe itself loads and initialises the driver
+    in every process: a process that never uses CUDA still never touches
+    NVML, neither while it runs (cuda_user --no-cuda, longer than the
+    sampler's looks) nor at its end (true, which ends at once)."""
+    env = {"THREADBURN_CUDA_SYNC": "blocking_sync", "FAKE_NVML_SAMPLES": write_samples(tmp, [(0, 100, 50, 0)])}
+    for i, program in enumerate([[user(a), "--no-cuda", "--sleep-ms=500"], ["true"]]):
+        run = os.path.join(tmp, str(i))
+        os.makedirs(run)
+        s, _, calls = probed(a, run, [], env, program=program)
+        check(s["context"]["cuda_sync_in_force"] == "n/a" and s["context"]["cuda_used"] == "0",
+              f"{program[-1]}: cuda context {s['context']}")
+        check(calls == [], f"{program[-1]}: NVML was called in a process that never used CUDA: {calls[:3]}")
+        check(s["gpus"] == [] and s["counters"]["gpu_busy_share"] is None, f"{program[-1]}: gpus {s['gpus']}")
+
+
+def case_policy_wrapper(a, tmp):
+    """Under a wait policy, a shell starting a CUDA program (bash -c: dash
+    ends with _exit, so the probe writes no summary for it): the shell (the
+    driver loaded and initialised by the probe alone) makes no NVML call, the
+    program (its context active) samples: its busy share is the samples' 0.5."""
+    env = {"THREADBURN_CUDA_SYNC": "blocking_sync",
+           "FAKE_NVML_SAMPLES": write_samples(tmp, [(0, t, 50, 0) for t in range(PERIOD_MS, 4001, PERIOD_MS)])}
+    summaries, _, calls = probed_all(a, tmp, [], env, program=["bash", "-c", f"{user(a)} --sleep-ms=1200; true"])
+    check(len(summaries) == 2, f"{len(summaries)} probe summaries, expected the shell's and the program's")
+    shell, program = sorted(summaries, key=lambda s: "cuda_user" in s["command"].split()[0])
+    nvml_pids = {int(line.split()[0]) for line in calls}
+    check(shell["pid"] not in nvml_pids, f"the shell called NVML: {[c for c in calls if int(c.split()[0]) == shell['pid']][:3]}")
+    check(shell["gpus"] == [] and shell["context"]["cuda_used"] == "0", f"the shell: gpus {shell['gpus']}")
+    check(nvml_pids == {program["pid"]}, f"NVML called by {sorted(nvml_pids)}, expected the program {program['pid']}")
+    check(program["context"]["cuda_sync_in_force"] == "blocking_sync", f"in force {program['context']}")
+    c = program["counters"]
+    check(c["gpus_sampled"] == 1 and abs(c["gpu_busy_share"] - 0.5) < 1e-9,
+          f"the program: gpus_sampled {c['gpus_sampled']}, gpu_busy_share {c['gpu_busy_share']}, expected 1 and 0.5")
+
+
 def case_no_nvml(a, tmp):
     try:
         ctypes.CDLL("libnvidia-ml.so.1")
@@ -239,16 +304,15 @@ def case_no_nvml(a, tmp):
         sys.exit(77)
     except OSError:
         pass
-    s, _, _ = probed(a, tmp, ["--cuda", "--run_ms=300"], {}, nvml=False)
+    s, _, _ = probed(a, tmp, ["--sleep-ms=300"], {}, nvml=False)
     check(s["gpus"] == [] and s["counters"]["gpu_busy_share"] is None, "GPUs reported without NVML")
     note = s["context"]["gpu_note"]
     check(note.startswith("libnvidia-ml.so.1 not found") and ";" not in note, f"expected one note, got {note!r}")
 
 
 def case_transparency(a, tmp):
-    probed(a, tmp, ["--cuda", "--transparency"], {})  # exits 1 at the first difference
-    plain = subprocess.run([os.path.join(a.build_dir, "tests", "cpp", "gpu_user"), "--cuda", "--transparency"],
-                           env=dict(os.environ, LD_LIBRARY_PATH=os.path.join(a.build_dir, "tests", "fake_cuda_min")),
+    probed(a, tmp, ["--transparency"], {})  # exits 1 at the first difference
+    plain = subprocess.run([user(a), "--transparency"], env=dict(os.environ, LD_LIBRARY_PATH=fakes(a)),
                            capture_output=True, text=True, timeout=60)
     check("transparency: ok" in plain.stdout, f"without the probe: {plain.stdout}{plain.stderr}")
 

@@ -1,8 +1,9 @@
 """THREADBURN_CUDA_SYNC against the stand-in driver (fake_libcuda.c): the
 known-answer program cuda_user.c under the preload probe and under
-libthreadburn_cuda_sync.so. The driver's call log says in which order the
-calls came and with which flags each context was created; probe-<pid>.json
-says what the probe read back. CMake passes the built files (ctest
+libthreadburn_cuda_sync.so (the stand-ins tests/bench/check_gpu.py uses
+too). The driver's call log says in which order the calls came and with
+which flags each context was created; probe-<pid>.json says what the probe
+read back. CMake passes the built files (ctest
 cuda_sync.fake_driver):
   FAKE_CUDA_DIR            build/tests/fake_cuda (libcuda.so.1, cuda_user)
   THREADBURN_PROBE_LIB     libthreadburn_probe.so
@@ -251,7 +252,8 @@ class FakeDriver(unittest.TestCase):
         run = self.run_user(PROBE, {"FAKE_CUDA_DRIVER_THREAD_MS": "40"}, ["--pin-ms=30", "--sleep-ms=300"])
         driver = [c for c in run.calls if c[2] == "driver_thread"]
         self.assertEqual([(c[3], c[0] != c[1]) for c in driver], [({"ms": "40"}, True)])
-        self.assertIn("cuda_user: pt_data_pin burned 30 ms", run.stdout)
+        self.assertIn("driver_thread_cpu_ms=", run.stdout)
+        self.assertIn("pin_thread_cpu_ms=", run.stdout)
         threads = {t["tid"]: t for t in run.summary["threads"]}
         pin = [t for t in threads.values() if t["name"] == "pt_data_pin"]
         self.assertEqual(len(pin), 1, run.summary["threads"])

@@ -1,10 +1,12 @@
 /* A stand-in for the NVIDIA driver, built as build/tests/fake_cuda/libcuda.so.1
    (SONAME libcuda.so.1, picked up through LD_LIBRARY_PATH), so that what
-   threadburn does with the CUDA driver is tested on machines without a GPU.
+   threadburn does with the CUDA driver is tested on machines without a GPU:
+   the CUDA host wait policy (tests/cpp/fake_cuda/check_cuda_sync.py) and the
+   probe's class of the driver's threads (tests/bench/check_gpu.py).
    It keeps per device what the driver keeps for a primary context: its flags
    and how often it was retained (active while retained), with the driver's
    return codes (cuda.h) for the calls threadburn and a CUDA runtime make at
-   first use.
+   first use. It starts threads the way the driver does, from its own code.
 
    Driven by the environment, read at cuInit:
      FAKE_CUDA_DEVICES=N          devices (default 1; 0: cuInit says CUDA_ERROR_NO_DEVICE,
@@ -13,17 +15,43 @@
                                   (someone retained it first), with the flags
      FAKE_CUDA_ACTIVE_FLAGS=N     of those contexts (default 0: auto)
      FAKE_CUDA_INIT_FAIL=N        cuInit returns CUresult N (not a number: 999, CUDA_ERROR_UNKNOWN)
-     FAKE_CUDA_DRIVER_THREAD_MS=N cuInit starts a thread (pthread_create called from this
-                                  library, as the driver's own threads are) that burns N ms
-                                  of its own CPU, then sleeps until the process ends
+     FAKE_CUDA_DRIVER_THREAD_MS=N the first successful cuInit starts a driver thread that
+                                  burns N ms of its own CPU, then sleeps until the process
+                                  ends, as the driver's threads live on (unset or 0: none)
+   read when the library is loaded:
+     FAKE_CUDA_CTOR_THREAD_MS=N   the library's constructor starts a driver thread burning
+                                  N ms: a thread started before the probe's constructor
+                                  runs, when this library is initialised first
+   read at every thread it starts:
+     FAKE_CUDA_GLIBC=2.34         its pthread_create is glibc's GLIBC_2.34 version, as in a
+                                  library built against glibc 2.34 or later; by default the
+                                  GLIBC_2.2.5 one, as in the real driver, built against an
+                                  older glibc: the probe must catch both references
    and, read at every call:
      FAKE_CUDA_LOG=FILE           one line per call appended, in call order, tab-separated:
                                   pid, tid, call, arguments (k=v,k=v or -), CUresult;
-                                  the driver thread adds "driver_thread ms=N" when it has
-                                  burned its time */
+                                  a driver thread adds "driver_thread ms=N" when it has
+                                  burned its time
+
+   Beyond the driver's API, for the known-answer program (cuda_user.c):
+     fake_cuda_driver_thread_cpu_ms()  waits until cuInit's driver thread has burned and
+                                  answers its own CPU clock then (what the probe must
+                                  report); -1 when there is none
+     fake_cuda_ctor_thread_cpu_ms()    the same of the constructor's thread; -1 without one
+     fake_cuda_ctor_before_probe()     1 when the constructor ran before the probe's (no
+                                  probe-<pid>.started in THREADBURN_PROBE_DIR yet), 0 when
+                                  after, -1 without a constructor thread
+     fake_cuda_create_thread(...)      pthread_create, as above, called from the driver's
+                                  code with the caller's arguments: a test's own threads
+                                  through the probe's wrapping of the driver's threads
+     fake_cuda_setname_old(name)       pthread_setname_np(pthread_self(), name) through its
+                                  GLIBC_2.12 version, as c10's setThreadName in a PyTorch
+                                  wheel (built against an old glibc) names the pin-memory
+                                  thread */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,22 +101,73 @@ static long env_long(const char* name, long fallback) {
   return *end ? fallback : x;  /* not a number: the default */
 }
 
-static int64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+/* glibc's two versions of pthread_create (GLIBC_2.34 since libpthread moved
+   into libc, GLIBC_2.2.5 before) and the old one of pthread_setname_np,
+   referenced by version whatever glibc this is built against. */
+typedef void* (*start_fn)(void*);
+extern int create_old(pthread_t*, const pthread_attr_t*, start_fn, void*);
+extern int create_new(pthread_t*, const pthread_attr_t*, start_fn, void*);
+extern int setname_old(pthread_t, const char*);
+__asm__(".symver create_old,pthread_create@GLIBC_2.2.5");
+__asm__(".symver create_new,pthread_create@GLIBC_2.34");
+__asm__(".symver setname_old,pthread_setname_np@GLIBC_2.12");
+
+/* pthread_create called from this library (the probe looks at the caller);
+   volatile: not a tail call, so that pthread_create returns into it. */
+static int create_thread(pthread_t* thread, const pthread_attr_t* attr, start_fn start, void* arg) {
+  const char* v = getenv("FAKE_CUDA_GLIBC");
+  volatile int rc = v && !strcmp(v, "2.34") ? create_new(thread, attr, start, arg)
+                                            : create_old(thread, attr, start, arg);
+  return rc;
 }
 
-static void* driver_thread(void* arg) {
-  long ms = (long)(intptr_t)arg;
-  int64_t until = thread_cpu_ns() + ms * 1000000LL;
+static double thread_cpu_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A driver thread: burns its time, says so, then lives as long as the process. */
+typedef struct {
+  int started;
+  long burn_ms;
+  double cpu_ms;  /* its own CPU clock once it burned and logged */
+  sem_t burned;
+} driver_thread;
+
+static driver_thread init_thread, ctor_thread;
+static int ctor_before_probe = -1;
+
+static void* driver_main(void* p) {
+  driver_thread* t = p;
   volatile uint64_t x = 0;
-  while (thread_cpu_ns() < until) x = x + 1;
+  while (thread_cpu_ms() < (double)t->burn_ms) x = x + 1;
   char args[32];
-  snprintf(args, sizeof args, "ms=%ld", ms);
+  snprintf(args, sizeof args, "ms=%ld", t->burn_ms);
   log_call("driver_thread", args, CUDA_SUCCESS);
-  for (;;) pause();  /* a driver's helper lives as long as the process */
+  t->cpu_ms = thread_cpu_ms();
+  sem_post(&t->burned);
+  for (;;) pause();
   return NULL;
+}
+
+static void start_thread(driver_thread* t, long burn_ms) {
+  t->burn_ms = burn_ms;
+  sem_init(&t->burned, 0, 0);
+  pthread_attr_t attr;
+  pthread_t id;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  t->started = create_thread(&id, &attr, driver_main, t) == 0;
+  pthread_attr_destroy(&attr);
+}
+
+static double burned_cpu_ms(driver_thread* t) {
+  if (!t->started) return -1;
+  while (sem_wait(&t->burned) != 0) {
+  }
+  sem_post(&t->burned);
+  return t->cpu_ms;
 }
 
 /* The devices of FAKE_CUDA_ACTIVE start retained once, with FAKE_CUDA_ACTIVE_FLAGS. */
@@ -123,8 +202,7 @@ CUresult cuInit(unsigned int flags) {
       initialised = 1;
       start_active();
       long ms = env_long("FAKE_CUDA_DRIVER_THREAD_MS", 0);
-      pthread_t t;
-      if (ms > 0 && pthread_create(&t, NULL, driver_thread, (void*)(intptr_t)ms) == 0) pthread_detach(t);
+      if (ms > 0) start_thread(&init_thread, ms);
     }
   }
   pthread_mutex_unlock(&mu);
@@ -248,4 +326,36 @@ CUresult cuGetErrorName(CUresult error, const char** name) {
     default: *name = NULL; return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
+}
+
+/* --- beyond the driver's API: the known answers of its threads ---------- */
+
+double fake_cuda_driver_thread_cpu_ms(void) {
+  pthread_mutex_lock(&mu);
+  driver_thread* t = init_thread.started ? &init_thread : NULL;
+  pthread_mutex_unlock(&mu);
+  return t ? burned_cpu_ms(t) : -1;
+}
+
+double fake_cuda_ctor_thread_cpu_ms(void) { return burned_cpu_ms(&ctor_thread); }
+
+int fake_cuda_ctor_before_probe(void) { return ctor_before_probe; }
+
+int fake_cuda_create_thread(pthread_t* thread, const pthread_attr_t* attr, start_fn start, void* arg) {
+  return create_thread(thread, attr, start, arg);
+}
+
+int fake_cuda_setname_old(const char* name) {
+  volatile int rc = setname_old(pthread_self(), name);
+  return rc;
+}
+
+__attribute__((constructor)) static void start_ctor_thread(void) {
+  long ms = env_long("FAKE_CUDA_CTOR_THREAD_MS", 0);
+  if (ms <= 0) return;
+  const char* dir = getenv("THREADBURN_PROBE_DIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/probe-%d.started", dir ? dir : ".", (int)getpid());
+  ctor_before_probe = access(path, F_OK) != 0;
+  start_thread(&ctor_thread, ms);
 }
