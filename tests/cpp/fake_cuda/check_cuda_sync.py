@@ -8,7 +8,10 @@ cuda_sync.fake_driver):
   FAKE_CUDA_DIR            build/tests/fake_cuda (libcuda.so.1, cuda_user)
   THREADBURN_PROBE_LIB     libthreadburn_probe.so
   THREADBURN_CUDA_SYNC_LIB libthreadburn_cuda_sync.so
+  THREADBURN_BUILD_DIR     the build (`threadburn run --build-dir`, for the
+                           command-line case at the end)
 """
+import csv
 import glob
 import json
 import os
@@ -19,6 +22,8 @@ import unittest
 FAKE = os.environ.get("FAKE_CUDA_DIR", "")
 PROBE = os.environ.get("THREADBURN_PROBE_LIB", "")
 SYNC_LIB = os.environ.get("THREADBURN_CUDA_SYNC_LIB", "")
+BUILD = os.environ.get("THREADBURN_BUILD_DIR", "")
+THREADBURN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bin", "threadburn")
 USER = os.path.join(FAKE, "cuda_user")
 BLOCKING = 4  # CU_CTX_SCHED_BLOCKING_SYNC
 PREFIX = "threadburn cuda_sync: "
@@ -259,6 +264,36 @@ class FakeDriver(unittest.TestCase):
         self.assertEqual(len(pin), 1, run.summary["threads"])
         self.assertGreaterEqual(pin[0]["cpu_ms"], 30)
         self.assertGreaterEqual(threads[driver[0][1]]["cpu_ms"], 40)
+
+
+@unittest.skipUnless(os.path.exists(os.path.join(FAKE, "libcuda.so.1")) and BUILD,
+                     "run by ctest (cuda_sync.fake_driver), which passes the built files")
+class RunCommand(unittest.TestCase):
+    """What a user types: `threadburn run --env THREADBURN_CUDA_SYNC=blocking_sync -- PROGRAM`
+    on a host of two devices (the stand-in driver)."""
+
+    def test_run_sets_both_devices_before_the_program_and_reports_it(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            log, out = os.path.join(tmp, "driver.log"), os.path.join(tmp, "run")
+            env = dict(CLEAN, LD_LIBRARY_PATH=FAKE, FAKE_CUDA_DEVICES="2", FAKE_CUDA_LOG=log)
+            p = subprocess.run([THREADBURN, "run", "--build-dir", BUILD, "--exact", "off",
+                                "--no-plot", "--out", out, "--env", "THREADBURN_CUDA_SYNC=blocking_sync", "--",
+                                USER, "--sleep-ms=400"], env=env, capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("asked blocking_sync, in force blocking_sync (2 device(s)", p.stdout)
+            with open(log) as f:
+                calls = [line.split("\t")[2:4] for line in f]
+            first_retain = next(i for i, c in enumerate(calls) if c[0] == "cuDevicePrimaryCtxRetain")
+            for d in (0, 1):
+                with self.subTest(device=d):
+                    at = calls.index(["cuDevicePrimaryCtxSetFlags_v2", f"dev={d},flags={BLOCKING}"])
+                    self.assertLess(at, first_retain, "set after the program's first context")
+                    self.assertIn(["cuDevicePrimaryCtxRetain", f"dev={d},flags={BLOCKING}"], calls)
+            with open(os.path.join(out, "run.csv")) as f:
+                row = next(csv.DictReader(f))
+            self.assertEqual((row["cuda_sync"], row["cuda_sync_requested"], row["cuda_sync_in_force"],
+                              row["cuda_devices"], row["cuda_used"]),
+                             ("blocking_sync", "blocking_sync", "blocking_sync", "2", "1"))
 
 
 if __name__ == "__main__":
