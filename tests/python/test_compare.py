@@ -137,7 +137,9 @@ class CompareFixtures(unittest.TestCase):
 
     def test_markdown_output(self):
         result = helpers.threadburn("compare", A, B, "--format", "md")
-        table = [ln for ln in result.stdout.splitlines() if ln.startswith("|")]
+        lines = result.stdout.splitlines()
+        start = next(i for i, ln in enumerate(lines) if ln.startswith("| benchmark"))  # after the machines' table
+        table = [ln for ln in lines[start:] if ln.startswith("|")]
         self.assertEqual(len(table), 2 + 3 + 1)
         self.assertEqual({ln.count("|") for ln in table}, {16})  # 15 columns everywhere
         self.assertEqual(table[0], "| benchmark | setting | n A/B | step_ms A | step_ms B | change | p | "
@@ -199,6 +201,73 @@ class SelectRows(helpers.TempDir, unittest.TestCase):
         helpers.assert_one_line_error(self, result, f"{self.fleet}: no column 'rack' to select on")
         result = helpers.threadburn("compare", self.fleet, self.fleet, "--b-where", "host_name")
         helpers.assert_one_line_error(self, result, "expected COLUMN=VALUE, got 'host_name'")
+
+
+class Machines(helpers.TempDir, unittest.TestCase):
+    """compare starts with the machine and libraries of both files (their rows'
+    context columns) and names what differs. The fixtures with the context set
+    by hand: A on a 2-CPU Xeon with torch 1.13, B as given per test."""
+    XEON = {"host_name": "vm", "cpu_model": "Intel(R) Xeon(R) Processor", "num_cpus": "2", "available_cpus": "2",
+            "torch_version": "1.13.0", "dnnl_version": "2.6.3", "tbb_version": "2021.8"}
+    LIBS = {"libgomp": "/lib/x86_64-linux-gnu/libgomp.so.1", "llvm-libomp": "/usr/lib/x86_64-linux-gnu/libomp.so.5"}
+
+    def write(self, name, source, context, libs=None, keep=lambda row: True, per_row=lambda row: {}):
+        libs = dict(self.LIBS, **(libs or {}))
+        rows = [dict(r, **dict(context, omp_library=libs[r["omp_runtime"]], **per_row(r)))
+                for r in helpers.read_rows(source) if keep(r)]
+        path = self.path(name)
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, helpers.read_header(source), lineterminator="\n")
+            w.writeheader()
+            w.writerows(rows)
+        return path
+
+    def compare(self, b_context, libs=None, keep=lambda row: True, per_row=lambda row: {}):
+        a = self.write("a.csv", A, self.XEON)
+        b = self.write("b.csv", B, dict(self.XEON, **b_context), libs, keep, per_row)
+        result = helpers.threadburn("compare", a, b)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        lines = result.stdout.splitlines()
+        start = lines.index("machine and libraries (the rows' context columns):")
+        self.assertLess(start, next(i for i, ln in enumerate(lines) if ln.startswith("benchmark")))
+        table = {ln.split("  ")[0]: [c for c in ln.split("  ")[1:] if c.strip()] for ln in lines[start + 3:]
+                 if ln and not ln.startswith(("warning", "benchmark"))}
+        warning = [ln for ln in lines if ln.startswith("warning: A and B ran on")]
+        return table, warning
+
+    def test_other_cpu_cores_and_torch_are_named(self):
+        table, warning = self.compare({"cpu_model": "AMD EPYC 9654 96-Core Processor", "num_cpus": "192",
+                                       "available_cpus": "192", "torch_version": "2.11.0"})
+        self.assertEqual(warning, ["warning: A and B ran on different machines or libraries (CPU model, CPUs, "
+                                   "CPUs available, torch differ): every change below is theirs as much as the "
+                                   "settings'"])
+        self.assertEqual([c.strip() for c in table["CPU model"]],
+                         ["Intel(R) Xeon(R) Processor", "AMD EPYC 9654 96-Core Processor"])
+        self.assertEqual([c.strip() for c in table["CPUs"]], ["2", "192"])
+        self.assertEqual([c.strip() for c in table["torch"]], ["1.13.0", "2.11.0"])
+        self.assertEqual([c.strip() for c in table["oneDNN"]], ["2.6.3", "same"])
+        self.assertEqual([c.strip() for c in table["host"]], ["vm", "same"])
+
+    def test_files_that_agree_get_no_warning(self):
+        table, warning = self.compare({})
+        self.assertEqual(warning, [])
+        for label in ("host", "CPU model", "CPUs", "CPUs available", "OpenMP library", "torch", "oneDNN", "TBB",
+                      "schema"):
+            self.assertEqual(table[label][-1].strip(), "same", label)
+
+    def test_the_openmp_library_is_compared_per_runtime(self):
+        # B without llvm rows has no libomp: no difference. Another libgomp (a pip wheel's) is one;
+        # a pinned run seeing 1 CPU is none (the most any run had counts).
+        only_gomp = lambda row: row["runtime"] == "gomp"
+        _, warning = self.compare({}, keep=only_gomp)
+        self.assertEqual(warning, [])
+        pinned = lambda row: {"available_cpus": "1"} if row["runtime"] == "llvm" else {}
+        table, warning = self.compare({}, per_row=pinned)
+        self.assertEqual(warning, [])
+        self.assertEqual(table["CPUs available"][-1].strip(), "same")
+        table, warning = self.compare({}, libs={"libgomp": "/venv/torch/lib/libgomp-a34b3233.so.1"})
+        self.assertIn("(OpenMP library differ)", warning[0])
+        self.assertIn("libgomp: /venv/torch/lib/libgomp-a34b3233.so.1", table["OpenMP library"][-1])
 
 
 class TuneFiles(helpers.TempDir, unittest.TestCase):

@@ -21,6 +21,47 @@ LOWER_IS_BETTER = dict(schema.LOWER_IS_BETTER, wall_ms=True, cpu_ms=True, omp_be
 ZERO_FLOOR = {"step_ms": 0.0, "residual_cpu_ms": 0.5, "samples_per_s": 0.0,
               "wall_ms": 0.0, "cpu_ms": 0.0, "omp_between_regions_ms": 0.5, "metric": 0.0}
 
+# MACHINE_CONTEXT columns whose value follows a row's setting, read so that the setting
+# makes no difference: omp_library per omp_runtime (a file without llvm settings has
+# no libomp: no difference), available_cpus as the most any run had (a pinned plan's
+# runs have fewer).
+PER_RUNTIME = ("omp_library",)
+MOST = ("available_cpus",)
+
+
+def machines(rows_a, rows_b):
+    """The machine and libraries of two files, from their rows' context
+    columns (schema.MACHINE_CONTEXT): [(label, A's values, B's values,
+    differs)] for each column either file records; a value is a tuple of
+    the distinct texts (with "runtime: " before each omp_library). differs:
+    both record it and the values differ (one that records nothing is
+    unknown, not different)."""
+    out = []
+    for column, label in schema.MACHINE_CONTEXT:
+        a, b = _recorded(rows_a, column), _recorded(rows_b, column)
+        if a or b:
+            shared = a.keys() & b.keys()
+            out.append((label, _values(a), _values(b), any(a[k] != b[k] for k in shared)))
+    return out
+
+
+def _recorded(rows, column):
+    """{key: sorted distinct values} of a column (key: the omp_runtime for
+    PER_RUNTIME columns, else "")."""
+    found = {}
+    for row in rows:
+        value = row.text(column)
+        if value:
+            found.setdefault(row.text("omp_runtime") if column in PER_RUNTIME else "", set()).add(value)
+    if column in MOST:
+        return {k: (max(v, key=lambda x: (schema.to_float(x) or 0, x)),) for k, v in found.items()}
+    return {k: tuple(sorted(v)) for k, v in found.items()}
+
+
+def _values(found):
+    return tuple(f"{k}: {v}" if k else v for k, values in sorted(found.items()) for v in values)
+
+
 def match_key(row, knobs):
     return tuple(row.text(k) for k in knobs) + (row.benchmark,)
 

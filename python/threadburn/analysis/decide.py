@@ -218,6 +218,7 @@ class Decision:
     chosen: str = None             # the setting to use (the baseline when keep; the leaning when undecided)
     fastest: str = None            # the fastest setting by its estimate
     cheapest_within: str = None    # the least CPU among those not slower than the fastest by the margin
+    within_fastest: list = field(default_factory=list)  # the fastest, then those shown not slower than it by the margin
     why: str = ""
     vs_baseline: dict = field(default_factory=dict)   # name -> Ratios
     vs_chosen: dict = field(default_factory=dict)     # name -> Ratios
@@ -320,7 +321,7 @@ class Decider:
         d.vs_baseline = {n: self.compare(by[n], by[b]) for n in ready if n != b}
         ratios = dict(d.vs_baseline, **{b: Ratios(_one(), _one())})
         d.fastest = min(ratios, key=lambda n: ratios[n].time.est if ratios[n].time else math.inf)
-        d.cheapest_within = self.pick_balanced_view(ratios)
+        d.within_fastest, d.cheapest_within = self.pick_balanced_view(ratios)
         d.winners = sorted(n for n, r in d.vs_baseline.items() if self.beats(r))
         # The candidate: the objective's pick among the settings that beat the
         # baseline at the selection level (alpha over the settings, no split
@@ -394,13 +395,13 @@ class Decider:
         return t is not None and (t.lo > 1 + self.m or (t.lo > 1 and c is not None and c.lo > 1))
 
     def pick_balanced_view(self, ratios):
-        """The cheapest setting not slower than the fastest by the margin,
-        whatever the objective: shown beside the choice."""
+        """(the fastest and the settings shown not slower than it by the margin,
+        the cheapest of them), whatever the objective: shown beside the choice."""
         fastest = min(ratios, key=lambda n: ratios[n].time.est if ratios[n].time else math.inf)
         pool = [fastest] + [n for n in ratios if n != fastest and
                             (r := self.compare(self.by[n], self.by[fastest]).time) is not None
                             and r.not_worse(self.m)]
-        return min(pool, key=lambda n: ratios[n].cpu.est if ratios[n].cpu else math.inf)
+        return pool, min(pool, key=lambda n: ratios[n].cpu.est if ratios[n].cpu else math.inf)
 
     def why(self, d, short):
         pct = f"{self.m:.0%}"

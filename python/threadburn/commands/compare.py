@@ -2,6 +2,12 @@
 
     threadburn compare A.csv B.csv [--format md|text] [--fail-if-regress step_ms:10 ...]
 
+First the machine and the libraries of each file, from its rows' context
+columns (host, CPU model, CPUs, CPUs available, the OpenMP library per
+runtime, torch, oneDNN, TBB, BLAS, CUDA runtime, schema), with a warning
+naming those that differ: a change between files from two machines, core
+counts or library versions is not the settings' alone.
+
 Rows match on every knob column the two files share (the benchmark, bench,
 runtime, environment, processes and program flags; results/README.md) plus
 the benchmark name; only status=ok rows count, and the repetitions and
@@ -127,7 +133,22 @@ def fmt_change(m):
     return "n/a (A~0)" if m["change"] is None else f"{m['change']:+.1%}"
 
 
-def render(table, geomeans, only_a, only_b, statuses, names, style, metrics=METRICS):
+def render_machines(found, style):
+    """The machine and libraries of A and B (comparison.machines), first:
+    a table, and a warning naming what differs."""
+    if not found:
+        return ["machine and libraries: neither file records them (no context columns)", ""]
+    text = lambda values: ", ".join(values) or "(not recorded)"
+    body = [[label, text(a), "same" if a == b else text(b)] for label, a, b, _ in found]
+    out = ["machine and libraries (the rows' context columns):"] + fmt.table(["", "A", "B"], body, style)
+    differ = [label for label, _, _, differs in found if differs]
+    if differ:
+        out.append(f"warning: A and B ran on different machines or libraries ({', '.join(differ)} differ): "
+                   "every change below is theirs as much as the settings'")
+    return out + [""]
+
+
+def render(table, geomeans, only_a, only_b, statuses, names, style, metrics=METRICS, machine=None):
     metrics = [m for m in metrics if any(m in e["metrics"] for e in table)]
     header = ["benchmark", "setting", "n A/B"]
     for metric in metrics:
@@ -150,6 +171,7 @@ def render(table, geomeans, only_a, only_b, statuses, names, style, metrics=METR
         geo += ["", "", "-" if g is None else f"{g['ratio'] - 1:+.1%}", ""]
     body.append(geo)
     out = [f"A = {names[0]}", f"B = {names[1]}", ""]
+    out += render_machines(machine, style) if machine is not None else []
     out += fmt.table(header, body, style)
     notes = []
     few = sum(1 for e in table if min(e["n_a"], e["n_b"]) < stats.MIN_REPETITIONS_FOR_UTEST)
@@ -203,7 +225,8 @@ def main(args):
         raise CompareError(f"no common rows: no (knobs, benchmark) with status ok is in both {args.a} and {args.b}")
     names = tuple(path + "".join(f" [{c}={v}]" for c, v in where)
                   for path, where in ((args.a, args.a_where), (args.b, args.b_where)))
-    print(render(table, geomeans, only_a, only_b, (statuses_a, statuses_b), names, args.format, metrics))
+    machine = comparison.machines(rows_a, rows_b)
+    print(render(table, geomeans, only_a, only_b, (statuses_a, statuses_b), names, args.format, metrics, machine))
     found = comparison.regressions(table, geomeans, args.fail_if_regress)
     for line in found:
         print(f"regression: {line}", file=sys.stderr)

@@ -40,8 +40,8 @@ def add_parser(sub):
                        description=__doc__, formatter_class=_raw())
     p.add_argument("grid", help="grid name in configs/ (default, seed000, ...) or a .toml path")
     p.add_argument("--build-dir", help="CMake build dir holding the programs (default: build)")
-    p.add_argument("--libomp", default=paths.LIBOMP, help="LLVM OpenMP runtime preloaded for runtime = "
-                   f'"llvm" (default: {paths.LIBOMP})')
+    p.add_argument("--libomp", default=paths.LIBOMP, type=paths.for_child,
+                   help=f'LLVM OpenMP runtime preloaded for runtime = "llvm" (default: {paths.LIBOMP})')
     p.add_argument("--out", help="results CSV (default: runs/<grid>-<host>-<time>.csv)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help="continue --out (default: the newest "

@@ -252,7 +252,11 @@ def family(d):
 
 def side_by_side(e):
     """The chosen setting beside the cheapest one within the margin of the
-    fastest: the time and CPU of each (geometric means of the race)."""
+    fastest: the time and CPU of each (geometric means of the race). Only the
+    fastest within its own margin (no other setting shown that close to it):
+    the fastest, said so. The settings shown within the margin all costlier
+    than the chosen one: the fastest, and that said; never a costlier setting
+    called the cheapest."""
     d = e.decision
     if not e.chosen or not d.cheapest_within or e.chosen not in d.settings:
         return ""
@@ -260,11 +264,20 @@ def side_by_side(e):
     def fig(name):
         s = d.settings[name]
         return f"{name}: {FIGURE_NAMES[e.time_kind]} {fmt.number(s.geo('time'), 4)}, CPU {fmt.number(s.geo('cpu'), 4)} ms"
-    chosen = e.chosen
+    chosen, m = e.chosen, f"{d.margin:.0%}"
     role = {"change": "chosen", "keep": "kept", "undecided": "leaning"}[e.verdict]
+    within = d.within_fastest or [d.fastest]
+    alone = len(within) == 1
     if d.cheapest_within == chosen:
-        return f"{role} {fig(chosen)}; it is also the cheapest within {d.margin:.0%} of the fastest"
-    return f"{role} {fig(chosen)}; the cheapest within {d.margin:.0%} of the fastest, {fig(d.cheapest_within)}"
+        if alone:
+            return f"{role} {fig(chosen)}; it is also the fastest, and no other setting is shown within {m} of it"
+        return f"{role} {fig(chosen)}; it is also the cheapest within {m} of the fastest"
+    if alone:
+        return f"{role} {fig(chosen)}; the fastest, {fig(d.fastest)}; no other setting is shown within {m} of it"
+    if d.settings[d.cheapest_within].geo("cpu") > d.settings[chosen].geo("cpu"):
+        return (f"{role} {fig(chosen)}; the fastest, {fig(d.fastest)}; the settings shown within {m} of it "
+                f"({', '.join(within)}) all use more CPU than {chosen}")
+    return f"{role} {fig(chosen)}; the cheapest within {m} of the fastest, {fig(d.cheapest_within)}"
 
 
 def runs_range(d):

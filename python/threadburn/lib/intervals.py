@@ -37,6 +37,7 @@ def beside(cmd, env, stem, build=None):
     stem.txt. The monitor itself runs without the probe (env's LD_PRELOAD and
     THREADBURN_PROBE_* go to cmd alone, through env(1))."""
     program = paths.find_program("threadburn_monitor", build)
+    stem = paths.for_child(stem)
     own = {k: v for k, v in env.items() if k not in PROBE_VARIABLES and not k.startswith("THREADBURN_PROBE_")}
     passed = [f"{k}={v}" for k, v in env.items() if k not in own]
     return ([program, "--mode=exact", "--force", f"--out={stem}.csv", f"--summary_file={stem}.txt", "--",

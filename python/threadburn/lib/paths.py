@@ -11,6 +11,14 @@ $THREADBURN_BUILD_DIR or "build".
 _installed.py holds the installed folders relative to this package, not
 absolute: the same tree then works wherever it lies (a --prefix, /usr from the
 .deb, or a `dpkg -x` root).
+
+Every path handed to another process (the probe and the libraries in
+LD_PRELOAD, the probe's folder, the programs, the monitor) is absolute
+(for_child): the user's command may change directory (`sh -c 'cd data &&
+python3 train.py'`), and a relative LD_PRELOAD entry or probe folder would then
+be looked up from there: not preloaded, the process unprobed. A build dir
+given relative (--build-dir build, $THREADBURN_BUILD_DIR) is taken from the
+folder threadburn was started in.
 """
 import glob
 import os
@@ -47,14 +55,21 @@ def configs_dir():
     return os.path.join(data_dir(), "configs")
 
 
+def for_child(path):
+    """path as another process must get it: absolute, from the folder threadburn
+    runs in (the --libomp, --out and --build-dir a user gives are files and
+    folders there; the existence checks look there too)."""
+    return os.path.abspath(path) if path else path
+
+
 def build_dir(override=None):
-    return override or os.environ.get("THREADBURN_BUILD_DIR") or os.path.join(REPO, "build")
+    return for_child(override or os.environ.get("THREADBURN_BUILD_DIR") or os.path.join(REPO, "build"))
 
 
 def program_dirs(build=None):
     dirs = []
     if os.environ.get("THREADBURN_PROGRAMS"):
-        dirs.append(os.environ["THREADBURN_PROGRAMS"])
+        dirs.append(for_child(os.environ["THREADBURN_PROGRAMS"]))
     if build is None and INSTALLED_LIBEXEC:
         dirs.append(INSTALLED_LIBEXEC)
         if not os.environ.get("THREADBURN_BUILD_DIR"):

@@ -79,12 +79,14 @@ def environment(base, probe_lib, out_dir, runtime="gomp", env=None, libomp=paths
             raise ThreadburnError(f"{CUDA_SYNC}={out[CUDA_SYNC]} without the probe needs {CUDA_SYNC_LIBRARY} "
                                   "preloaded: build it (scripts/build.sh) or pass --build-dir")
         preload.append(cuda_lib)
+    # Absolute (paths.for_child): the command may change directory before it execs what it runs.
+    preload = [paths.for_child(p) for p in preload]
     if base.get("LD_PRELOAD"):
         preload.append(base["LD_PRELOAD"])
     if preload:
         out["LD_PRELOAD"] = " ".join(preload)
     if probe_lib:
-        out["THREADBURN_PROBE_DIR"] = out_dir
+        out["THREADBURN_PROBE_DIR"] = paths.for_child(out_dir)
         out.update(extra or {})
     return out
 

@@ -48,6 +48,16 @@ LEAD_COLUMNS = ("schema_version", "run_key", "status", "reason", "grid", "study"
 # Google Benchmark's own context keys worth a column (its JSON reporter's).
 GB_CONTEXT = ("host_name", "num_cpus", "mhz_per_cpu", "cpu_scaling_enabled", "load_avg",
               "library_build_type", "date", "executable")
+# The context columns that say which machine and which libraries a row ran on, with the
+# words compare uses for them (it puts them first, and says which differ between two
+# files): google/benchmark's host_name and num_cpus, the programs' and the probe's
+# cpu_model, available_cpus (the CPUs of the process's affinity) and library versions.
+# No column records the operating system's kernel. (column, label)
+MACHINE_CONTEXT = (("host_name", "host"), ("cpu_model", "CPU model"), ("num_cpus", "CPUs"),
+                   ("available_cpus", "CPUs available"), ("omp_library", "OpenMP library"),
+                   ("torch_version", "torch"), ("dnnl_version", "oneDNN"), ("tbb_version", "TBB"),
+                   ("blas_library", "BLAS"), ("cuda_runtime_version", "CUDA runtime"),
+                   ("schema_version", "schema"))
 RUN_COLUMNS = ("point_key", "run_rows", "seed", "order_index", "round", "phase", "iterations", "real_time", "cpu_time",
                "time_unit", "started_at", "finished_at", "wall_s", "exit_code", "overlap",
                "timeline_file", "threads_file", "slurm_job", "world_samples_per_s", "rank_spread", "host_other_cpu_ms",

@@ -15,8 +15,10 @@ def add_run_options(p):
                    help="set a variable for the command (repeatable), e.g. KMP_BLOCKTIME=0")
     p.add_argument("--gap-min-ms", type=float, default=1.0,
                    help="a stretch without a region at least this long is a gap (default 1 ms)")
-    p.add_argument("--build-dir", help="CMake build dir holding the probe (default: build)")
-    p.add_argument("--libomp", default=paths.LIBOMP, help=f"LLVM's OpenMP runtime (default: {paths.LIBOMP})")
+    p.add_argument("--build-dir", help="CMake build dir holding the probe (default: build; a relative one is "
+                   "taken from the current folder)")
+    p.add_argument("--libomp", default=paths.LIBOMP, type=paths.for_child,
+                   help=f"LLVM's OpenMP runtime (default: {paths.LIBOMP})")
 
 
 def parse_env(items):
