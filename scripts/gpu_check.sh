@@ -6,7 +6,7 @@
 # seconds (default 480), from the repository's root:
 #
 #   scripts/gpu_check.sh [--stand-in] [--build-dir DIR] [--budget-s N] [--steps a,b,...]
-#                        [--python PY] [--work DIR]
+#                        [--python PY] [--torch DIR] [--work DIR]
 #
 # Steps, each under its own time limit and a running deadline (a step that
 # has not the least time it needs left is skipped, said in a SKIP row; a step
@@ -145,8 +145,11 @@ build_found() {
 step_build() {
   if [ -n "$GC_BUILD" ]; then build_found "$GC_BUILD"; return; fi
   command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
-  local t0=$SECONDS rc
-  THREADBURN_BUILD_DIR=build-gpu scripts/gpu_host.sh build > "$GC_WORK/logs/build.log" 2>&1
+  local t0=$SECONDS rc torch=()
+  # --torch, else the torch the preflight's python imports (else gpu_host.sh asks python3).
+  local dir=${GC_TORCH:-$(sed -n 's/^torch_cmake=//p' "$GC_WORK/preflight/torch.txt" 2>/dev/null)}
+  [ -n "$dir" ] && [ -d "$dir" ] && torch=(--torch "$dir")
+  THREADBURN_BUILD_DIR=build-gpu scripts/gpu_host.sh build "${torch[@]}" > "$GC_WORK/logs/build.log" 2>&1
   rc=$?
   local torch_s=$((SECONDS - t0)) probe=build-gpu
   if [ ! -e build-gpu/src/probe/libthreadburn_probe.so ] || [ ! -e build-gpu/src/probe/libthreadburn_cuda_sync.so ]; then
@@ -226,10 +229,10 @@ step_classes() {
 # The tune's budget for the step's seconds: 3 rounds of plain and the 3 policies
 # (12 runs) + 10 fresh runs without the probe; with --param feed=gpu,loader 24 + 10;
 # else a duration without fresh runs (tune ends itself within it). A run: the classes
-# step's training (a longer one) x 1.2 + 1.5 s (7 s when unknown).
+# step's training (a longer one) x 1.2 + 1.5 s (9 s when unknown).
 tune_plan() {
   local seconds=$1 per
-  per=$(awk -v ms="$(state train_wall_ms || echo 4500)" 'BEGIN { printf "%d", ms / 1000 * 1.2 + 2.499 }')
+  per=$(awk -v ms="$(state train_wall_ms || echo 6000)" 'BEGIN { printf "%d", ms / 1000 * 1.2 + 2.499 }')
   if [ $((34 * per + 20)) -le "$seconds" ]; then echo "param 34"
   elif [ $((22 * per + 20)) -le "$seconds" ]; then echo "plain 22"
   else echo "short $((seconds - 20))s"; fi
@@ -349,7 +352,7 @@ finish() {
 usage() { sed -n '2,45p' "$SELF"; exit 2; }
 
 main() {
-  local stand_in=0 build="" budget=480 work="" python="" only="" spec
+  local stand_in=0 build="" budget=480 work="" python="" only="" torch="" spec
   while [ $# -gt 0 ]; do
     case "$1" in
       --stand-in) stand_in=1; shift ;;
@@ -357,17 +360,23 @@ main() {
       --budget-s) budget=$2; shift 2 ;;
       --work) work=$2; shift 2 ;;
       --python) python=$2; shift 2 ;;
+      --torch) torch=$2; shift 2 ;;
       --steps) only=$2; shift 2 ;;
       -h|--help) usage ;;
       *) echo "gpu_check.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
     esac
   done
   [[ "$budget" =~ ^[0-9]+$ ]] || { echo "gpu_check.sh: --budget-s $budget: expected seconds" >&2; exit 2; }
-  export GC_MODE=real GC_BUILD=$build GC_PYTHON=$python GC_BUDGET=$budget GC_START
+  local all s
+  all=$(printf '%s\n' "${STEPS[@]}" | cut -d: -f1 | paste -sd,)
+  for s in ${only//,/ }; do
+    [[ ",$all," == *",$s,"* ]] || { echo "gpu_check.sh: --steps: no step '$s' (steps: $all)" >&2; exit 2; }
+  done
+  export GC_MODE=real GC_BUILD=$build GC_PYTHON=$python GC_TORCH=$torch GC_BUDGET=$budget GC_START
   GC_START=$(date +%s)
   [ $stand_in -eq 1 ] && { GC_MODE=stand-in; GC_BUILD=${build:-build}; GC_PYTHON=${python:-/usr/bin/python3}; }
   export GC_RUN="gpu-check-$(uname -n | cut -d. -f1)-$(date +%Y%m%d-%H%M%S)"
-  export GC_WORK GC_DEADLINE=$((GC_START + budget)) GC_ONLY=${only:-$(printf '%s\n' "${STEPS[@]}" | cut -d: -f1 | paste -sd,)}
+  export GC_WORK GC_DEADLINE=$((GC_START + budget)) GC_ONLY=${only:-$all}
   GC_WORK=$(realpath -m "${work:-runs/$GC_RUN.work}")
   DEST=$(realpath -m "${OUT:-runs/$GC_RUN}")
   export GC_TB_PY=/usr/bin/python3
