@@ -21,9 +21,9 @@
 #   busy       tests/gpu/check_gpu_busy.py (scripts/gpu_host.sh check): gpu_busy_ms
 #   classes    examples/mnist_adadelta.py --device cuda --feed loader --workers 2
 #              --pin-memory under `threadburn run`: CPU by class, the GPU's share
-#   tune       `threadburn tune` of the example on the GPU: the CUDA wait policies
-#              added after round 1, a verdict
 #   sweep      `threadburn sweep configs/cuda_check.toml` into cuda-<gpu>.csv
+#   tune       `threadburn tune` of the example on the GPU: the CUDA wait policies
+#              added after round 1, a verdict (last: its budget fits the time left)
 # then a table (step, check, figure, bound, PASS/FAIL/SKIP), printed last. Exit
 # 0 when no row failed, 1 otherwise. The bounds and why: tests/gpu/gpu_check.py
 # and docs/cuda.md ("The device check").
@@ -46,7 +46,8 @@ cd "$(dirname "$0")/.."
 SELF="$PWD/scripts/gpu_check.sh"
 
 # name:limit:least - the step's time limit and the least time worth starting it with (s).
-STEPS=(preflight:60:5 build:300:30 policy:90:15 nvml:45:10 busy:60:15 classes:60:10 tune:180:30 sweep:110:30)
+# The sweep before the tune: its runs are fixed, the tune fits its budget to the time left.
+STEPS=(preflight:60:5 build:300:30 policy:90:15 nvml:45:10 busy:60:15 classes:60:10 sweep:110:30 tune:180:30)
 RESERVE=10   # s kept at the end for the table and the files
 
 judge() { "$GC_TB_PY" tests/gpu/gpu_check.py "$GC_WORK/checks.tsv" "$GC_STEP" "$@"; }
@@ -77,34 +78,8 @@ tb_run() {
     "$@" > "$GC_WORK/logs/$name.log" 2>&1
 }
 
-step_preflight() {
-  local d="$GC_WORK/preflight" py
-  mkdir -p "$d"
-  py=$GC_PYTHON
-  if [ "$GC_MODE" = real ] && [ -z "$py" ]; then
-    for cand in python3 /usr/bin/python3; do
-      if timeout 120 "$cand" -c 'import torch' 2>/dev/null; then py=$(command -v "$cand"); break; fi
-    done
-  fi
-  echo "${py:-python3}" > "$GC_WORK/state/python"
-  {
-    echo "mode=$GC_MODE"; echo "host=$(uname -n)"; echo "cpus=$(nproc)"; echo "kernel=$(uname -r)"
-    echo "glibc=$(ldd --version 2>&1 | head -1)"; echo "gcc=$(gcc --version 2>/dev/null | head -1)"
-    echo "cmake=$(cmake --version 2>/dev/null | head -1)"
-    echo "nvcc=$( (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null | tail -1)"
-    echo "perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null)"; echo "user=$(id -un)"
-    echo "python=${py:-none importing torch} ($("${py:-python3}" --version 2>&1))"
-    echo "threadburn_python=$GC_TB_PY ($("$GC_TB_PY" --version 2>&1))"
-    echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git status --porcelain 2>/dev/null | grep -q . && echo ' (with changes)')"
-  } > "$d/host.txt"
-  if [ "$GC_MODE" = real ]; then
-    if command -v nvidia-smi >/dev/null; then
-      timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1 |
-        awk -F', ' '{print "gpu_name=" $1; print "driver=" $2; print "gpu_memory=" $3}' > "$d/smi.txt"
-    else
-      echo "nvidia_smi=absent" > "$d/smi.txt"
-    fi
-    [ -n "$py" ] && timeout 120 "$py" - > "$d/torch.txt" 2> "$d/torch.err" <<'PY'
+# What the python that imports torch says of it (key=value lines).
+TORCH_FACTS='
 import torch
 print("torch=" + torch.__version__)
 print("torch_cuda=" + str(torch.version.cuda))
@@ -115,8 +90,35 @@ if ok:
     print("torch_devices=%d" % torch.cuda.device_count())
 print("torch_cxx11_abi=" + str(torch._C._GLIBCXX_USE_CXX11_ABI))
 print("torch_cmake=" + torch.utils.cmake_prefix_path)
-PY
+'
+
+step_preflight() {
+  local d="$GC_WORK/preflight" py="" cand
+  mkdir -p "$d"
+  if [ "$GC_MODE" = real ]; then
+    # --python, else the first of python3 and /usr/bin/python3 that imports torch.
+    for cand in ${GC_PYTHON:-python3 /usr/bin/python3}; do
+      if timeout 120 "$cand" -c "$TORCH_FACTS" > "$d/torch.txt" 2> "$d/torch.err"; then py=$(command -v "$cand"); break; fi
+    done
+    if command -v nvidia-smi >/dev/null; then
+      timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1 |
+        awk -F', ' '{print "gpu_name=" $1; print "driver=" $2; print "gpu_memory=" $3}' > "$d/smi.txt"
+    else
+      echo "nvidia_smi=absent" > "$d/smi.txt"
+    fi
   fi
+  py=${py:-${GC_PYTHON:-python3}}
+  echo "$py" > "$GC_WORK/state/python"
+  {
+    echo "mode=$GC_MODE"; echo "host=$(uname -n)"; echo "cpus=$(nproc)"; echo "kernel=$(uname -r)"
+    echo "glibc=$(ldd --version 2>&1 | head -1)"; echo "gcc=$(gcc --version 2>/dev/null | head -1)"
+    echo "cmake=$(cmake --version 2>/dev/null | head -1)"
+    echo "nvcc=$( (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null | tail -1)"
+    echo "perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null)"; echo "user=$(id -un)"
+    echo "python=$py ($("$py" --version 2>&1))$([ -s "$d/torch.txt" ] || echo ', no torch')"
+    echo "threadburn_python=$GC_TB_PY ($("$GC_TB_PY" --version 2>&1))"
+    echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git status --porcelain 2>/dev/null | grep -q . && echo ' (with changes)')"
+  } > "$d/host.txt"
   judge preflight --mode "$GC_MODE" --dir "$d" --stand-in-dir "${GC_BUILD:-build}/tests/fake_cuda"
   cp "$d/gpu_tag" "$GC_WORK/state/gpu_tag"
   if "${TB[@]}" --help > "$GC_WORK/logs/threadburn-help.log" 2>&1; then
