@@ -68,7 +68,7 @@ built() {
 probe_build() { B=$(built probe_build) || { skip_row "(step)" "no probe built (see the build step)" "a build"; return 1; }; }
 # The threadburn command: bin/threadburn (Debian's /usr/bin/python3), else the same
 # package under the python3 there is.
-TB=(bin/threadburn)
+TB=(sh bin/threadburn)  # (sh, bash: nothing rests on a copy keeping the exec bits)
 [ -x /usr/bin/python3 ] || TB=(env PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" python3 -m threadburn)
 # threadburn run of a command (with RUN_ENV), its files in runs/NAME, its output in logs/NAME.log.
 RUN_ENV=()
@@ -151,12 +151,12 @@ step_build() {
   # --torch, else the torch the preflight's python imports (else gpu_host.sh asks python3).
   local dir=${GC_TORCH:-$(sed -n 's/^torch_cmake=//p' "$GC_WORK/preflight/torch.txt" 2>/dev/null)}
   [ -n "$dir" ] && [ -d "$dir" ] && torch=(--torch "$dir")
-  THREADBURN_BUILD_DIR=build-gpu scripts/gpu_host.sh build "${torch[@]}" > "$GC_WORK/logs/build.log" 2>&1
+  THREADBURN_BUILD_DIR=build-gpu bash scripts/gpu_host.sh build "${torch[@]}" > "$GC_WORK/logs/build.log" 2>&1
   rc=$?
   local torch_s=$((SECONDS - t0)) probe=build-gpu
   if [ ! -e build-gpu/src/probe/libthreadburn_probe.so ] || [ ! -e build-gpu/src/probe/libthreadburn_cuda_sync.so ]; then
     probe=build-gpu-probe
-    THREADBURN_BUILD_DIR=$probe scripts/gpu_host.sh build --no-torch > "$GC_WORK/logs/build-no-torch.log" 2>&1
+    THREADBURN_BUILD_DIR=$probe bash scripts/gpu_host.sh build --no-torch > "$GC_WORK/logs/build-no-torch.log" 2>&1
   fi
   local why
   why=$(grep -m1 -E "error|Error" "$GC_WORK/logs/build.log" | cut -c1-160)
@@ -206,7 +206,7 @@ step_busy() {
   fi
   local bench rc
   bench=$(built bench_build) || { skip_row "host sleep not in gpu_busy_ms" "no train_step_bench (see the build step)" "a build"; return; }
-  THREADBURN_BUILD_DIR=$bench scripts/gpu_host.sh check > "$GC_WORK/logs/busy.log" 2>&1
+  THREADBURN_BUILD_DIR=$bench bash scripts/gpu_host.sh check > "$GC_WORK/logs/busy.log" 2>&1
   rc=$?
   judge busy --log "$GC_WORK/logs/busy.log" --rc $rc
 }
@@ -305,7 +305,7 @@ run_step() {
   t=$((limit < left ? limit : left))
   echo "== $name (limit ${t} s)"
   t0=$(date +%s%N)
-  GC_TOKEN="$GC_RUN.$name" GC_STEP_SECONDS=$t timeout -k 5 "$t" "$SELF" __step "$name" > "$GC_WORK/logs/$name.txt" 2>&1
+  GC_TOKEN="$GC_RUN.$name" GC_STEP_SECONDS=$t timeout -k 5 "$t" bash "$SELF" __step "$name" > "$GC_WORK/logs/$name.txt" 2>&1
   rc=$?
   reap "$GC_RUN.$name" >> "$GC_WORK/logs/$name.txt"
   secs=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')

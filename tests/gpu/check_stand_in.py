@@ -53,7 +53,7 @@ def run_check(tmp, *args, env=None):
     out, work = os.path.join(tmp, "out"), os.path.join(tmp, "work")
     full = dict(os.environ, OUT=out, **(env or {}))
     t0 = time.monotonic()
-    p = subprocess.run([SCRIPT, "--stand-in", "--build-dir", BUILD, "--work", work, *args], env=full,
+    p = subprocess.run(["bash", SCRIPT, "--stand-in", "--build-dir", BUILD, "--work", work, *args], env=full,
                        capture_output=True, text=True, timeout=300)
     print(p.stdout[-6000:] + p.stderr[-2000:])
     with open(os.path.join(work, "checks.tsv")) as f:
