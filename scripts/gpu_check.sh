@@ -159,7 +159,7 @@ step_build() {
     THREADBURN_BUILD_DIR=$probe bash scripts/gpu_host.sh build --no-torch > "$GC_WORK/logs/build-no-torch.log" 2>&1
   fi
   local why
-  why=$(grep -m1 -E "error|Error" "$GC_WORK/logs/build.log" | cut -c1-160)
+  why=$(grep -m1 -E "error:|CMake Error|FAILED|gpu_host.sh build:" "$GC_WORK/logs/build.log" | cut -c1-160)
   if [ -e "$probe/src/probe/libthreadburn_probe.so" ] && [ -e "$probe/src/probe/libthreadburn_cuda_sync.so" ]; then
     echo "$probe" > "$GC_WORK/state/probe_build"
     skip_row "probe and libraries" "in $probe ($((SECONDS - t0)) s in all)" "built" PASS
