@@ -17,6 +17,8 @@
 #       `threadburn run` and `tune` of your own training need.
 #                                 scripts/gpu_host.sh check
 #       the GPU figures' known answer on that build (tests/gpu/check_gpu_busy.py).
+#   scripts/gpu_check.sh runs build, check and the rest of the GPU path's checks
+#   in one command (docs/cuda.md, "The device check").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,7 +60,7 @@ build() {
       *) echo "gpu_host.sh build: unknown argument '$1'" >&2; exit 2 ;;
     esac
   done
-  local targets=(threadburn_probe threadburn_monitor)
+  local targets=(threadburn_probe threadburn_cuda_sync threadburn_monitor)
   if [ "$with_torch" = ON ]; then
     if [ -z "$torch" ]; then
       torch=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null) || {
@@ -94,5 +96,5 @@ case "${1:-}" in
   deps) shift; deps "$@" ;;
   build) shift; build "$@" ;;
   check) shift; check "$@" ;;
-  *) sed -n '2,19p' "$0"; exit 2 ;;
+  *) sed -n '2,21p' "$0"; exit 2 ;;
 esac

@@ -1,0 +1,418 @@
+#!/usr/bin/python3
+"""The device check's judge (scripts/gpu_check.sh): reads what a step left
+(its programs' output, run.csv, the probe's files, a tune's or a sweep's
+CSV) and appends one row per check to the checks file, tab-separated:
+step, check, figure, bound, PASS|FAIL|SKIP. Each row is printed as it is
+decided; `table` prints them all last and exits 1 when one failed.
+
+    gpu_check.py ROWS STEP KIND [options]     (KIND: preflight policy nvml busy classes tune sweep skip)
+    gpu_check.py ROWS - table [--steps FILE]
+
+The bounds, and why (docs/cuda.md, "The device check"):
+  policy   spin: the main thread runnable (its CPU + run-queue wait) >= 0.9 of the
+           loop's wall (it polls through every wait; on a host with idle cores its
+           CPU/wall alone is about 1, printed beside); blocking_sync: the process's
+           CPU <= 0.1 of the wall (each step queues ~10 ms of GPU work for well
+           under 1 ms of launches). The policy in force (run.csv, and the driver's
+           read-back in the program) is the one asked.
+  nvml     NVML's samples within the program's alternating window average its own
+           busy share of the window (busy_ms / window_ms, about 0.5) to within
+           0.1 + 2 sample periods / the window; run.csv's gpu_busy_share, over the
+           process's life, lies between busy_ms / the life and busy_ms / the time
+           since its first CUDA call (NVML may keep no sample before a context
+           exists; the GPU idled then either way), with the same tolerance.
+  classes  present and sane: a pin-memory thread's CPU > 0, a thread of class cuda,
+           >= 2 worker processes with CPU > 0, 0 < main_core_share <= 1.05,
+           0 <= gpu_busy_share <= 1 with a GPU sampled.
+Standard library only.
+"""
+import argparse
+import csv
+import glob
+import json
+import os
+import re
+import sys
+
+SPIN_RUNNABLE_MIN = 0.9
+BLOCKING_CPU_MAX = 0.1
+NVML_TOL = 0.1
+CORE_SHARE_MAX = 1.05
+POLICIES = ("spin", "yield", "blocking_sync")
+
+
+class Rows:
+    """The checks file: one row per check, printed as it is added."""
+
+    def __init__(self, path, step):
+        self.path, self.step, self.failed = path, step, False
+
+    def add(self, check, figure, bound, verdict):
+        if verdict is True or verdict is False:
+            verdict = "PASS" if verdict else "FAIL"
+        self.failed |= verdict == "FAIL"
+        clean = [str(x).replace("\t", " ").replace("\n", " ") for x in (self.step, check, figure, bound, verdict)]
+        with open(self.path, "a") as f:
+            f.write("\t".join(clean) + "\n")
+        print(f"  {verdict:<4}  {self.step}: {check}: {figure} (bound: {bound})", flush=True)
+
+
+def said(log, prefix):
+    """The key=value pairs of the last line of `log` starting with `prefix:` ({} without one)."""
+    found = {}
+    for line in read_text(log).splitlines():
+        if line.startswith(prefix + ":") and "=" in line:
+            found = dict(m.groups() for m in re.finditer(r"(\w+)=(\S+)", line))
+    return found
+
+
+def read_text(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def last_line(path):
+    lines = [ln for ln in read_text(path).splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else "no output"
+
+
+def fmt(x):
+    """A figure for a row: 4 significant digits, "none" without a value."""
+    if not isinstance(x, float):
+        return "none" if x is None else str(x)
+    return f"{x:.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+def number(value):
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if x != x else x  # NaN: no value
+
+
+def run_row(run_dir):
+    """run.csv's row ({} without one)."""
+    try:
+        with open(os.path.join(run_dir, "run.csv"), newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError:
+        return {}
+    return rows[0] if rows else {}
+
+
+def main_summary(run_dir):
+    """The probe's summary of the run's main process: the one that sampled a
+    GPU, else the one that ran longest (None without one)."""
+    found = []
+    for path in glob.glob(os.path.join(run_dir, "probe-*.json")):
+        try:
+            with open(path) as f:
+                s = json.load(f)
+        except (OSError, ValueError):
+            continue
+        s["_path"] = path
+        found.append(s)
+    if not found:
+        return None
+    return max(found, key=lambda s: (bool(s.get("gpus")), s.get("counters", {}).get("wall_ms", 0)))
+
+
+def skipped(rows, log, what):
+    """A program that skipped (exit 77, "SKIP:" said): one SKIP row; True then."""
+    text = read_text(log)
+    m = re.search(r"SKIP: (.*)", text)
+    if m:
+        rows.add(what, m.group(1)[:160], "needs a CUDA device", "SKIP")
+    return bool(m)
+
+
+# --- the steps -----------------------------------------------------------------------------------------------------
+
+def kind_preflight(rows, a):
+    """The host's facts (key=value files the shell wrote) to the summary; a CUDA device is the check."""
+    facts = {}
+    for name in ("host", "smi", "torch"):
+        for line in read_text(os.path.join(a.dir, name + ".txt")).splitlines():
+            k, sep, v = line.partition("=")
+            if sep:
+                facts[k.strip()] = v.strip()
+    with open(os.path.join(a.dir, "facts.txt"), "w") as f:
+        f.write("".join(f"{k}: {v}\n" for k, v in facts.items()))
+    for k, v in facts.items():
+        print(f"  {k}: {v}")
+    name = facts.get("gpu_name") or facts.get("torch_device_name") or ""
+    with open(os.path.join(a.dir, "gpu_tag"), "w") as f:
+        f.write(gpu_tag(name, a.mode) + "\n")
+    if a.mode == "stand-in":
+        rows.add("CUDA device", f"stand-in driver and NVML ({a.stand_in_dir})", "a GPU on a lent host", "SKIP")
+        return
+    ok = facts.get("torch_cuda_available") == "True"
+    rows.add("CUDA device", f"{name or 'none'}; driver {facts.get('driver', '?')}; torch {facts.get('torch', '?')} "
+             f"(CUDA {facts.get('torch_cuda', '?')}), cuda available {facts.get('torch_cuda_available', '?')}; "
+             f"{facts.get('cpus', '?')} CPUs", "torch.cuda.is_available()", ok)
+
+
+def gpu_tag(name, mode):
+    """h100, h200, a100, ...: the first word of the GPU's name that holds a digit, before any '-'."""
+    if mode == "stand-in":
+        return "stand-in"
+    for word in name.lower().replace("nvidia", " ").split():
+        if any(c.isdigit() for c in word):
+            return re.sub(r"[^a-z0-9]", "", word.split("-")[0]) or "gpu"
+    return "gpu"
+
+
+def kind_policy(rows, a):
+    """One run of sync_loop.py under a policy: its figures against the bound, what was in force."""
+    what = f"{a.how} {a.policy}"
+    if skipped(rows, a.log, what):
+        return
+    s = said(a.log, "sync_loop")
+    if not s:
+        rows.add(what, f"no sync_loop line ({last_line(a.log)})", "the program's figures", False)
+        return
+    cpu, runnable = float(s["cpu_per_wall"]), float(s["runnable_per_wall"])
+    figures = (f"CPU/wall {cpu:.3f}, main thread runnable/wall {runnable:.3f} "
+               f"({s['steps']} steps of {s['matmuls_per_step']} x {float(s['step_ms']) / int(s['matmuls_per_step']):.2f} ms)")
+    if a.policy == "spin":
+        rows.add(f"{what}: loop", figures, f"runnable/wall >= {SPIN_RUNNABLE_MIN}", runnable >= SPIN_RUNNABLE_MIN)
+    else:
+        rows.add(f"{what}: loop", figures, f"CPU/wall <= {BLOCKING_CPU_MAX}", cpu <= BLOCKING_CPU_MAX)
+    lines = [ln for ln in read_text(a.log).splitlines() if ln.startswith("threadburn cuda_sync:")]
+    back = s.get("policy_in_force", "?")
+    rows.add(f"{what}: driver's read-back", back + (f"; {lines[0]}" if lines else ""), f"= {a.policy}, no note",
+             back == a.policy and not lines)
+    if a.how == "run":
+        r = run_row(a.run_dir)
+        in_force = r.get("cuda_sync_in_force", "no run.csv")
+        rows.add(f"{what}: run.csv cuda_sync_in_force", f"{in_force} (asked {r.get('cuda_sync_requested', '?')}; "
+                 f"note {r.get('cuda_sync_note', '?')})", f"= {a.policy}", in_force == a.policy)
+
+
+def window_share(timeline, index, period, lo, hi):
+    """The mean of GPU `index`'s samples (each the share of the period that
+    ends at its time) over [lo, hi] ms from the probe's start, each weighted
+    by its overlap with it: (share, samples used)."""
+    series = f"gpu{index}_busy"
+    weighted = weight = 0.0
+    used = 0
+    with open(timeline, newline="") as f:
+        for row in csv.reader(ln for ln in f if not ln.startswith("#")):
+            if len(row) < 3 or row[1] != series:
+                continue
+            t, share = float(row[0]), float(row[2])
+            w = max(0.0, min(hi, t) - max(lo, t - period))
+            if w > 0:
+                weighted, weight, used = weighted + share * w, weight + w, used + 1
+    return (weighted / weight if weight else None), used
+
+
+def kind_nvml(rows, a):
+    """half_busy.py under the probe: NVML's share in its window and over its life against its own clocks."""
+    if skipped(rows, a.log, "busy share"):
+        return
+    s, r, summary = said(a.log, "half_busy"), run_row(a.run_dir), main_summary(a.run_dir)
+    if not s or not r or not summary or not summary.get("gpus"):
+        why = "no half_busy line" if not s else "no run.csv" if not r else "no GPU sampled: " + (
+            summary or {}).get("context", {}).get("gpu_note", "no probe summary")
+        rows.add("busy share", f"{why} ({last_line(a.log)})", "a sampled GPU", False)
+        return
+    g = summary["gpus"][0]
+    print(f"  GPU {g['index']} ({g['name']}): busy_share {g['busy_share']} over the run, {g['samples']} samples of "
+          f"{g['period_ms']} ms (source {g['source']}), memory busy {g['memory_busy_share']}")
+    period = float(g["period_ms"] or 0)
+    start = float(summary["start_mono_ms"])
+    w0, w1 = float(s["window_start_mono_ms"]) - start, float(s["window_end_mono_ms"]) - start
+    busy, window = float(s["busy_ms"]), float(s["window_ms"])
+    timeline = summary["_path"][:-len(".json")] + ".timeline.csv"
+    share, used = window_share(timeline, g["index"], period, w0, w1)
+    want, tol = busy / window, NVML_TOL + 2 * period / window
+    rows.add("busy share in the window", f"{fmt(share)} from {used} samples; "
+             f"the program's {busy:.0f} ms busy of {window:.0f} ms = {want:.3f}", f"{want:.3f} +- {tol:.3f}",
+             share is not None and abs(share - want) <= tol)
+    life = number(r.get("wall_ms")) or 0.0
+    since_cuda = life - (float(s["first_cuda_mono_ms"]) - start)
+    got = number(r.get("gpu_busy_share"))
+    tol = NVML_TOL + 2 * period / max(life, 1.0)
+    lo, hi = busy / max(life, 1.0) - tol, busy / max(since_cuda, 1.0) + tol
+    rows.add("run.csv gpu_busy_share", f"{fmt(got)} over {life:.0f} ms ({r.get('gpu_samples')} samples, "
+             f"{r.get('gpus_sampled')} GPU)", f"{lo:.3f} .. {hi:.3f}", got is not None and lo <= got <= hi)
+
+
+def kind_busy(rows, a):
+    """tests/gpu/check_gpu_busy.py (scripts/gpu_host.sh check): its S line, its verdict line."""
+    text = read_text(a.log)
+    figure = next((ln for ln in text.splitlines() if ln.startswith("S = ")), "")
+    verdict = next((ln for ln in reversed(text.splitlines()) if ln.startswith(("PASS:", "FAIL:", "SKIP:"))), "")
+    if verdict.startswith("SKIP:") or a.rc == 77:
+        rows.add("host sleep not in gpu_busy_ms", verdict or last_line(a.log), "needs a CUDA device", "SKIP")
+        return
+    ok = a.rc == 0 and verdict.startswith("PASS:")
+    rows.add("host sleep not in gpu_busy_ms", (figure or verdict or last_line(a.log))[:220],
+             "step_ms, gpu_span_ms +S; gpu_busy_ms +0 (each +-0.1 S + 0.5 ms)", ok)
+
+
+def kind_classes(rows, a):
+    """A training under the probe: each class of thread and process present, its figure sane."""
+    r, summary = run_row(a.run_dir), main_summary(a.run_dir)
+    if not r or summary is None:
+        rows.add("the training ran", f"no run.csv ({last_line(a.log)})", "run.csv", False)
+        return
+    rate = re.findall(r"samples/s: ([0-9.]+)", read_text(a.log))
+    rows.add("the training ran", f"status {r.get('status')}, exit {r.get('exit_code')}, wall "
+             f"{fmt(number(r.get('wall_ms')))} ms"
+             + (f", samples/s {rate[-1]}" if rate else ""), "status ok", r.get("status") == "ok")
+    c = {k: number(r.get(k)) for k in ("cpu_pin_ms", "cpu_cuda_ms", "cpu_children_ms", "child_processes",
+                                        "main_core_share", "gpu_busy_share", "gpus_sampled", "cpu_main_ms")}
+    pin = c["cpu_pin_ms"]
+    rows.add("pin-memory thread", f"cpu_pin_ms {fmt(pin)}", "> 0", pin is not None and pin > 0)
+    cuda = [t for t in summary.get("threads", []) if t.get("class") == "cuda"]
+    rows.add("CUDA driver threads", f"{len(cuda)} of class cuda, cpu_cuda_ms {fmt(c['cpu_cuda_ms'])}",
+             ">= 1 thread, cpu_cuda_ms >= 0", bool(cuda) and c["cpu_cuda_ms"] is not None and c["cpu_cuda_ms"] >= 0)
+    n, ms = c["child_processes"] or 0, c["cpu_children_ms"]
+    rows.add("worker processes", f"{n:.0f} processes, cpu_children_ms {fmt(ms)}", ">= 2, CPU > 0",
+             n >= 2 and ms is not None and ms > 0)
+    share = c["main_core_share"]
+    rows.add("main thread", f"main_core_share {fmt(share)} (cpu_main_ms {fmt(c['cpu_main_ms'])})",
+             f"0 < x <= {CORE_SHARE_MAX}", share is not None and 0 < share <= CORE_SHARE_MAX)
+    busy = c["gpu_busy_share"]
+    rows.add("GPU busy share", f"gpu_busy_share {fmt(busy)}, {fmt(c['gpus_sampled'])} GPU sampled", "0..1, >= 1 GPU",
+             busy is not None and 0 <= busy <= 1 and (c["gpus_sampled"] or 0) >= 1)
+    for line in read_text(a.log).splitlines():
+        if line.strip().startswith("advice:"):
+            print("  (run's " + line.strip()[:300] + ")")
+
+
+def read_csv(path):
+    try:
+        with open(path, newline="") as f:
+            return list(csv.DictReader(f))
+    except OSError:
+        return []
+
+
+def verdict_of(path):
+    """The first workload's verdict from a <stem>.verdict.json: (verdict, text) or (None, why)."""
+    try:
+        with open(path) as f:
+            v = json.load(f)
+    except (OSError, ValueError) as e:
+        return None, f"no verdict file ({e.__class__.__name__})"
+    if not v.get("workloads"):
+        return None, "no workload in the verdict"
+    w = v["workloads"][0]
+    text = f"{w.get('verdict')}: {w.get('setting')} against {w.get('baseline')}" + (
+        f", confirmed {w['confirmation'].get('holds', w['confirmation'])}" if w.get("confirmation") else "")
+    if len(v.get("workloads") or []) > 1:
+        text += f" (+{len(v['workloads']) - 1} more workloads)"
+    return w.get("verdict"), text
+
+
+def in_force_counts(race):
+    """Per policy: the race rows whose policy in force is the one asked, of its rows."""
+    out = {}
+    for p in POLICIES:
+        mine = [r for r in race if r.get("cuda_sync") == p]
+        out[p] = (sum(r.get("cuda_sync_in_force") == p for r in mine), len(mine))
+    return out
+
+
+def kind_tune(rows, a):
+    """A tune of the GPU example: the policies added after round 1, in force, a verdict."""
+    log, data = read_text(a.log), read_csv(a.csv)
+    added = re.search(r"tune: the program uses CUDA .*?added its host wait policies on top of plain, "
+                      r"THREADBURN_CUDA_SYNC = ([^(]*\([^)]*\)(?:, [^(]*\([^)]*\))*)", log)
+    rows.add("CUDA policies added after round 1", added.group(1) if added else f"not said ({last_line(a.log)})",
+             "said by tune", bool(added))
+    race = [r for r in data if r.get("phase") == "race"]
+    counts = in_force_counts(race)
+    rows.add("policy in force per race row", ", ".join(f"{p} {k}/{n}" for p, (k, n) in counts.items()),
+             "every row its own, >= 1 row each", all(n and k == n for k, n in counts.values()))
+    bad = [r.get("run_key") for r in data if r.get("status") != "ok"]
+    fresh = len([r for r in data if r.get("phase") != "race"])
+    rows.add("runs", f"{len(race)} race + {fresh} fresh, {len(bad)} not ok {bad[:3]}", "all ok", bool(data) and not bad)
+    verdict, text = verdict_of(a.verdict)
+    rows.add("verdict", text, "change, keep or undecided", verdict in ("change", "keep", "undecided"))
+
+
+def kind_sweep(rows, a):
+    """The reduced CUDA grid: runs ok, the policies in force, CUPTI's figures, a verdict."""
+    data = read_csv(a.csv)
+    status = {}
+    for r in data:
+        status[r.get("status")] = status.get(r.get("status"), 0) + 1
+    rows.add("rows", ", ".join(f"{n} {s}" for s, n in sorted(status.items())) or f"none ({last_line(a.log)})",
+             "all ok", bool(data) and set(status) == {"ok"})
+    ok = [r for r in data if r.get("status") == "ok"]
+    counts = {p: (k, n) for p, (k, n) in in_force_counts(ok).items() if n}
+    rows.add("cuda_sync_in_force", ", ".join(f"{p} {k}/{n}" for p, (k, n) in counts.items()) or "no policy row",
+             "= cuda_sync in every row", bool(counts) and all(k == n for k, n in counts.values()))
+    # gpu_busy_ms is clipped to the step's window, so it cannot pass the step (2 %: two clocks)
+    busy = [number(r.get("gpu_busy_ms")) for r in ok]
+    step = [number(r.get("step_ms")) for r in ok]
+    have = sum(b is not None and s is not None and 0 < b <= s * 1.02 for b, s in zip(busy, step))
+    cupti = sorted({r.get("cuda_cupti", "?") for r in ok})[:2]
+    rows.add("gpu_busy_ms (CUPTI)", f"{have}/{len(ok)} rows with 0 < gpu_busy_ms <= step_ms; cuda_cupti {cupti}",
+             "every ok row", bool(ok) and have == len(ok))
+    verdict, text = verdict_of(a.verdict)
+    rows.add("verdict", text, "change, keep or undecided", verdict in ("change", "keep", "undecided"))
+
+
+def kind_skip(rows, a):
+    """A row the shell decided (a step skipped or timed out)."""
+    rows.add(a.check, a.figure, a.bound, a.result)
+
+
+def kind_table(a):
+    """Every row, aligned; the steps' times; exit 1 when a row failed."""
+    with open(a.rows) as f:
+        data = [ln.rstrip("\n").split("\t") for ln in f if ln.strip()]
+    head = ["step", "check", "figure", "bound", "result"]
+    table = [head] + [[d[0], d[1], d[2][:110], d[3][:60], d[4]] for d in data]
+    width = [max(len(r[i]) for r in table) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, width)).rstrip() for r in table]
+    lines.insert(1, "  ".join("-" * w for w in width))
+    counts = {v: sum(d[4] == v for d in data) for v in ("PASS", "FAIL", "SKIP")}
+    lines.append(f"{counts['PASS']} PASS, {counts['FAIL']} FAIL, {counts['SKIP']} SKIP")
+    print("\n".join(lines))
+    return 1 if counts["FAIL"] else 0
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("rows", help="the checks file (appended to)")
+    ap.add_argument("step", help="the step's name in the rows")
+    ap.add_argument("kind", choices=("preflight", "policy", "nvml", "busy", "classes", "tune", "sweep", "skip",
+                                     "table"))
+    ap.add_argument("--mode", choices=("real", "stand-in"), default="real")
+    ap.add_argument("--dir", help="preflight: the folder of its fact files")
+    ap.add_argument("--stand-in-dir", default="", help="preflight: the stand-in driver's folder")
+    ap.add_argument("--log", default="", help="the step's program output")
+    ap.add_argument("--run-dir", default="", help="threadburn run's --out")
+    ap.add_argument("--how", choices=("run", "preload"), default="run")
+    ap.add_argument("--policy", choices=POLICIES)
+    ap.add_argument("--rc", type=int, default=0, help="busy: check_gpu_busy.py's exit status")
+    ap.add_argument("--csv", default="")
+    ap.add_argument("--verdict", default="")
+    ap.add_argument("--check", default="(step)")
+    ap.add_argument("--figure", default="")
+    ap.add_argument("--bound", default="")
+    ap.add_argument("--result", default="SKIP", choices=("PASS", "FAIL", "SKIP"))
+    return ap.parse_args(argv)
+
+
+def main(argv):
+    a = parse_args(argv)
+    if a.kind == "table":
+        return kind_table(a)
+    rows = Rows(a.rows, a.step)
+    globals()["kind_" + a.kind](rows, a)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
