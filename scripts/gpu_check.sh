@@ -133,7 +133,7 @@ build_found() {
   local b=$1 f missing=()
   local need=(src/probe/libthreadburn_probe.so src/probe/libthreadburn_cuda_sync.so)
   [ "$GC_MODE" = stand-in ] && need+=(tests/fake_cuda/libcuda.so.1 tests/fake_cuda/libnvidia-ml.so.1
-                                      tests/fake_cuda/cuda_user tests/fake_cuda_min/libcuda.so.1)
+                                      tests/fake_cuda/cuda_user)
   for f in "${need[@]}"; do [ -e "$b/$f" ] || missing+=("$f"); done
   if [ ${#missing[@]} -eq 0 ]; then
     echo "$b" > "$GC_WORK/state/probe_build"
@@ -216,7 +216,7 @@ step_classes() {
   local cmd
   if [ "$GC_MODE" = stand-in ]; then
     seq 100 100 20000 | sed 's/.*/0,&,40,10/' > "$GC_WORK/runs/classes.samples.csv"
-    RUN_ENV=(LD_LIBRARY_PATH="$B/tests/fake_cuda_min:$B/tests/fake_cuda" FAKE_CUDA_DRIVER_THREAD_MS=80
+    RUN_ENV=(LD_LIBRARY_PATH="$B/tests/fake_cuda" FAKE_CUDA_DRIVER_THREAD_MS=80
          FAKE_NVML_SAMPLES="$GC_WORK/runs/classes.samples.csv")
     cmd=("$(train_py)" tests/gpu/stand_in_training.py)
   else

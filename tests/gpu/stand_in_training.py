@@ -9,7 +9,7 @@ The threads and processes a DataLoader training has, each burning a known
 CPU time on its own clock: --workers forked worker processes (--worker-ms
 each), a thread that names itself pt_data_pin as PyTorch's pin-memory thread
 does (--pin-ms), and the CUDA driver loaded and initialised (through
-LD_LIBRARY_PATH, the stand-in build/tests/fake_cuda_min/libcuda.so.1, whose
+LD_LIBRARY_PATH, the stand-in build/tests/fake_cuda/libcuda.so.1, whose
 cuInit starts a thread of the driver's that burns FAKE_CUDA_DRIVER_THREAD_MS).
 The main thread sleeps --run-ms meanwhile (NVML's samples, the stand-in's
 FAKE_NVML_SAMPLES). The workers live until the main thread ends, as
