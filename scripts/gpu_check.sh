@@ -21,7 +21,7 @@
 #   busy       tests/gpu/check_gpu_busy.py (scripts/gpu_host.sh check): gpu_busy_ms
 #   classes    examples/mnist_adadelta.py --device cuda --feed loader --workers 2
 #              --pin-memory under `threadburn run`: CPU by class, the GPU's share
-#   sweep      `threadburn sweep configs/cuda_check.toml` into cuda-<gpu>.csv
+#   sweep      `threadburn sweep configs/cuda_check.toml` into cuda-check-<gpu>.csv
 #   tune       `threadburn tune` of the example on the GPU: the CUDA wait policies
 #              added after round 1, a verdict (last: its budget fits the time left)
 # then a table (step, check, figure, bound, PASS/FAIL/SKIP), printed last. Exit
@@ -32,7 +32,7 @@
 # folder, the tune's and the sweep's files), and at most 8 files under
 # $OUT (default runs/<run>, <run> = gpu-check-<host>-<time>): summary.txt (the
 # host, each step's time, the table), gpu-check.tar.gz (the work folder),
-# tune-<gpu>.csv and .verdict.json, results/cuda-<gpu>.csv, .verdict.json
+# tune-<gpu>.csv and .verdict.json, results/cuda-check-<gpu>.csv, .verdict.json
 # and .txt (the sweep's console) for results/.
 #
 # --stand-in: no GPU. Against the stand-in CUDA driver and NVML a build of the
@@ -269,7 +269,7 @@ step_sweep() {
   local bench tag out
   bench=$(built bench_build) || { skip_row "configs/cuda_check.toml" "no train_step_bench (see the build step)" "a build"; return; }
   tag=$(state gpu_tag || echo gpu)
-  out="$GC_WORK/results/cuda-$tag.csv"
+  out="$GC_WORK/results/cuda-check-$tag.csv"
   mkdir -p "$GC_WORK/results"
   "${TB[@]}" sweep configs/cuda_check.toml --build-dir "$bench" --out "$out" --force --no-plot --seed 1 \
     > "$GC_WORK/logs/sweep.log" 2>&1
@@ -342,7 +342,7 @@ finish() {
   for f in "$GC_WORK/tune/tune-$tag.csv" "$GC_WORK/tune/tune-$tag.verdict.json"; do
     [ -f "$f" ] && cp "$f" "$DEST/"
   done
-  for f in "$GC_WORK/results/cuda-$tag".{csv,verdict.json,txt}; do
+  for f in "$GC_WORK/results/cuda-check-$tag".{csv,verdict.json,txt}; do
     [ -f "$f" ] && mkdir -p "$DEST/results" && cp "$f" "$DEST/results/"
   done
   echo
