@@ -16,6 +16,7 @@
 
 #include "core/rules.h"
 #include "core/schema.h"
+#include "runtime/knob_table.h"  // generated from python/threadburn/knobs.tsv (src/CMakeLists.txt)
 
 namespace threadburn {
 
@@ -135,6 +136,9 @@ std::string spin_text(const std::string& display_value) {
   // libgomp prints ~0ULL for "infinite".
   return display_value == "18446744073709551615" ? kInfinite : display_value;
 }
+
+// A read-back that cannot be had (no runtime, the other runtime's knob).
+constexpr const char* kNotAsked = "n/a";
 
 }  // namespace
 
@@ -399,6 +403,50 @@ Context openmp_context(bool ask_libraries) {
     ctx.emplace_back("env_" + var, v && *v ? v : "unset");
   }
   return ctx;
+}
+
+namespace {
+
+// A context key's value, or fallback where the context lacks it.
+std::string lookup(const Context& context, const std::string& key, const std::string& fallback) {
+  for (const auto& [k, v] : context) {
+    if (k == key) return v;
+  }
+  return fallback;
+}
+
+// A knob's shown text with "{}" its value and "{key}" another key's.
+std::string fill_shown(const std::string& shown, const std::string& value, const Context& context) {
+  std::string out;
+  for (std::size_t i = 0; i < shown.size();) {
+    const auto close = shown[i] == '{' ? shown.find('}', i) : std::string::npos;
+    if (close == std::string::npos) {
+      out += shown[i++];
+      continue;
+    }
+    const std::string key = shown.substr(i + 1, close - i - 1);
+    out += key.empty() ? value : lookup(context, key, "?");
+    i = close + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string in_force_line(const Context& context) {
+  const std::string runtime = lookup(context, "omp_runtime", "none");
+  const bool openmp = !runtime.empty() && runtime != "none";
+  std::vector<std::string> omp_parts, other_parts;
+  for (const KnobSpec& k : kKnobTable) {
+    const bool of_openmp = read_by_openmp(k.reader);
+    const std::string value = lookup(context, k.in_force, "");
+    if (std::string(k.shown) == "-" || value.empty() || value == kNotAsked || (of_openmp && !openmp)) continue;
+    (of_openmp ? omp_parts : other_parts).push_back(fill_shown(k.shown, value, context));
+  }
+  std::string line = openmp ? runtime + (omp_parts.empty() ? "" : " with " + join(omp_parts, ", "))
+                            : "no OpenMP runtime loaded";
+  for (const auto& part : other_parts) line += ", " + part;
+  return line;
 }
 
 }  // namespace threadburn

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "core/json.h"
-#include "runtime/knob_table.h"  // generated from python/threadburn/knobs.tsv (src/CMakeLists.txt)
 
 namespace threadburn {
 
@@ -20,8 +19,10 @@ using Context = std::vector<std::pair<std::string, std::string>>;
 using EnvGetter = std::function<const char*(const char*)>;
 
 // The environment variables the suite sets, sweeps and reports are the rows
-// of kKnobTable (knob_table.h), the table the Python package reads too:
-// their names in its order, and --describe's "knobs" (every column).
+// of kKnobTable (runtime/knob_table.h, generated from
+// python/threadburn/knobs.tsv: only runtime.cc includes it, so a new knob
+// recompiles one file), the table the Python package reads too: their names
+// in its order, and --describe's "knobs" (every column).
 const std::vector<std::string>& knob_variables();
 void describe_knobs(JsonWriter* json);
 
@@ -78,6 +79,14 @@ struct KnobStatus {
 std::vector<KnobStatus> knob_report(const OmpInfo& omp, const EnvGetter& env);
 
 OmpInfo detect_openmp();
+
+// The settings in force as one line, from a context (openmp_context's keys):
+// each knob's part as the knob table's shown column says, in its order
+// ("libgomp with 4 threads, spin count 300000 (in force 300000), wait policy
+// default, ..."), left out where its read-back is missing or n/a (and the
+// OpenMP readers' parts without an OpenMP runtime: "no OpenMP runtime
+// loaded"). lib/knobs.py's in_force_line writes the same line in Python.
+std::string in_force_line(const Context& context);
 
 // oneDNN's instruction set in force ("avx2", ...: dnnl_get_effective_cpu_isa,
 // the CPU's best capped by ONEDNN_MAX_CPU_ISA), asked through dlsym of

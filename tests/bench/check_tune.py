@@ -68,10 +68,12 @@ POWER = 0.8
 # The exact two-sided Mann-Whitney test reaches p < 0.05 only with 4 runs a
 # side: complete separation gives p = 2 / C(2n, n), 0.1 for n = 3 and 0.029 for 4.
 MIN_RUNS = 4
-# Variables the commands' rows report as knobs: removed from the environment
-# the tests give threadburn, so "unset" in a row means what it says.
-CONTROLLED = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_SPINCOUNT",
-              "KMP_BLOCKTIME", "KMP_AFFINITY", "LD_PRELOAD")
+# Variables the commands' rows report as knobs (every variable of the knob
+# table, python/threadburn/knobs.tsv): removed from the environment the tests
+# give threadburn, so "unset" in a row means what it says.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from threadburn.lib import knobs  # noqa: E402
+CONTROLLED = tuple(knobs.names())
 
 
 class Fail(Exception):

@@ -121,6 +121,25 @@ TEST(Runtime, KnobReportSaysIgnoredAndOverriddenFromTheLiveRuntime) {
   EXPECT_EQ(by_name(knob_report(gomp, env_of({{"ONEDNN_MAX_CPU_ISA", "AVX2"}})))["ONEDNN_MAX_CPU_ISA"].status, "read");
 }
 
+// The settings in force line from the knob table's shown column (the same
+// contexts as tests/python/test_knobs.py: lib/knobs.py writes the same lines).
+TEST(Runtime, InForceLineFromTheKnobTable) {
+  const Context gomp = {{"omp_runtime", "libgomp"},      {"omp_max_threads", "4"},
+                        {"omp_wait_policy", "default"},  {"gomp_spincount", "300000"},
+                        {"gomp_spincount_in_force", "100"}, {"kmp_blocktime_ms", "n/a"},
+                        {"kmp_library", "n/a"},          {"dnnl_cpu_isa", "avx2"},
+                        {"cuda_sync_in_force", "spin"}};
+  EXPECT_EQ(in_force_line(gomp),
+            "libgomp with 4 threads, spin count 300000 (in force 100), wait policy default, oneDNN ISA avx2");
+  const Context llvm = {{"omp_runtime", "llvm-libomp"}, {"omp_max_threads", "2"}, {"kmp_blocktime_ms", "0"},
+                        {"gomp_spincount_in_force", "n/a"}, {"omp_wait_policy", "passive"},
+                        {"kmp_library", "throughput"},   {"dnnl_cpu_isa", "n/a"}};
+  EXPECT_EQ(in_force_line(llvm), "llvm-libomp with 2 threads, blocktime 0 ms, wait policy passive, mode throughput");
+  const Context none = {{"omp_runtime", "none"}, {"omp_max_threads", "-1"}, {"omp_wait_policy", "n/a"},
+                        {"dnnl_cpu_isa", "sse41"}};
+  EXPECT_EQ(in_force_line(none), "no OpenMP runtime loaded, oneDNN ISA sse41");
+}
+
 std::string expect(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v ? v : fallback;
