@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <cstdio>
 #include <cstdlib>
@@ -137,10 +138,94 @@ std::string spin_text(const std::string& display_value) {
   return display_value == "18446744073709551615" ? kInfinite : display_value;
 }
 
-// A read-back that cannot be had (no runtime, the other runtime's knob).
+// The OpenMP API's answers, by the numbers of omp.h's enums (nothing here
+// includes omp.h: the serving library is asked through dlsym).
 constexpr const char* kNotAsked = "n/a";
 
+// omp_get_proc_bind: omp_proc_bind_t (2 is primary, formerly master).
+std::string ask_proc_bind(void* lib) {
+  auto bind = reinterpret_cast<int (*)()>(dlsym(lib, "omp_get_proc_bind"));
+  if (!bind) return kNotAsked;
+  static const char* const kNames[] = {"false", "true", "primary", "close", "spread"};
+  const int b = bind();
+  return b >= 0 && b < 5 ? kNames[b] : "unknown(" + std::to_string(b) + ")";
+}
+
+// The place list the runtime binds threads to (omp_get_num_places,
+// omp_get_place_num_procs, omp_get_place_proc_ids).
+std::string ask_places(void* lib) {
+  auto count = reinterpret_cast<int (*)()>(dlsym(lib, "omp_get_num_places"));
+  auto procs = reinterpret_cast<int (*)(int)>(dlsym(lib, "omp_get_place_num_procs"));
+  auto ids = reinterpret_cast<void (*)(int, int*)>(dlsym(lib, "omp_get_place_proc_ids"));
+  if (!count || !procs || !ids) return kNotAsked;
+  std::vector<std::vector<int>> places(static_cast<std::size_t>(std::max(count(), 0)));
+  for (std::size_t i = 0; i < places.size(); ++i) {
+    places[i].resize(static_cast<std::size_t>(std::max(procs(static_cast<int>(i)), 0)));
+    if (!places[i].empty()) ids(static_cast<int>(i), places[i].data());
+  }
+  return places_text(places);
+}
+
+// The knobs' read-backs the OpenMP API of the serving library answers: the
+// context key (the knob table's in_force) and how it is asked. A knob whose
+// runtime answers through the API needs one line here and its row in the table.
+struct ApiReadBack {
+  const char* key;
+  std::string (*ask)(void* lib);
+};
+constexpr ApiReadBack kApiReadBacks[] = {
+    {"omp_proc_bind", ask_proc_bind},
+    {"omp_places", ask_places},
+};
+
+// A place's CPUs: a list, three or more consecutive ones as "first:count".
+std::string cpus_text(const std::vector<int>& cpus) {
+  std::string out;
+  for (std::size_t i = 0; i < cpus.size();) {
+    std::size_t j = i + 1;
+    while (j < cpus.size() && cpus[j] == cpus[j - 1] + 1) ++j;
+    out += out.empty() ? "" : ",";
+    out += std::to_string(cpus[i]);
+    if (j - i >= 3) {
+      out += ":" + std::to_string(j - i);
+      i = j;
+    } else {
+      ++i;
+    }
+  }
+  return "{" + out + "}";
+}
+
+// Whether place b is place a with every CPU shifted by stride.
+bool shifted(const std::vector<int>& a, const std::vector<int>& b, int stride) {
+  if (a.empty() || a.size() != b.size()) return false;
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    if (b[k] != a[k] + stride) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+std::string places_text(const std::vector<std::vector<int>>& places) {
+  if (places.empty()) return "none";
+  std::string out;
+  for (std::size_t i = 0; i < places.size();) {
+    const int stride = i + 1 < places.size() && !places[i].empty() && !places[i + 1].empty()
+                           ? places[i + 1][0] - places[i][0]
+                           : 0;
+    std::size_t j = i + 1;
+    while (j < places.size() && shifted(places[j - 1], places[j], stride)) ++j;
+    out += (out.empty() ? "" : ",") + cpus_text(places[i]);
+    if (j - i >= 3) {
+      out += ":" + std::to_string(j - i) + (stride != 1 ? ":" + std::to_string(stride) : "");
+      i = j;
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
 
 std::map<std::string, std::string> parse_display_env(const std::string& text) {
   std::map<std::string, std::string> out;
@@ -235,6 +320,7 @@ OmpInfo detect_openmp() {
   info.runtime = runtime_from_library(info.library);
   info.wait_policy = info.gomp_spincount = info.gomp_throttled_spincount = info.gomp_spincount_in_force = "n/a";
   info.kmp_blocktime_ms = info.kmp_library = "n/a";
+  for (const ApiReadBack& r : kApiReadBacks) info.api_read_backs.emplace_back(r.key, kNotAsked);
   if (info.runtime == "none") return info;
   // Everything below from the serving library itself, not the first in search order.
   void* lib = dlopen(info.library.c_str(), RTLD_NOLOAD | RTLD_LAZY);
@@ -267,6 +353,7 @@ OmpInfo detect_openmp() {
   if (auto library = reinterpret_cast<int (*)()>(dlsym(lib, "kmp_get_library"))) {
     info.kmp_library = kmp_library_name(library());
   }
+  for (std::size_t i = 0; i < std::size(kApiReadBacks); ++i) info.api_read_backs[i].second = kApiReadBacks[i].ask(lib);
   dlclose(lib);
   return info;
 }
@@ -383,10 +470,11 @@ Context openmp_context(bool ask_libraries) {
       {"gomp_spincount_in_force", omp.gomp_spincount_in_force},
       {"kmp_blocktime_ms", omp.kmp_blocktime_ms},
       {"kmp_library", omp.kmp_library},
-      {"dnnl_cpu_isa", dnnl_cpu_isa(ask_libraries)},
-      {"blas_library", blas_library()},
-      {"cpu_model", cpu_model()},
   };
+  ctx.insert(ctx.end(), omp.api_read_backs.begin(), omp.api_read_backs.end());
+  ctx.emplace_back("dnnl_cpu_isa", dnnl_cpu_isa(ask_libraries));
+  ctx.emplace_back("blas_library", blas_library());
+  ctx.emplace_back("cpu_model", cpu_model());
   EnvGetter env = [](const char* n) { return std::getenv(n); };
   std::vector<std::string> ignored, overridden, notes;
   for (const auto& k : knob_report(omp, env)) {

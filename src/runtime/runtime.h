@@ -51,6 +51,10 @@ struct OmpInfo {
   std::string gomp_spincount, gomp_throttled_spincount, gomp_spincount_in_force;
   std::string kmp_blocktime_ms;  // LLVM's kmp_get_blocktime() ("infinite"), or "n/a"
   std::string kmp_library;       // LLVM's kmp_get_library(): serial, turnaround, throughput; or "n/a"
+  // What the OpenMP API of the serving library answers, as context keys (the
+  // knob table's in_force, omp_proc_bind and the others of runtime.cc's
+  // kApiReadBacks); "n/a" without a runtime that answers.
+  Context api_read_backs;
   std::map<std::string, std::string> display;  // the serving runtime's omp_display_env(verbose)
 };
 
@@ -79,6 +83,13 @@ struct KnobStatus {
 std::vector<KnobStatus> knob_report(const OmpInfo& omp, const EnvGetter& env);
 
 OmpInfo detect_openmp();
+
+// A place list (omp_get_place_proc_ids of each place) in OpenMP's own
+// notation: "none" for no place; a place's CPUs as a list, three or more
+// consecutive ones as an interval ("{0:4}"); three or more places that each
+// shift the one before by the same stride as one interval ("{0}:56",
+// "{0,112}:56", "{0}:4:2" with stride 2); the rest as a list ("{0},{1}").
+std::string places_text(const std::vector<std::vector<int>>& places);
 
 // The settings in force as one line, from a context (openmp_context's keys):
 // each knob's part as the knob table's shown column says, in its order

@@ -240,7 +240,7 @@ class Validation(unittest.TestCase):
         ('[[study]]\n' + OPT + 'env = {OMP_WAIT_POLICY = "sometimes"}\n', "study[0].env.OMP_WAIT_POLICY",
          """expected "active" or "passive", or "unset", got 'sometimes'"""),
         ('[[study]]\n' + OPT + 'env = {OMP_PROC_BIND = "tight"}\n', "study[0].env.OMP_PROC_BIND",
-         "expected true, false, close, spread, primary (comma list)"),
+         "expected true, false, close, spread, primary (a comma list, any case)"),
         ('[[study]]\n' + OPT + 'env = {OMP_PLACES = "everywhere"}\n', "study[0].env.OMP_PLACES",
          "expected threads, cores, sockets"),
         ('[[study]]\n' + OPT + 'runtimes = [{name = "llvm", KMP_AFFINITY = "compact, 1"}]\n',

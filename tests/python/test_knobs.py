@@ -9,7 +9,8 @@ that the C++ programs, the probe and the Python package all see the same.
   carry exactly the table, their runtimes' own knobs are the table's, and
   every in_force key of the table is a context key they report (that of a
   knob whose column is a program flag, cuda_sync_in_force: where the program
-  has the flag, and in the probe's); and their console prints
+  has the flag, and in the probe's); the programs read back OMP_PROC_BIND
+  under both runtimes (known answers), and their console prints
   the line lib/knobs.py writes from their own context.
 """
 import json
@@ -131,11 +132,11 @@ class Table(unittest.TestCase):
         InForceLineFromTheKnobTable: both sides write one line from the table."""
         gomp = {"omp_runtime": "libgomp", "omp_max_threads": "4", "omp_wait_policy": "default",
                 "gomp_spincount": "300000", "gomp_spincount_in_force": "100", "kmp_blocktime_ms": "n/a",
-                "kmp_library": "n/a",
+                "kmp_library": "n/a", "omp_proc_bind": "close", "omp_places": "{0},{1}",
                 "dnnl_cpu_isa": "avx2", "cuda_sync_in_force": "spin"}
         self.assertEqual(knobs.in_force_line(gomp),
-                         "libgomp with 4 threads, spin count 300000 (in force 100), wait policy default, "
-                         "oneDNN ISA avx2")
+                         "libgomp with 4 threads, spin count 300000 (in force 100), wait policy default, bind close, "
+                         "places {0},{1}, oneDNN ISA avx2")
         llvm = {"omp_runtime": "llvm-libomp", "omp_max_threads": "2", "kmp_blocktime_ms": "0",
                 "gomp_spincount_in_force": "n/a", "omp_wait_policy": "passive", "kmp_library": "throughput",
                 "dnnl_cpu_isa": "n/a"}
@@ -155,6 +156,14 @@ class Table(unittest.TestCase):
         self.assertEqual(knobs.heatmap_knob("columns", "gomp").heatmap_label, "GOMP_SPINCOUNT (spins)")
         self.assertEqual(knobs.preloads("llvm", "/x/libomp.so.5"), ["/x/libomp.so.5"])
         self.assertEqual(knobs.preloads("gomp", "/x/libomp.so.5"), [])
+
+    def test_what_pytorchs_launcher_sets_for_libgomp(self):
+        """OMP_PROC_BIND=CLOSE (upper case, as the launcher writes it; the
+        runtimes take any case), with the read-backs of the placement knobs."""
+        self.assertEqual(knobs.check("OMP_PROC_BIND", "CLOSE"), "CLOSE")
+        self.assertEqual(knobs.check("OMP_PLACES", "CORES"), "CORES")
+        self.assertEqual([knobs.get(n).in_force for n in ("OMP_PROC_BIND", "OMP_PLACES")],
+                         ["omp_proc_bind", "omp_places"])
 
     def test_the_cuda_host_wait_policy_lands_in_the_cuda_sync_column(self):
         sync = knobs.get("THREADBURN_CUDA_SYNC")
@@ -198,6 +207,46 @@ class Build(unittest.TestCase):
                                  {r["name"]: knobs.runtime_knobs(r["name"]) for r in doc["runtimes"]})
                 flags = [f["name"] for f in doc["flags"]]
                 self.assertEqual([k for k in knobs.in_force_keys(flags) if k not in doc["context"]], [])
+
+    def test_the_programs_read_back_placement(self):
+        """runtime_bench --describe under each runtime: with what PyTorch's
+        launcher sets for libgomp (OMP_PROC_BIND=CLOSE) the context says
+        close; unset, the runtimes' defaults (false; libgomp no places). The
+        places set: tests/bench/check_probe.py."""
+        path = record_programs.program_path(BUILD, "runtime")
+        cases = (("gomp", {"OMP_PROC_BIND": "CLOSE"}, "close"), ("llvm", {"OMP_PROC_BIND": "CLOSE"}, "close"),
+                 ("gomp", {}, "false"), ("llvm", {}, "false"))
+        for runtime, env, bind in cases:
+            with self.subTest(runtime=runtime, env=env):
+                full = dict(record_programs.plain_env(), OMP_NUM_THREADS="2", **env)
+                if knobs.preloads(runtime, paths.LIBOMP):
+                    full["LD_PRELOAD"] = " ".join(knobs.preloads(runtime, paths.LIBOMP))
+                code, out, err = record_programs.run_describe(path, [], full)
+                self.assertEqual(code, 0, err)
+                ctx = json.loads(out)["context"]
+                self.assertEqual((ctx["omp_runtime"], ctx["omp_proc_bind"]),
+                                 ("llvm-libomp" if runtime == "llvm" else "libgomp", bind))
+                if not env and runtime == "gomp":
+                    self.assertEqual(ctx["omp_places"], "none")
+
+    def test_the_console_line_is_the_pythons(self):
+        """The programs' console prints runtime.cc's settings in force line:
+        the line lib/knobs.py writes from the same program's --describe
+        context, under each runtime."""
+        path = record_programs.program_path(BUILD, "runtime")
+        for runtime in ("gomp", "llvm"):
+            with self.subTest(runtime=runtime):
+                env = dict(record_programs.plain_env(), OMP_NUM_THREADS="2", OMP_WAIT_POLICY="passive")
+                if knobs.preloads(runtime, paths.LIBOMP):
+                    env["LD_PRELOAD"] = " ".join(knobs.preloads(runtime, paths.LIBOMP))
+                p = subprocess.run([path, "--kernel=serial", "--n=32768", "--gap_ms=0", "--steps=1", "--warmup=0"],
+                                   capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                printed = [ln for ln in p.stdout.splitlines() if ln.startswith("settings in force: ")]
+                code, out, err = record_programs.run_describe(path, [], env)
+                self.assertEqual(code, 0, err)
+                self.assertEqual(printed, ["settings in force: " + knobs.in_force_line(json.loads(out)["context"])])
+                self.assertIn("wait policy passive", printed[0])
 
     def test_the_probe_describes_the_table(self):
         doc = probe.describe(BUILD)
