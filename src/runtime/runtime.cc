@@ -151,6 +151,25 @@ std::string ask_proc_bind(void* lib) {
   return b >= 0 && b < 5 ? kNames[b] : "unknown(" + std::to_string(b) + ")";
 }
 
+// omp_get_schedule: the kind (omp_sched_t: 1 static, 2 dynamic, 3 guided,
+// 4 auto; the monotonic modifier in its high bit) and the chunk (0: the
+// kind's default). Written as OMP_SCHEDULE is: static is monotonic by
+// definition (libgomp sets the bit, LLVM does not), so its modifier is left
+// out; auto has no chunk.
+std::string ask_schedule(void* lib) {
+  auto schedule = reinterpret_cast<void (*)(int*, int*)>(dlsym(lib, "omp_get_schedule"));
+  if (!schedule) return kNotAsked;
+  int kind = 0, chunk = 0;
+  schedule(&kind, &chunk);
+  constexpr unsigned kMonotonic = 0x80000000u;
+  const unsigned base = static_cast<unsigned>(kind) & ~kMonotonic;
+  static const char* const kKinds[] = {"static", "dynamic", "guided", "auto"};
+  std::string out = base >= 1 && base <= 4 ? kKinds[base - 1] : "kind" + std::to_string(base);
+  if ((static_cast<unsigned>(kind) & kMonotonic) && base != 1) out = "monotonic:" + out;
+  if (chunk > 0 && base != 4) out += "," + std::to_string(chunk);
+  return out;
+}
+
 // The place list the runtime binds threads to (omp_get_num_places,
 // omp_get_place_num_procs, omp_get_place_proc_ids).
 std::string ask_places(void* lib) {
@@ -176,6 +195,7 @@ struct ApiReadBack {
 constexpr ApiReadBack kApiReadBacks[] = {
     {"omp_proc_bind", ask_proc_bind},
     {"omp_places", ask_places},
+    {"omp_schedule", ask_schedule},
 };
 
 // A place's CPUs: a list, three or more consecutive ones as "first:count".

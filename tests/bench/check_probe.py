@@ -13,7 +13,7 @@ the gap's first interval. The python case checks the same on a real PyTorch trai
 sleep/step/sleep pattern (examples/sleep_step_sleep.py; skipped without
 python3-torch), the knobs case the read-back of KMP_LIBRARY and
 ONEDNN_MAX_CPU_ISA in one, the placement case the read-backs of
-OMP_PROC_BIND and OMP_PLACES under both runtimes. Standard
+OMP_PROC_BIND, OMP_PLACES and OMP_SCHEDULE under both runtimes. Standard
 library only.
 """
 import argparse
@@ -190,20 +190,20 @@ def case_knobs(a, tmp):
     check(ctx.get("dnnl_cpu_isa") == "sse41", f"dnnl_cpu_isa {ctx.get('dnnl_cpu_isa')}, expected sse41")
 
 
-# The read-backs of the placement knobs (omp_get_proc_bind and
-# omp_get_place_* of the serving runtime), known answers
+# The read-backs of the placement and schedule knobs (omp_get_proc_bind,
+# omp_get_place_*, omp_get_schedule of the serving runtime), known answers
 # under both runtimes for regions_child (built by GCC: libgomp is loaded under
 # LLVM's runtime too, as libtorch loads it):
-# * set (OMP_PROC_BIND=close, OMP_PLACES=cores): close; under libgomp one
-#   place per core of the CPUs the process may
+# * set (OMP_PROC_BIND=close, OMP_PLACES=cores, OMP_SCHEDULE=dynamic,4): close
+#   and dynamic,4; under libgomp one place per core of the CPUs the process may
 #   use (/sys's thread siblings); under LLVM one place, its first core: libgomp
 #   reads OMP_PLACES too when it loads and binds the main thread to its first
 #   place, before LLVM starts, and LLVM then sees that core alone.
-# * what PyTorch's launcher sets for libgomp (OMP_PROC_BIND=CLOSE): close;
-#   libgomp without OMP_PLACES binds to
+# * what PyTorch's launcher sets for libgomp (OMP_PROC_BIND=CLOSE,
+#   OMP_SCHEDULE=STATIC): close and static; libgomp without OMP_PLACES binds to
 #   one place per CPU, and so LLVM sees the first CPU alone.
-# * unset: the runtimes' defaults: false; libgomp no places; LLVM one place
-#   of every CPU.
+# * unset: the runtimes' defaults: false; libgomp no places and dynamic,1;
+#   LLVM one place of every CPU and static.
 # The places are read back from OpenMP's notation ("{0,112}:56") here, not
 # written: a second reading of the same list.
 def expand_places(text):
@@ -238,18 +238,19 @@ def cores_of(cpus):
 def case_placement(a, tmp):
     cpus = sorted(os.sched_getaffinity(0))
     cores = cores_of(cpus)
-    launcher = {"OMP_PROC_BIND": "CLOSE"}
-    placed = {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}
-    cases = [("gomp", placed, "close", cores), ("llvm", placed, "close", cores[:1]),
-             ("gomp", launcher, "close", [[c] for c in cpus]), ("llvm", launcher, "close", [cpus[:1]]),
-             ("gomp", {}, "false", []), ("llvm", {}, "false", [cpus])]
-    for i, (runtime, env, bind, places) in enumerate(cases):
+    launcher = {"OMP_PROC_BIND": "CLOSE", "OMP_SCHEDULE": "STATIC"}
+    placed = {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores", "OMP_SCHEDULE": "dynamic,4"}
+    cases = [("gomp", placed, "close", cores, "dynamic,4"), ("llvm", placed, "close", cores[:1], "dynamic,4"),
+             ("gomp", launcher, "close", [[c] for c in cpus], "static"), ("llvm", launcher, "close", [cpus[:1]], "static"),
+             ("gomp", {}, "false", [], "dynamic,1"), ("llvm", {}, "false", [cpus], "static")]
+    for i, (runtime, env, bind, places, schedule) in enumerate(cases):
         probed(a, f"{tmp}/{i}", child_cmd(a, steps=2), dict(env, OMP_NUM_THREADS="2"), llvm=runtime == "llvm")
         ctx = probed.context
-        got = {k: ctx.get(k) for k in ("omp_runtime", "omp_proc_bind", "omp_places", "ignored_knobs")}
+        got = {k: ctx.get(k) for k in ("omp_runtime", "omp_proc_bind", "omp_places", "omp_schedule", "ignored_knobs")}
         print(f"{runtime} {env or 'unset'}: {got}")
         check(ctx.get("omp_runtime") == ("llvm-libomp" if runtime == "llvm" else "libgomp"), "not the runtime asked")
         check(ctx.get("omp_proc_bind") == bind, f"omp_proc_bind {ctx.get('omp_proc_bind')}, expected {bind}")
+        check(ctx.get("omp_schedule") == schedule, f"omp_schedule {ctx.get('omp_schedule')}, expected {schedule}")
         check(expand_places(ctx.get("omp_places")) == places,
               f"omp_places {ctx.get('omp_places')}, expected the places {places}")
         check(ctx.get("ignored_knobs") == "none", f"ignored: {ctx.get('ignored_knobs')}")

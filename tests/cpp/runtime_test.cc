@@ -147,11 +147,11 @@ TEST(Runtime, InForceLineFromTheKnobTable) {
                         {"omp_wait_policy", "default"},  {"gomp_spincount", "300000"},
                         {"gomp_spincount_in_force", "100"}, {"kmp_blocktime_ms", "n/a"},
                         {"kmp_library", "n/a"},          {"omp_proc_bind", "close"},
-                        {"omp_places", "{0},{1}"},
+                        {"omp_places", "{0},{1}"},       {"omp_schedule", "dynamic,4"},
                         {"dnnl_cpu_isa", "avx2"},        {"cuda_sync_in_force", "spin"}};
   EXPECT_EQ(in_force_line(gomp),
             "libgomp with 4 threads, spin count 300000 (in force 100), wait policy default, bind close, "
-            "places {0},{1}, oneDNN ISA avx2");
+            "places {0},{1}, schedule dynamic,4, oneDNN ISA avx2");
   const Context llvm = {{"omp_runtime", "llvm-libomp"}, {"omp_max_threads", "2"}, {"kmp_blocktime_ms", "0"},
                         {"gomp_spincount_in_force", "n/a"}, {"omp_wait_policy", "passive"},
                         {"kmp_library", "throughput"},   {"dnnl_cpu_isa", "n/a"}};
@@ -192,12 +192,13 @@ TEST(LiveRuntime, ReportsWhatTheServingRuntimeDoes) {
   } else {
     EXPECT_EQ(isa, "n/a");
   }
-  // No point sets OMP_PROC_BIND or OMP_PLACES: each runtime's defaults
-  // (libgomp: no places; LLVM: one place of every CPU the process may use).
-  // Set values: tests/bench/check_probe.py placement.
+  // No point sets OMP_PROC_BIND, OMP_PLACES or OMP_SCHEDULE: each runtime's
+  // defaults (libgomp: no places, dynamic,1; LLVM: one place of every CPU the
+  // process may use, static). Set values: tests/bench/check_probe.py placement.
   EXPECT_EQ(context_value(ctx, "omp_proc_bind"), "false");
   if (info.runtime == "libgomp") {
     EXPECT_EQ(context_value(ctx, "omp_places"), "none");
+    EXPECT_EQ(context_value(ctx, "omp_schedule"), "dynamic,1");
   } else {
     cpu_set_t set;
     ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
@@ -206,6 +207,7 @@ TEST(LiveRuntime, ReportsWhatTheServingRuntimeDoes) {
       if (CPU_ISSET(c, &set)) cpus.push_back(c);
     }
     EXPECT_EQ(context_value(ctx, "omp_places"), places_text({cpus}));
+    EXPECT_EQ(context_value(ctx, "omp_schedule"), "static");
   }
   if (info.runtime == "libgomp") {
     EXPECT_EQ(info.kmp_blocktime_ms, "n/a");

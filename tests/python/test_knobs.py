@@ -9,8 +9,8 @@ that the C++ programs, the probe and the Python package all see the same.
   carry exactly the table, their runtimes' own knobs are the table's, and
   every in_force key of the table is a context key they report (that of a
   knob whose column is a program flag, cuda_sync_in_force: where the program
-  has the flag, and in the probe's); the programs read back OMP_PROC_BIND
-  under both runtimes (known answers), and their console prints
+  has the flag, and in the probe's); the programs read back OMP_PROC_BIND and
+  OMP_SCHEDULE under both runtimes (known answers), and their console prints
   the line lib/knobs.py writes from their own context.
 """
 import json
@@ -132,11 +132,11 @@ class Table(unittest.TestCase):
         InForceLineFromTheKnobTable: both sides write one line from the table."""
         gomp = {"omp_runtime": "libgomp", "omp_max_threads": "4", "omp_wait_policy": "default",
                 "gomp_spincount": "300000", "gomp_spincount_in_force": "100", "kmp_blocktime_ms": "n/a",
-                "kmp_library": "n/a", "omp_proc_bind": "close", "omp_places": "{0},{1}",
+                "kmp_library": "n/a", "omp_proc_bind": "close", "omp_places": "{0},{1}", "omp_schedule": "dynamic,4",
                 "dnnl_cpu_isa": "avx2", "cuda_sync_in_force": "spin"}
         self.assertEqual(knobs.in_force_line(gomp),
                          "libgomp with 4 threads, spin count 300000 (in force 100), wait policy default, bind close, "
-                         "places {0},{1}, oneDNN ISA avx2")
+                         "places {0},{1}, schedule dynamic,4, oneDNN ISA avx2")
         llvm = {"omp_runtime": "llvm-libomp", "omp_max_threads": "2", "kmp_blocktime_ms": "0",
                 "gomp_spincount_in_force": "n/a", "omp_wait_policy": "passive", "kmp_library": "throughput",
                 "dnnl_cpu_isa": "n/a"}
@@ -158,12 +158,18 @@ class Table(unittest.TestCase):
         self.assertEqual(knobs.preloads("gomp", "/x/libomp.so.5"), [])
 
     def test_what_pytorchs_launcher_sets_for_libgomp(self):
-        """OMP_PROC_BIND=CLOSE (upper case, as the launcher writes it; the
-        runtimes take any case), with the read-backs of the placement knobs."""
+        """OMP_SCHEDULE=STATIC and OMP_PROC_BIND=CLOSE (upper case, as the
+        launcher writes them; the runtimes take any case), with their read-backs."""
+        self.assertEqual(knobs.check("OMP_SCHEDULE", "STATIC"), "STATIC")
         self.assertEqual(knobs.check("OMP_PROC_BIND", "CLOSE"), "CLOSE")
-        self.assertEqual(knobs.check("OMP_PLACES", "CORES"), "CORES")
-        self.assertEqual([knobs.get(n).in_force for n in ("OMP_PROC_BIND", "OMP_PLACES")],
-                         ["omp_proc_bind", "omp_places"])
+        for good in ("dynamic,4", "nonmonotonic:dynamic", "guided,16", "auto"):
+            self.assertEqual(knobs.check("OMP_SCHEDULE", good), good)
+        for bad in ("dynamic,0", "fast", "dynamic, 4"):
+            with self.subTest(bad=bad), self.assertRaises(knobs.KnobError):
+                knobs.check("OMP_SCHEDULE", bad)
+        self.assertEqual([knobs.get(n).in_force for n in ("OMP_PROC_BIND", "OMP_PLACES", "OMP_SCHEDULE")],
+                         ["omp_proc_bind", "omp_places", "omp_schedule"])
+        self.assertEqual(knobs.shorten("gomp OMP_SCHEDULE=STATIC"), "gomp sched=STATIC")
 
     def test_the_cuda_host_wait_policy_lands_in_the_cuda_sync_column(self):
         sync = knobs.get("THREADBURN_CUDA_SYNC")
@@ -208,15 +214,19 @@ class Build(unittest.TestCase):
                 flags = [f["name"] for f in doc["flags"]]
                 self.assertEqual([k for k in knobs.in_force_keys(flags) if k not in doc["context"]], [])
 
-    def test_the_programs_read_back_placement(self):
+    def test_the_programs_read_back_placement_and_schedule(self):
         """runtime_bench --describe under each runtime: with what PyTorch's
-        launcher sets for libgomp (OMP_PROC_BIND=CLOSE) the context says
-        close; unset, the runtimes' defaults (false; libgomp no places). The
-        places set: tests/bench/check_probe.py."""
+        launcher sets for libgomp (OMP_PROC_BIND=CLOSE, OMP_SCHEDULE=STATIC)
+        and with OMP_SCHEDULE=dynamic,4 the context says close and static, or
+        dynamic,4; unset, the runtimes' defaults (false; libgomp dynamic,1 and
+        no places, LLVM static). The places set: tests/bench/check_probe.py."""
         path = record_programs.program_path(BUILD, "runtime")
-        cases = (("gomp", {"OMP_PROC_BIND": "CLOSE"}, "close"), ("llvm", {"OMP_PROC_BIND": "CLOSE"}, "close"),
-                 ("gomp", {}, "false"), ("llvm", {}, "false"))
-        for runtime, env, bind in cases:
+        cases = (("gomp", {"OMP_PROC_BIND": "CLOSE", "OMP_SCHEDULE": "STATIC"}, ("close", "static")),
+                 ("llvm", {"OMP_PROC_BIND": "CLOSE", "OMP_SCHEDULE": "STATIC"}, ("close", "static")),
+                 ("gomp", {"OMP_SCHEDULE": "dynamic,4"}, ("false", "dynamic,4")),
+                 ("llvm", {"OMP_SCHEDULE": "dynamic,4"}, ("false", "dynamic,4")),
+                 ("gomp", {}, ("false", "dynamic,1")), ("llvm", {}, ("false", "static")))
+        for runtime, env, (bind, schedule) in cases:
             with self.subTest(runtime=runtime, env=env):
                 full = dict(record_programs.plain_env(), OMP_NUM_THREADS="2", **env)
                 if knobs.preloads(runtime, paths.LIBOMP):
@@ -224,8 +234,8 @@ class Build(unittest.TestCase):
                 code, out, err = record_programs.run_describe(path, [], full)
                 self.assertEqual(code, 0, err)
                 ctx = json.loads(out)["context"]
-                self.assertEqual((ctx["omp_runtime"], ctx["omp_proc_bind"]),
-                                 ("llvm-libomp" if runtime == "llvm" else "libgomp", bind))
+                self.assertEqual((ctx["omp_runtime"], ctx["omp_proc_bind"], ctx["omp_schedule"]),
+                                 ("llvm-libomp" if runtime == "llvm" else "libgomp", bind, schedule))
                 if not env and runtime == "gomp":
                     self.assertEqual(ctx["omp_places"], "none")
 
