@@ -39,14 +39,9 @@ bool ConsoleTable::ReportContext(const benchmark::BenchmarkReporter::Context& co
   const auto& cpu = context.cpu_info;
   out << "threadburn on " << context.sys_info.name << ": " << cpu.num_cpus << " CPUs, "
       << static_cast<long>(cpu.cycles_per_second / 1e6) << " MHz\n";
-  const std::string rt = value("omp_runtime");
-  out << "OpenMP: " << rt << " (" << value("omp_library") << "), " << value("omp_max_threads")
-      << " threads, wait policy " << value("omp_wait_policy");
-  if (rt == "libgomp") {
-    out << ", spin count " << value("gomp_spincount") << " (in force: " << value("gomp_spincount_in_force") << ")";
-  }
-  if (rt == "llvm-libomp") out << ", blocktime " << value("kmp_blocktime_ms") << " ms";
-  out << "\n";
+  // The knob table's line (runtime.h), as threadburn run and doctor print it.
+  out << "settings in force: " << in_force_line(context_) << "\n";
+  if (value("omp_runtime") != "none") out << "OpenMP library: " << value("omp_library") << "\n";
   if (value("knob_notes") != "none") out << "note: " << value("knob_notes") << "\n";
   // Machine warnings, once.
   if (!cpu.load_avg.empty() && cpu.load_avg[0] > 0.5 * cpu.num_cpus) {

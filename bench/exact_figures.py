@@ -32,9 +32,12 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LIBOMP = "/usr/lib/x86_64-linux-gnu/libomp.so.5"
-CONTROLLED = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "KMP_AFFINITY",
-              "OMP_PROC_BIND", "OMP_PLACES", "LD_PRELOAD")
+sys.path.insert(0, os.path.join(REPO, "python"))
+from threadburn.lib import knobs, paths  # noqa: E402  (the checkout's package)
+
+# Every variable of the knob table is removed from the environment the
+# programs get: a run sets only what it names.
+CONTROLLED = tuple(knobs.names())
 
 
 def clean_env(**extra):
@@ -52,7 +55,7 @@ def first_benchmark(text):
 
 
 def cifar(a, monitor):
-    env = clean_env(OMP_NUM_THREADS="2", KMP_BLOCKTIME="123", LD_PRELOAD=LIBOMP)
+    env = clean_env(OMP_NUM_THREADS="2", KMP_BLOCKTIME="123", LD_PRELOAD=" ".join(knobs.preloads("llvm", paths.LIBOMP)))
     cmd = program(a.build_dir, "--model=cifar_sgd", "--batch=64", "--workers=0", "--gap_ms=300", "--steps=20",
                   "--warmup=2")
     with tempfile.TemporaryDirectory() as tmp:

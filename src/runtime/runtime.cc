@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 
 #include "core/rules.h"
 #include "core/schema.h"
+#include "runtime/knob_table.h"  // generated from python/threadburn/knobs.tsv (src/CMakeLists.txt)
 
 namespace threadburn {
 
@@ -136,7 +138,114 @@ std::string spin_text(const std::string& display_value) {
   return display_value == "18446744073709551615" ? kInfinite : display_value;
 }
 
+// The OpenMP API's answers, by the numbers of omp.h's enums (nothing here
+// includes omp.h: the serving library is asked through dlsym).
+constexpr const char* kNotAsked = "n/a";
+
+// omp_get_proc_bind: omp_proc_bind_t (2 is primary, formerly master).
+std::string ask_proc_bind(void* lib) {
+  auto bind = reinterpret_cast<int (*)()>(dlsym(lib, "omp_get_proc_bind"));
+  if (!bind) return kNotAsked;
+  static const char* const kNames[] = {"false", "true", "primary", "close", "spread"};
+  const int b = bind();
+  return b >= 0 && b < 5 ? kNames[b] : "unknown(" + std::to_string(b) + ")";
+}
+
+// omp_get_schedule: the kind (omp_sched_t: 1 static, 2 dynamic, 3 guided,
+// 4 auto; the monotonic modifier in its high bit) and the chunk (0: the
+// kind's default). Written as OMP_SCHEDULE is: static is monotonic by
+// definition (libgomp sets the bit, LLVM does not), so its modifier is left
+// out; auto has no chunk.
+std::string ask_schedule(void* lib) {
+  auto schedule = reinterpret_cast<void (*)(int*, int*)>(dlsym(lib, "omp_get_schedule"));
+  if (!schedule) return kNotAsked;
+  int kind = 0, chunk = 0;
+  schedule(&kind, &chunk);
+  constexpr unsigned kMonotonic = 0x80000000u;
+  const unsigned base = static_cast<unsigned>(kind) & ~kMonotonic;
+  static const char* const kKinds[] = {"static", "dynamic", "guided", "auto"};
+  std::string out = base >= 1 && base <= 4 ? kKinds[base - 1] : "kind" + std::to_string(base);
+  if ((static_cast<unsigned>(kind) & kMonotonic) && base != 1) out = "monotonic:" + out;
+  if (chunk > 0 && base != 4) out += "," + std::to_string(chunk);
+  return out;
+}
+
+// The place list the runtime binds threads to (omp_get_num_places,
+// omp_get_place_num_procs, omp_get_place_proc_ids).
+std::string ask_places(void* lib) {
+  auto count = reinterpret_cast<int (*)()>(dlsym(lib, "omp_get_num_places"));
+  auto procs = reinterpret_cast<int (*)(int)>(dlsym(lib, "omp_get_place_num_procs"));
+  auto ids = reinterpret_cast<void (*)(int, int*)>(dlsym(lib, "omp_get_place_proc_ids"));
+  if (!count || !procs || !ids) return kNotAsked;
+  std::vector<std::vector<int>> places(static_cast<std::size_t>(std::max(count(), 0)));
+  for (std::size_t i = 0; i < places.size(); ++i) {
+    places[i].resize(static_cast<std::size_t>(std::max(procs(static_cast<int>(i)), 0)));
+    if (!places[i].empty()) ids(static_cast<int>(i), places[i].data());
+  }
+  return places_text(places);
+}
+
+// The knobs' read-backs the OpenMP API of the serving library answers: the
+// context key (the knob table's in_force) and how it is asked. A knob whose
+// runtime answers through the API needs one line here and its row in the table.
+struct ApiReadBack {
+  const char* key;
+  std::string (*ask)(void* lib);
+};
+constexpr ApiReadBack kApiReadBacks[] = {
+    {"omp_proc_bind", ask_proc_bind},
+    {"omp_places", ask_places},
+    {"omp_schedule", ask_schedule},
+};
+
+// A place's CPUs: a list, three or more consecutive ones as "first:count".
+std::string cpus_text(const std::vector<int>& cpus) {
+  std::string out;
+  for (std::size_t i = 0; i < cpus.size();) {
+    std::size_t j = i + 1;
+    while (j < cpus.size() && cpus[j] == cpus[j - 1] + 1) ++j;
+    out += out.empty() ? "" : ",";
+    out += std::to_string(cpus[i]);
+    if (j - i >= 3) {
+      out += ":" + std::to_string(j - i);
+      i = j;
+    } else {
+      ++i;
+    }
+  }
+  return "{" + out + "}";
+}
+
+// Whether place b is place a with every CPU shifted by stride.
+bool shifted(const std::vector<int>& a, const std::vector<int>& b, int stride) {
+  if (a.empty() || a.size() != b.size()) return false;
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    if (b[k] != a[k] + stride) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+std::string places_text(const std::vector<std::vector<int>>& places) {
+  if (places.empty()) return "none";
+  std::string out;
+  for (std::size_t i = 0; i < places.size();) {
+    const int stride = i + 1 < places.size() && !places[i].empty() && !places[i + 1].empty()
+                           ? places[i + 1][0] - places[i][0]
+                           : 0;
+    std::size_t j = i + 1;
+    while (j < places.size() && shifted(places[j - 1], places[j], stride)) ++j;
+    out += (out.empty() ? "" : ",") + cpus_text(places[i]);
+    if (j - i >= 3) {
+      out += ":" + std::to_string(j - i) + (stride != 1 ? ":" + std::to_string(stride) : "");
+      i = j;
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
 
 std::map<std::string, std::string> parse_display_env(const std::string& text) {
   std::map<std::string, std::string> out;
@@ -231,6 +340,7 @@ OmpInfo detect_openmp() {
   info.runtime = runtime_from_library(info.library);
   info.wait_policy = info.gomp_spincount = info.gomp_throttled_spincount = info.gomp_spincount_in_force = "n/a";
   info.kmp_blocktime_ms = info.kmp_library = "n/a";
+  for (const ApiReadBack& r : kApiReadBacks) info.api_read_backs.emplace_back(r.key, kNotAsked);
   if (info.runtime == "none") return info;
   // Everything below from the serving library itself, not the first in search order.
   void* lib = dlopen(info.library.c_str(), RTLD_NOLOAD | RTLD_LAZY);
@@ -263,6 +373,7 @@ OmpInfo detect_openmp() {
   if (auto library = reinterpret_cast<int (*)()>(dlsym(lib, "kmp_get_library"))) {
     info.kmp_library = kmp_library_name(library());
   }
+  for (std::size_t i = 0; i < std::size(kApiReadBacks); ++i) info.api_read_backs[i].second = kApiReadBacks[i].ask(lib);
   dlclose(lib);
   return info;
 }
@@ -379,10 +490,11 @@ Context openmp_context(bool ask_libraries) {
       {"gomp_spincount_in_force", omp.gomp_spincount_in_force},
       {"kmp_blocktime_ms", omp.kmp_blocktime_ms},
       {"kmp_library", omp.kmp_library},
-      {"dnnl_cpu_isa", dnnl_cpu_isa(ask_libraries)},
-      {"blas_library", blas_library()},
-      {"cpu_model", cpu_model()},
   };
+  ctx.insert(ctx.end(), omp.api_read_backs.begin(), omp.api_read_backs.end());
+  ctx.emplace_back("dnnl_cpu_isa", dnnl_cpu_isa(ask_libraries));
+  ctx.emplace_back("blas_library", blas_library());
+  ctx.emplace_back("cpu_model", cpu_model());
   EnvGetter env = [](const char* n) { return std::getenv(n); };
   std::vector<std::string> ignored, overridden, notes;
   for (const auto& k : knob_report(omp, env)) {
@@ -399,6 +511,50 @@ Context openmp_context(bool ask_libraries) {
     ctx.emplace_back("env_" + var, v && *v ? v : "unset");
   }
   return ctx;
+}
+
+namespace {
+
+// A context key's value, or fallback where the context lacks it.
+std::string lookup(const Context& context, const std::string& key, const std::string& fallback) {
+  for (const auto& [k, v] : context) {
+    if (k == key) return v;
+  }
+  return fallback;
+}
+
+// A knob's shown text with "{}" its value and "{key}" another key's.
+std::string fill_shown(const std::string& shown, const std::string& value, const Context& context) {
+  std::string out;
+  for (std::size_t i = 0; i < shown.size();) {
+    const auto close = shown[i] == '{' ? shown.find('}', i) : std::string::npos;
+    if (close == std::string::npos) {
+      out += shown[i++];
+      continue;
+    }
+    const std::string key = shown.substr(i + 1, close - i - 1);
+    out += key.empty() ? value : lookup(context, key, "?");
+    i = close + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string in_force_line(const Context& context) {
+  const std::string runtime = lookup(context, "omp_runtime", "none");
+  const bool openmp = !runtime.empty() && runtime != "none";
+  std::vector<std::string> omp_parts, other_parts;
+  for (const KnobSpec& k : kKnobTable) {
+    const bool of_openmp = read_by_openmp(k.reader);
+    const std::string value = lookup(context, k.in_force, "");
+    if (std::string(k.shown) == "-" || value.empty() || value == kNotAsked || (of_openmp && !openmp)) continue;
+    (of_openmp ? omp_parts : other_parts).push_back(fill_shown(k.shown, value, context));
+  }
+  std::string line = openmp ? runtime + (omp_parts.empty() ? "" : " with " + join(omp_parts, ", "))
+                            : "no OpenMP runtime loaded";
+  for (const auto& part : other_parts) line += ", " + part;
+  return line;
 }
 
 }  // namespace threadburn

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "core/json.h"
-#include "runtime/knob_table.h"  // generated from python/threadburn/knobs.tsv (src/CMakeLists.txt)
 
 namespace threadburn {
 
@@ -20,8 +19,10 @@ using Context = std::vector<std::pair<std::string, std::string>>;
 using EnvGetter = std::function<const char*(const char*)>;
 
 // The environment variables the suite sets, sweeps and reports are the rows
-// of kKnobTable (knob_table.h), the table the Python package reads too:
-// their names in its order, and --describe's "knobs" (every column).
+// of kKnobTable (runtime/knob_table.h, generated from
+// python/threadburn/knobs.tsv: only runtime.cc includes it, so a new knob
+// recompiles one file), the table the Python package reads too: their names
+// in its order, and --describe's "knobs" (every column).
 const std::vector<std::string>& knob_variables();
 void describe_knobs(JsonWriter* json);
 
@@ -50,6 +51,10 @@ struct OmpInfo {
   std::string gomp_spincount, gomp_throttled_spincount, gomp_spincount_in_force;
   std::string kmp_blocktime_ms;  // LLVM's kmp_get_blocktime() ("infinite"), or "n/a"
   std::string kmp_library;       // LLVM's kmp_get_library(): serial, turnaround, throughput; or "n/a"
+  // What the OpenMP API of the serving library answers, as context keys (the
+  // knob table's in_force, omp_proc_bind and the others of runtime.cc's
+  // kApiReadBacks); "n/a" without a runtime that answers.
+  Context api_read_backs;
   std::map<std::string, std::string> display;  // the serving runtime's omp_display_env(verbose)
 };
 
@@ -78,6 +83,21 @@ struct KnobStatus {
 std::vector<KnobStatus> knob_report(const OmpInfo& omp, const EnvGetter& env);
 
 OmpInfo detect_openmp();
+
+// A place list (omp_get_place_proc_ids of each place) in OpenMP's own
+// notation: "none" for no place; a place's CPUs as a list, three or more
+// consecutive ones as an interval ("{0:4}"); three or more places that each
+// shift the one before by the same stride as one interval ("{0}:56",
+// "{0,112}:56", "{0}:4:2" with stride 2); the rest as a list ("{0},{1}").
+std::string places_text(const std::vector<std::vector<int>>& places);
+
+// The settings in force as one line, from a context (openmp_context's keys):
+// each knob's part as the knob table's shown column says, in its order
+// ("libgomp with 4 threads, spin count 300000 (in force 300000), wait policy
+// default, ..."), left out where its read-back is missing or n/a (and the
+// OpenMP readers' parts without an OpenMP runtime: "no OpenMP runtime
+// loaded"). lib/knobs.py's in_force_line writes the same line in Python.
+std::string in_force_line(const Context& context);
 
 // oneDNN's instruction set in force ("avx2", ...: dnnl_get_effective_cpu_isa,
 // the CPU's best capped by ONEDNN_MAX_CPU_ISA), asked through dlsym of

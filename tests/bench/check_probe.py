@@ -12,13 +12,16 @@ libgomp with OMP_WAIT_POLICY=passive the worker sleeps at once: no burn past
 the gap's first interval. The python case checks the same on a real PyTorch training in the
 sleep/step/sleep pattern (examples/sleep_step_sleep.py; skipped without
 python3-torch), the knobs case the read-back of KMP_LIBRARY and
-ONEDNN_MAX_CPU_ISA in one. Standard library only.
+ONEDNN_MAX_CPU_ISA in one, the placement case the read-backs of
+OMP_PROC_BIND, OMP_PLACES and OMP_SCHEDULE under both runtimes. Standard
+library only.
 """
 import argparse
 import csv
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -36,10 +39,12 @@ def check(cond, msg):
         fail(msg)
 
 
-def probed(a, tmp, cmd, env):
+def probed(a, tmp, cmd, env, llvm=None):
+    """Runs cmd under the probe (and LLVM's runtime: llvm, by default where a KMP_ knob is set)."""
     out = os.path.join(tmp, "probe")
     os.makedirs(out, exist_ok=True)
-    preload = [a.probe] + ([a.libomp] if any(k.startswith("KMP_") for k in env) else [])
+    llvm = any(k.startswith("KMP_") for k in env) if llvm is None else llvm
+    preload = [a.probe] + ([a.libomp] if llvm else [])
     full = dict(os.environ, LD_PRELOAD=" ".join(preload), THREADBURN_PROBE_DIR=out, **env)
     print("$ " + " ".join(f"{k}={v}" for k, v in env.items()) + " " + " ".join(cmd))
     p = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=300)
@@ -185,6 +190,72 @@ def case_knobs(a, tmp):
     check(ctx.get("dnnl_cpu_isa") == "sse41", f"dnnl_cpu_isa {ctx.get('dnnl_cpu_isa')}, expected sse41")
 
 
+# The read-backs of the placement and schedule knobs (omp_get_proc_bind,
+# omp_get_place_*, omp_get_schedule of the serving runtime), known answers
+# under both runtimes for regions_child (built by GCC: libgomp is loaded under
+# LLVM's runtime too, as libtorch loads it):
+# * set (OMP_PROC_BIND=close, OMP_PLACES=cores, OMP_SCHEDULE=dynamic,4): close
+#   and dynamic,4; under libgomp one place per core of the CPUs the process may
+#   use (/sys's thread siblings); under LLVM one place, its first core: libgomp
+#   reads OMP_PLACES too when it loads and binds the main thread to its first
+#   place, before LLVM starts, and LLVM then sees that core alone.
+# * what PyTorch's launcher sets for libgomp (OMP_PROC_BIND=CLOSE,
+#   OMP_SCHEDULE=STATIC): close and static; libgomp without OMP_PLACES binds to
+#   one place per CPU, and so LLVM sees the first CPU alone.
+# * unset: the runtimes' defaults: false; libgomp no places and dynamic,1;
+#   LLVM one place of every CPU and static.
+# The places are read back from OpenMP's notation ("{0,112}:56") here, not
+# written: a second reading of the same list.
+def expand_places(text):
+    if text == "none":
+        return []
+    places, found = [], re.findall(r"(\{[^}]*\}(?::\d+(?::-?\d+)?)?)", text)
+    check(",".join(found) == text, f"omp_places {text!r} is not in OpenMP's place notation")
+    for item in found:
+        inside, _, interval = item[1:].partition("}")
+        cpus = []
+        for part in inside.split(","):
+            first, _, count = part.partition(":")
+            cpus += [int(first) + i for i in range(int(count or 1))]
+        count, _, stride = interval[1:].partition(":")
+        places += [[c + k * int(stride or 1) for c in cpus] for k in range(int(count or 1))]
+    return places
+
+
+def cores_of(cpus):
+    """The CPUs grouped by core (/sys's thread siblings), each core's within cpus, by its first CPU."""
+    cores = set()
+    for cpu in cpus:
+        with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") as f:
+            siblings = set()
+            for part in f.read().strip().split(","):
+                lo, _, hi = part.partition("-")
+                siblings.update(range(int(lo), int(hi or lo) + 1))
+        cores.add(tuple(sorted(siblings & set(cpus))))
+    return [list(c) for c in sorted(cores)]
+
+
+def case_placement(a, tmp):
+    cpus = sorted(os.sched_getaffinity(0))
+    cores = cores_of(cpus)
+    launcher = {"OMP_PROC_BIND": "CLOSE", "OMP_SCHEDULE": "STATIC"}
+    placed = {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores", "OMP_SCHEDULE": "dynamic,4"}
+    cases = [("gomp", placed, "close", cores, "dynamic,4"), ("llvm", placed, "close", cores[:1], "dynamic,4"),
+             ("gomp", launcher, "close", [[c] for c in cpus], "static"), ("llvm", launcher, "close", [cpus[:1]], "static"),
+             ("gomp", {}, "false", [], "dynamic,1"), ("llvm", {}, "false", [cpus], "static")]
+    for i, (runtime, env, bind, places, schedule) in enumerate(cases):
+        probed(a, f"{tmp}/{i}", child_cmd(a, steps=2), dict(env, OMP_NUM_THREADS="2"), llvm=runtime == "llvm")
+        ctx = probed.context
+        got = {k: ctx.get(k) for k in ("omp_runtime", "omp_proc_bind", "omp_places", "omp_schedule", "ignored_knobs")}
+        print(f"{runtime} {env or 'unset'}: {got}")
+        check(ctx.get("omp_runtime") == ("llvm-libomp" if runtime == "llvm" else "libgomp"), "not the runtime asked")
+        check(ctx.get("omp_proc_bind") == bind, f"omp_proc_bind {ctx.get('omp_proc_bind')}, expected {bind}")
+        check(ctx.get("omp_schedule") == schedule, f"omp_schedule {ctx.get('omp_schedule')}, expected {schedule}")
+        check(expand_places(ctx.get("omp_places")) == places,
+              f"omp_places {ctx.get('omp_places')}, expected the places {places}")
+        check(ctx.get("ignored_knobs") == "none", f"ignored: {ctx.get('ignored_knobs')}")
+
+
 # Forked children: a PyTorch training with DataLoader(num_workers=2)
 # (examples/dataloader_workers.py, whose workers spin a known CPU time per item
 # and report it). Under the probe, cpu_ms must be the whole tree's CPU: within
@@ -252,7 +323,8 @@ def case_wait(a, tmp):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=("llvm", "gomp_passive", "gomp_default", "python", "knobs", "children", "wait"))
+    ap.add_argument("case", choices=("llvm", "gomp_passive", "gomp_default", "python", "knobs", "placement", "children",
+                                       "wait"))
     for name in ("--probe", "--child", "--libomp", "--repo"):
         ap.add_argument(name, required=True)
     a = ap.parse_args()

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -121,6 +123,44 @@ TEST(Runtime, KnobReportSaysIgnoredAndOverriddenFromTheLiveRuntime) {
   EXPECT_EQ(by_name(knob_report(gomp, env_of({{"ONEDNN_MAX_CPU_ISA", "AVX2"}})))["ONEDNN_MAX_CPU_ISA"].status, "read");
 }
 
+// OpenMP's place notation, known answers: a 2-core machine's cores, a
+// 56-core one with SMT siblings 112 apart, a socket of 4, a stride, places
+// that do not shift evenly, and none.
+TEST(Runtime, PlacesInOpenMPNotation) {
+  EXPECT_EQ(places_text({}), "none");
+  EXPECT_EQ(places_text({{0}, {1}}), "{0},{1}");
+  EXPECT_EQ(places_text({{0, 1}}), "{0,1}");
+  EXPECT_EQ(places_text({{0, 1, 2, 3}}), "{0:4}");
+  std::vector<std::vector<int>> smt;
+  for (int c = 0; c < 56; ++c) smt.push_back({c, c + 112});
+  EXPECT_EQ(places_text(smt), "{0,112}:56");
+  EXPECT_EQ(places_text({{0}, {2}, {4}, {6}}), "{0}:4:2");
+  EXPECT_EQ(places_text({{0}, {0}, {0}}), "{0}:3:0");
+  EXPECT_EQ(places_text({{0}, {1}, {2}, {5}, {6}}), "{0}:3,{5},{6}");
+  EXPECT_EQ(places_text({{0, 1}, {2}, {3}}), "{0,1},{2},{3}");
+}
+
+// The settings in force line from the knob table's shown column (the same
+// contexts as tests/python/test_knobs.py: lib/knobs.py writes the same lines).
+TEST(Runtime, InForceLineFromTheKnobTable) {
+  const Context gomp = {{"omp_runtime", "libgomp"},      {"omp_max_threads", "4"},
+                        {"omp_wait_policy", "default"},  {"gomp_spincount", "300000"},
+                        {"gomp_spincount_in_force", "100"}, {"kmp_blocktime_ms", "n/a"},
+                        {"kmp_library", "n/a"},          {"omp_proc_bind", "close"},
+                        {"omp_places", "{0},{1}"},       {"omp_schedule", "dynamic,4"},
+                        {"dnnl_cpu_isa", "avx2"},        {"cuda_sync_in_force", "spin"}};
+  EXPECT_EQ(in_force_line(gomp),
+            "libgomp with 4 threads, spin count 300000 (in force 100), wait policy default, bind close, "
+            "places {0},{1}, schedule dynamic,4, oneDNN ISA avx2");
+  const Context llvm = {{"omp_runtime", "llvm-libomp"}, {"omp_max_threads", "2"}, {"kmp_blocktime_ms", "0"},
+                        {"gomp_spincount_in_force", "n/a"}, {"omp_wait_policy", "passive"},
+                        {"kmp_library", "throughput"},   {"dnnl_cpu_isa", "n/a"}};
+  EXPECT_EQ(in_force_line(llvm), "llvm-libomp with 2 threads, blocktime 0 ms, wait policy passive, mode throughput");
+  const Context none = {{"omp_runtime", "none"}, {"omp_max_threads", "-1"}, {"omp_wait_policy", "n/a"},
+                        {"dnnl_cpu_isa", "sse41"}};
+  EXPECT_EQ(in_force_line(none), "no OpenMP runtime loaded, oneDNN ISA sse41");
+}
+
 std::string expect(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v ? v : fallback;
@@ -151,6 +191,23 @@ TEST(LiveRuntime, ReportsWhatTheServingRuntimeDoes) {
     EXPECT_EQ(isa.find("cpu_isa_"), std::string::npos);
   } else {
     EXPECT_EQ(isa, "n/a");
+  }
+  // No point sets OMP_PROC_BIND, OMP_PLACES or OMP_SCHEDULE: each runtime's
+  // defaults (libgomp: no places, dynamic,1; LLVM: one place of every CPU the
+  // process may use, static). Set values: tests/bench/check_probe.py placement.
+  EXPECT_EQ(context_value(ctx, "omp_proc_bind"), "false");
+  if (info.runtime == "libgomp") {
+    EXPECT_EQ(context_value(ctx, "omp_places"), "none");
+    EXPECT_EQ(context_value(ctx, "omp_schedule"), "dynamic,1");
+  } else {
+    cpu_set_t set;
+    ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+    std::vector<int> cpus;
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    }
+    EXPECT_EQ(context_value(ctx, "omp_places"), places_text({cpus}));
+    EXPECT_EQ(context_value(ctx, "omp_schedule"), "static");
   }
   if (info.runtime == "libgomp") {
     EXPECT_EQ(info.kmp_blocktime_ms, "n/a");

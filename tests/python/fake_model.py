@@ -7,7 +7,7 @@ runtime reads and what it is called).
 The context of a run: the recorded one with the settings of this process
 (omp_runtime the llvm runtime's library when LD_PRELOAD names libomp, the
 wait settings and LLVM's mode in force, oneDNN's ISA, env_*, ignored_knobs,
-overridden_knobs, ...). Its counters (T = OMP_NUM_THREADS, else FAKE_CPUS,
+overridden_knobs, ...; any other OpenMP knob's read-back: its value as set). Its counters (T = OMP_NUM_THREADS, else FAKE_CPUS,
 else the CPU count; gap = the benchmark's gap_ms):
   spin after a step   LLVM: min(KMP_BLOCKTIME ("infinite": gap), gap); without it
                       KMP_LIBRARY=throughput: 0, another KMP_LIBRARY: 200, else
@@ -126,6 +126,12 @@ def context(recording, flags, device):
         settings["cuda_sync_in_force"] = (os.environ.get("FAKE_SYNC_IN_FORCE") or flags.values["cuda_sync"]
                                           if settings["cuda_available"] == "1" else "n/a")
     settings.update({f"env_{k}": os.environ.get(k) or "unset" for k in knob_names(recording)})
+    # The read-backs the model does not work out (omp_proc_bind, omp_places,
+    # ...): an OpenMP knob's value as set, in lower case as the
+    # runtimes report it, else the recorded default.
+    for knob in recording["knobs"]:
+        if knob["reader"] in ("openmp", "gomp", "llvm") and knob["in_force"] not in settings and os.environ.get(knob["name"]):
+            settings[knob["in_force"]] = os.environ[knob["name"]].lower()
     for key, value in settings.items():
         if key in ctx:  # only what the programs report
             ctx[key] = value

@@ -240,14 +240,14 @@ class Validation(unittest.TestCase):
         ('[[study]]\n' + OPT + 'env = {OMP_WAIT_POLICY = "sometimes"}\n', "study[0].env.OMP_WAIT_POLICY",
          """expected "active" or "passive", or "unset", got 'sometimes'"""),
         ('[[study]]\n' + OPT + 'env = {OMP_PROC_BIND = "tight"}\n', "study[0].env.OMP_PROC_BIND",
-         "expected true, false, close, spread, primary (comma list)"),
+         "expected true, false, close, spread, primary (a comma list, any case)"),
         ('[[study]]\n' + OPT + 'env = {OMP_PLACES = "everywhere"}\n', "study[0].env.OMP_PLACES",
          "expected threads, cores, sockets"),
         ('[[study]]\n' + OPT + 'runtimes = [{name = "llvm", KMP_AFFINITY = "compact, 1"}]\n',
          "study[0].runtimes[0].KMP_AFFINITY", "a KMP_AFFINITY string without spaces"),
         ('[[study]]\n' + OPT + 'env = {NOT_A_KNOB = 1}\n', "study[0].env.NOT_A_KNOB",
          "not a knob every runtime reads; expected one of: OMP_NUM_THREADS, OMP_WAIT_POLICY, OMP_PROC_BIND, "
-         "OMP_PLACES, ONEDNN_MAX_CPU_ISA"),
+         "OMP_PLACES, OMP_SCHEDULE, ONEDNN_MAX_CPU_ISA"),
         ('[[study]]\n' + OPT + 'env = {ONEDNN_MAX_CPU_ISA = "avx2"}\n', "study[0].env.ONEDNN_MAX_CPU_ISA",
          """expected "ALL", "SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI", """
          """"AVX512_CORE_BF16" or "AVX512_CORE_AMX", or "unset", got 'avx2'"""),
@@ -261,7 +261,7 @@ class Validation(unittest.TestCase):
          "study[0].runtimes[0].KMP_BLOCKTIME",
          "not a key of a gomp entry (KMP_BLOCKTIME is read only by the llvm runtime, so it is not varied "
          "under gomp); expected one of: GOMP_SPINCOUNT, OMP_NUM_THREADS, OMP_PLACES, OMP_PROC_BIND, "
-         "OMP_WAIT_POLICY, ONEDNN_MAX_CPU_ISA, name, preset, timeline"),
+         "OMP_SCHEDULE, OMP_WAIT_POLICY, ONEDNN_MAX_CPU_ISA, name, preset, timeline"),
         ('[[study]]\n' + OPT + 'runtimes = [{name = "llvm", GOMP_SPINCOUNT = 0}]\n',
          "study[0].runtimes[0].GOMP_SPINCOUNT", "read only by the gomp runtime, so it is not varied under llvm"),
         ('[[study]]\n' + OPT + 'runtimes = [{name = "gomp", KMP_AFFINITY = "compact"}]\n',

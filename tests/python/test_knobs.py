@@ -1,29 +1,37 @@
 """The knob table (python/threadburn/knobs.tsv) and lib/knobs.py: one table
 that the C++ programs, the probe and the Python package all see the same.
 
-* parse/check/shorten on tables and values whose answers are known;
+* parse/check/shorten on tables and values whose answers are known; the
+  settings in force line (the same contexts and lines as
+  tests/cpp/runtime_test.cc), the heatmaps' knobs, the runtimes' preloads;
 * the recorded descriptions (tests/fixtures/programs) carry exactly the table;
 * with a build: every program's --describe and the probe's describe.json
   carry exactly the table, their runtimes' own knobs are the table's, and
   every in_force key of the table is a context key they report (that of a
   knob whose column is a program flag, cuda_sync_in_force: where the program
-  has the flag, and in the probe's).
+  has the flag, and in the probe's); the programs read back OMP_PROC_BIND and
+  OMP_SCHEDULE under both runtimes (known answers), and their console prints
+  the line lib/knobs.py writes from their own context.
 """
+import json
 import os
+import subprocess
 import unittest
 
 import helpers
 import record_programs
-from threadburn.lib import knobs, probe, programs
+from threadburn.lib import knobs, paths, probe, programs
 
 BUILD = helpers.real_build_dir()
 
 SMALL = "\t".join(knobs.COLUMNS) + "\n" + "\n".join("\t".join(row) for row in (
-    ("THREADS", "openmp", "int>=1 cores", "-", "T={}", "max_threads", "THREADS", "threads"),
-    ("WAIT", "gomp", "one-of active passive", "-", "{}", "-", "WAIT", "wait"),
-    ("PLACE", "llvm", "pattern [a-z]+(,[a-z]+)*", "lower-case words, comma list", "aff", "-", "PLACE", "places"),
-    ("SYNC", "cuda", "one-of auto spin", "-", "sync={}", "sync_in_force", "sync", "host wait"),
-    ("PRE", "loader", "-", "-", "-", "-", "-", "preloaded"),
+    ("THREADS", "openmp", "int>=1 cores", "-", "T={}", "max_threads", "THREADS", "{} threads", "rows", "threads"),
+    ("WAIT", "gomp", "one-of active passive", "-", "{}", "-", "WAIT", "-", "columns (spins)", "wait"),
+    ("PLACE", "llvm", "pattern [a-z]+(,[a-z]+)*", "lower-case words, comma list", "aff", "-", "PLACE", "-", "-",
+     "places"),
+    ("SYNC", "cuda", "one-of auto spin", "-", "sync={}", "sync_in_force", "sync", "sync {} of {sync_devices}", "-",
+     "host wait"),
+    ("PRE", "loader", "-", "-", "-", "-", "-", "-", "-", "preloaded"),
 )) + "\n"
 
 
@@ -39,6 +47,9 @@ class Table(unittest.TestCase):
         self.assertEqual([k.column for k in t], ["THREADS", "WAIT", "PLACE", "sync", None])
         self.assertEqual([k.is_column for k in t], [True, True, True, False, False])
         self.assertEqual(t[4].cell("column"), "-")
+        self.assertEqual([k.shown for k in t], ["{} threads", "-", "-", "sync {} of {sync_devices}", "-"])
+        self.assertEqual([k.heatmap_role for k in t], ["rows", "columns", None, None, None])
+        self.assertEqual(t[1].heatmap_label, "WAIT (spins)")
 
     def test_refuses_a_broken_table_naming_the_line(self):
         lines = SMALL.splitlines()
@@ -47,9 +58,19 @@ class Table(unittest.TestCase):
                 (SMALL.replace("\tgomp\t", "\tgcc\t"), ":3: WAIT: reader 'gcc'"),
                 (SMALL.replace("one-of active passive", "one-of"), ":3: WAIT: values 'one-of'"),
                 (SMALL.replace("lower-case words, comma list", "-"), ":4: PLACE: a pattern needs its expected"),
-                (SMALL.replace("\tmax_threads\tTHREADS\tthreads", "\tmax_threads\tthreads"), ":2: expected 8 non-empty"),
-                (SMALL.replace("\tsync\thost wait", "\tSync-Col\thost wait"), ":5: SYNC: column 'Sync-Col'"),
-                (SMALL.replace("\tWAIT\twait", "\tOTHER\twait"), ":3: WAIT: column 'OTHER'"),
+                (SMALL.replace("\tmax_threads\tTHREADS\t", "\tmax_threads\t"), ":2: expected 10 non-empty"),
+                (SMALL.replace("\tsync\tsync {}", "\tSync-Col\tsync {}"), ":5: SYNC: column 'Sync-Col'"),
+                (SMALL.replace("\tWAIT\t-", "\tOTHER\t-"), ":3: WAIT: column 'OTHER'"),
+                # a part needs its value once, and the read-back it shows
+                (SMALL.replace("{} threads", "threads"), ":2: THREADS: shown 'threads'"),
+                (SMALL.replace("{} threads", "{} of {} threads"), ":2: THREADS: shown '{} of {} threads'"),
+                (SMALL.replace("{} threads", "{} threads {"), ":2: THREADS: shown '{} threads {'"),
+                (SMALL.replace("\tWAIT\t-", "\tWAIT\twait {}"), ":3: WAIT: shown 'wait {}'"),
+                # heatmap: a role, the columns one runtime's knob, each role once (columns once a runtime)
+                (SMALL.replace("\trows\t", "\tcells\t"), ":2: THREADS: heatmap 'cells'"),
+                (SMALL.replace("\trows\t", "\trows (T)\t"), ":2: THREADS: heatmap 'rows (T)'"),
+                (SMALL.replace("\trows\t", "\tcolumns\t"), ":2: THREADS: heatmap columns need one runtime's"),
+                (SMALL.replace("PLACE\t-\t-", "PLACE\t-\trows"), ":4: PLACE: a second knob on the heatmaps' rows"),
                 (SMALL + lines[1] + "\n", ":7: THREADS twice"),
                 (lines[0] + "\n", ": no knobs")):
             with self.subTest(words=words):
@@ -93,17 +114,62 @@ class Table(unittest.TestCase):
     def test_header_holds_every_cell_as_a_cpp_string(self):
         text = knobs.header(knobs.parse(SMALL))
         self.assertIn('{"PLACE", "llvm", "pattern [a-z]+(,[a-z]+)*", "lower-case words, comma list", "aff", "-", '
-                      '"PLACE", "places"},', text)
-        self.assertIn('{"PRE", "loader", "-", "-", "-", "-", "-", "preloaded"},', text)  # no column: "-" as in the table
+                      '"PLACE", "-", "-", "places"},', text)
+        # no column: "-" as in the table
+        self.assertIn('{"PRE", "loader", "-", "-", "-", "-", "-", "-", "-", "preloaded"},', text)
         self.assertIn('kKnobColumns[kKnobColumnCount] = {"name", "reader", "values", "expected", "label", '
-                      '"in_force", "column", "doc"}', text)
+                      '"in_force", "column", "shown", "heatmap", "doc"}', text)
         self.assertIn(r'"pattern a\\d\"b"', knobs.header([knobs.Knob("X", "openmp", 'pattern a\\d"b', "x", "-",
-                                                                        "-", "X", "x")]))
+                                                                        "-", "X", "-", "-", "x")]))
 
     def test_the_package_table_parses_and_names_its_runtimes(self):
         self.assertIn("OMP_NUM_THREADS", knobs.names())
         self.assertEqual(knobs.runtime_knobs("gomp"), ["GOMP_SPINCOUNT"])
         self.assertTrue(set(knobs.runtime_knobs("llvm")) >= {"KMP_BLOCKTIME", "KMP_AFFINITY"})
+
+    def test_the_settings_in_force_line(self):
+        """The same contexts and lines as tests/cpp/runtime_test.cc's
+        InForceLineFromTheKnobTable: both sides write one line from the table."""
+        gomp = {"omp_runtime": "libgomp", "omp_max_threads": "4", "omp_wait_policy": "default",
+                "gomp_spincount": "300000", "gomp_spincount_in_force": "100", "kmp_blocktime_ms": "n/a",
+                "kmp_library": "n/a", "omp_proc_bind": "close", "omp_places": "{0},{1}", "omp_schedule": "dynamic,4",
+                "dnnl_cpu_isa": "avx2", "cuda_sync_in_force": "spin"}
+        self.assertEqual(knobs.in_force_line(gomp),
+                         "libgomp with 4 threads, spin count 300000 (in force 100), wait policy default, bind close, "
+                         "places {0},{1}, schedule dynamic,4, oneDNN ISA avx2")
+        llvm = {"omp_runtime": "llvm-libomp", "omp_max_threads": "2", "kmp_blocktime_ms": "0",
+                "gomp_spincount_in_force": "n/a", "omp_wait_policy": "passive", "kmp_library": "throughput",
+                "dnnl_cpu_isa": "n/a"}
+        self.assertEqual(knobs.in_force_line(llvm),
+                         "llvm-libomp with 2 threads, blocktime 0 ms, wait policy passive, mode throughput")
+        none = {"omp_runtime": "none", "omp_max_threads": "-1", "omp_wait_policy": "n/a", "dnnl_cpu_isa": "sse41"}
+        self.assertEqual(knobs.in_force_line(none), "no OpenMP runtime loaded, oneDNN ISA sse41")
+        # the report's settings table: the knobs of the line, each with its read-back
+        self.assertEqual(knobs.in_force_columns()[:2], [("omp_max_threads", "OMP_NUM_THREADS"),
+                                                       ("kmp_blocktime_ms", "KMP_BLOCKTIME")])
+        self.assertNotIn("KMP_AFFINITY", [name for _, name in knobs.in_force_columns()])
+
+    def test_the_heatmaps_and_the_runtimes_preloads(self):
+        self.assertEqual(knobs.heatmap_knob("rows").name, "OMP_NUM_THREADS")
+        self.assertEqual(knobs.heatmap_knob("panels").name, "OMP_WAIT_POLICY")
+        self.assertEqual(knobs.heatmap_knob("columns", "llvm").heatmap_label, "KMP_BLOCKTIME (ms)")
+        self.assertEqual(knobs.heatmap_knob("columns", "gomp").heatmap_label, "GOMP_SPINCOUNT (spins)")
+        self.assertEqual(knobs.preloads("llvm", "/x/libomp.so.5"), ["/x/libomp.so.5"])
+        self.assertEqual(knobs.preloads("gomp", "/x/libomp.so.5"), [])
+
+    def test_what_pytorchs_launcher_sets_for_libgomp(self):
+        """OMP_SCHEDULE=STATIC and OMP_PROC_BIND=CLOSE (upper case, as the
+        launcher writes them; the runtimes take any case), with their read-backs."""
+        self.assertEqual(knobs.check("OMP_SCHEDULE", "STATIC"), "STATIC")
+        self.assertEqual(knobs.check("OMP_PROC_BIND", "CLOSE"), "CLOSE")
+        for good in ("dynamic,4", "nonmonotonic:dynamic", "guided,16", "auto"):
+            self.assertEqual(knobs.check("OMP_SCHEDULE", good), good)
+        for bad in ("dynamic,0", "fast", "dynamic, 4"):
+            with self.subTest(bad=bad), self.assertRaises(knobs.KnobError):
+                knobs.check("OMP_SCHEDULE", bad)
+        self.assertEqual([knobs.get(n).in_force for n in ("OMP_PROC_BIND", "OMP_PLACES", "OMP_SCHEDULE")],
+                         ["omp_proc_bind", "omp_places", "omp_schedule"])
+        self.assertEqual(knobs.shorten("gomp OMP_SCHEDULE=STATIC"), "gomp sched=STATIC")
 
     def test_the_cuda_host_wait_policy_lands_in_the_cuda_sync_column(self):
         sync = knobs.get("THREADBURN_CUDA_SYNC")
@@ -147,6 +213,50 @@ class Build(unittest.TestCase):
                                  {r["name"]: knobs.runtime_knobs(r["name"]) for r in doc["runtimes"]})
                 flags = [f["name"] for f in doc["flags"]]
                 self.assertEqual([k for k in knobs.in_force_keys(flags) if k not in doc["context"]], [])
+
+    def test_the_programs_read_back_placement_and_schedule(self):
+        """runtime_bench --describe under each runtime: with what PyTorch's
+        launcher sets for libgomp (OMP_PROC_BIND=CLOSE, OMP_SCHEDULE=STATIC)
+        and with OMP_SCHEDULE=dynamic,4 the context says close and static, or
+        dynamic,4; unset, the runtimes' defaults (false; libgomp dynamic,1 and
+        no places, LLVM static). The places set: tests/bench/check_probe.py."""
+        path = record_programs.program_path(BUILD, "runtime")
+        cases = (("gomp", {"OMP_PROC_BIND": "CLOSE", "OMP_SCHEDULE": "STATIC"}, ("close", "static")),
+                 ("llvm", {"OMP_PROC_BIND": "CLOSE", "OMP_SCHEDULE": "STATIC"}, ("close", "static")),
+                 ("gomp", {"OMP_SCHEDULE": "dynamic,4"}, ("false", "dynamic,4")),
+                 ("llvm", {"OMP_SCHEDULE": "dynamic,4"}, ("false", "dynamic,4")),
+                 ("gomp", {}, ("false", "dynamic,1")), ("llvm", {}, ("false", "static")))
+        for runtime, env, (bind, schedule) in cases:
+            with self.subTest(runtime=runtime, env=env):
+                full = dict(record_programs.plain_env(), OMP_NUM_THREADS="2", **env)
+                if knobs.preloads(runtime, paths.LIBOMP):
+                    full["LD_PRELOAD"] = " ".join(knobs.preloads(runtime, paths.LIBOMP))
+                code, out, err = record_programs.run_describe(path, [], full)
+                self.assertEqual(code, 0, err)
+                ctx = json.loads(out)["context"]
+                self.assertEqual((ctx["omp_runtime"], ctx["omp_proc_bind"], ctx["omp_schedule"]),
+                                 ("llvm-libomp" if runtime == "llvm" else "libgomp", bind, schedule))
+                if not env and runtime == "gomp":
+                    self.assertEqual(ctx["omp_places"], "none")
+
+    def test_the_console_line_is_the_pythons(self):
+        """The programs' console prints runtime.cc's settings in force line:
+        the line lib/knobs.py writes from the same program's --describe
+        context, under each runtime."""
+        path = record_programs.program_path(BUILD, "runtime")
+        for runtime in ("gomp", "llvm"):
+            with self.subTest(runtime=runtime):
+                env = dict(record_programs.plain_env(), OMP_NUM_THREADS="2", OMP_WAIT_POLICY="passive")
+                if knobs.preloads(runtime, paths.LIBOMP):
+                    env["LD_PRELOAD"] = " ".join(knobs.preloads(runtime, paths.LIBOMP))
+                p = subprocess.run([path, "--kernel=serial", "--n=32768", "--gap_ms=0", "--steps=1", "--warmup=0"],
+                                   capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                printed = [ln for ln in p.stdout.splitlines() if ln.startswith("settings in force: ")]
+                code, out, err = record_programs.run_describe(path, [], env)
+                self.assertEqual(code, 0, err)
+                self.assertEqual(printed, ["settings in force: " + knobs.in_force_line(json.loads(out)["context"])])
+                self.assertIn("wait policy passive", printed[0])
 
     def test_the_probe_describes_the_table(self):
         doc = probe.describe(BUILD)

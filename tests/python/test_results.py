@@ -191,6 +191,15 @@ class InForce(unittest.TestCase):
         self.assertNotEqual(keys.in_force(self.row("libgomp", 40, 2)),
                             keys.in_force(self.row("libgomp", 40, 2, omp_wait_policy="passive")))
 
+    def test_a_read_back_when_the_row_has_one_else_the_value_asked(self):
+        from threadburn.lib import keys
+        # OMP_PROC_BIND=CLOSE and =close are the same binding in force ...
+        self.assertEqual(keys.in_force(self.row("libgomp", 40, 2, OMP_PROC_BIND="CLOSE", omp_proc_bind="close")),
+                         keys.in_force(self.row("libgomp", 40, 2, OMP_PROC_BIND="close", omp_proc_bind="close")))
+        # ... and in a file written before the read-back, the values asked stand for themselves
+        self.assertNotEqual(keys.in_force(self.row("libgomp", 40, 2, OMP_PROC_BIND="close")),
+                            keys.in_force(self.row("libgomp", 40, 2, OMP_PROC_BIND="spread")))
+
 
 class Labels(unittest.TestCase):
     def test_workload_label_drops_gb_suffixes_and_settings_carry_cuda_sync(self):

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 from ..lib.machine import physical_cores
-from ..lib import paths, probe
+from ..lib import knobs, paths, probe
 from ..lib.errors import ThreadburnError
 from ..lib.programs import programs as build_programs
 
@@ -72,9 +72,7 @@ def main(args):
         progs = build_programs(args.build_dir)
         say("programs", ", ".join(f"{b} ({p.path})" for b, p in progs.items()))
         ctx = next(iter(progs.values())).describe().context
-        say("default settings", f"{ctx.get('omp_runtime')} with {ctx.get('omp_max_threads')} threads, wait policy "
-            f"{ctx.get('omp_wait_policy')}, spin count {ctx.get('gomp_spincount')} (in force "
-            f"{ctx.get('gomp_spincount_in_force')}); ATen intra-op threads {ctx.get('aten_intra_op_threads')}")
+        say("default settings", f"{knobs.in_force_line(ctx)}; ATen intra-op threads {ctx.get('aten_intra_op_threads')}")
         say("libraries", f"torch {ctx.get('torch_version')}, oneDNN {ctx.get('dnnl_version')} "
             f"({ctx.get('dnnl_cpu_runtime')}), TBB {ctx.get('tbb_version')}, BLAS {ctx.get('blas_library')}")
     except ThreadburnError as e:

@@ -35,7 +35,7 @@ import shutil
 import sys
 
 from ..export import figures
-from ..lib import fmt, intervals, launch, probe, schema
+from ..lib import fmt, intervals, knobs, launch, probe, schema
 from ..lib.procs import describe_exit
 from ..lib.records import ResultsFile, Row
 from ..lib.usercmd import add_run_options, command_of, default_out, parse_env, probe_extra, row_for
@@ -113,16 +113,7 @@ def describe_report(report, cmd):
 
 def settings_lines(report):
     ctx = report.summary.get("context", {})
-    if ctx.get("omp_runtime") in ("none", None):
-        settings = "no OpenMP runtime loaded"
-    else:
-        settings = (f"{ctx.get('omp_runtime')} with {ctx.get('omp_max_threads')} threads, wait policy "
-                    f"{ctx.get('omp_wait_policy')}")
-    if ctx.get("omp_runtime") == "libgomp":
-        settings += f", spin count {ctx.get('gomp_spincount')} (in force {ctx.get('gomp_spincount_in_force')})"
-    elif ctx.get("omp_runtime") == "llvm-libomp":
-        settings += f", blocktime {ctx.get('kmp_blocktime_ms')} ms"
-    lines = [f"  settings in force: {settings}"]
+    lines = [f"  settings in force: {knobs.in_force_line(ctx)}"]
     if ctx.get("knob_notes", "none") != "none":
         lines.append(f"  note: {ctx['knob_notes']}")
     asked = ctx.get("cuda_sync_requested", "auto")

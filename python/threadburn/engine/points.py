@@ -4,7 +4,7 @@ run starts, each copy's CPUs (a pinned plan) and GPU (a host with a GPU for
 each copy), the values put into the command. engine/plans.py makes them, engine/exec_probe.py runs them."""
 import shlex
 
-from ..lib import keys, schema
+from ..lib import keys, knobs, schema
 
 
 class TunePoint:
@@ -75,7 +75,7 @@ class TunePoint:
         """The variables that give this setting without threadburn: LLVM's
         runtime and, for a CUDA wait policy, cuda_lib preloaded."""
         parts = [f"{k}={shlex.quote(v)}" for k, v in self.env.items() if v != schema.UNSET]
-        preload = ([libomp] if self.runtime == "llvm" else []) + ([cuda_lib] if cuda_lib else [])
+        preload = knobs.preloads(self.runtime, libomp) + ([cuda_lib] if cuda_lib else [])
         if preload:
             parts.append(f"LD_PRELOAD={shlex.quote(' '.join(preload))}")
         return " ".join(parts) or "(no change)"

@@ -18,11 +18,13 @@ MAX_LABELLED_POINTS = 30
 METRIC_TITLES = {"step_ms": "Median step time",
                  "residual_cpu_ms": "Median CPU burned after the step"}
 METRIC_SHORT = {"step_ms": "step time (ms)", "residual_cpu_ms": "residual CPU (ms per step)"}
-# A heatmap's layout: cells of OMP_NUM_THREADS x the runtime's wait knob,
-# panels per wait policy. Every other setting knob of the table is not laid
-# out: each of its values gets its own figure.
-HEATMAP_KNOBS = ("OMP_NUM_THREADS", "KMP_BLOCKTIME", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
+# A heatmap's layout, the knob table's heatmap column: cells of the rows'
+# knob (OMP_NUM_THREADS) x the runtime's wait knob (its columns), panels per
+# value of the panels' knob (OMP_WAIT_POLICY). Every other setting knob of
+# the table is not laid out: each of its values gets its own figure.
+HEATMAP_KNOBS = knobs.heatmap_knobs()
 FIXED_KNOBS = tuple(k.name for k in knobs.table() if k.is_column and k.name not in HEATMAP_KNOBS) + ("cuda_sync", "preset")
+ROWS, PANELS = knobs.heatmap_knob("rows").name, knobs.heatmap_knob("panels").name
 MAX_OVERSUB_WORKLOADS = 4
 
 
@@ -41,20 +43,22 @@ def sort_key(value):
 
 
 def wait_knob(runtime):
-    return "KMP_BLOCKTIME" if runtime == "llvm" else "GOMP_SPINCOUNT"
+    """The runtime's own wait knob, a heatmap's columns (the knob table's heatmap column)."""
+    return knobs.heatmap_knob("columns", runtime)
 
 
 def heatmaps(rows, plt, out_dir):
     """One figure per (metric, workload, fixed knobs); one panel per
     (OMP_WAIT_POLICY, runtime); cells: OMP_NUM_THREADS x the runtime's own
-    wait knob (KMP_BLOCKTIME under llvm, GOMP_SPINCOUNT under gomp)."""
+    wait knob (KMP_BLOCKTIME under llvm, GOMP_SPINCOUNT under gomp): the knob
+    table's heatmap column says which."""
     figures = {}
     for workload, by_env in results.group_points(rows).items():
         for env_rows in by_env.values():
             row = env_rows[0]
             fixed = tuple(row.text(k) for k in FIXED_KNOBS)
-            panel = (row.text("OMP_WAIT_POLICY", schema.UNSET), row.runtime)
-            cell = (row.text("OMP_NUM_THREADS"), row.text(wait_knob(row.runtime), schema.UNSET))
+            panel = (row.text(PANELS, schema.UNSET), row.runtime)
+            cell = (row.text(ROWS), row.text(wait_knob(row.runtime).name, schema.UNSET))
             fig_data = figures.setdefault((workload, fixed), {"row": row, "panels": {}})
             fig_data["panels"].setdefault(panel, {})[cell] = results.point_medians(env_rows)
     written = []
@@ -104,11 +108,10 @@ def heatmap_figure(plt, fig_data, metric, fixed, out_dir):
                           if row_i == lowest else [])
             ax.set_yticks(range(len(threads)), threads)
             if col_i == 0:
-                ax.set_ylabel("OMP_NUM_THREADS")
+                ax.set_ylabel(ROWS)
             if row_i == lowest:
-                ax.set_xlabel("KMP_BLOCKTIME (ms)" if runtime == "llvm"
-                              else "GOMP_SPINCOUNT (spins)")
-            wait = "OMP_WAIT_POLICY " + ("unset" if policy == schema.UNSET else policy)
+                ax.set_xlabel(wait_knob(runtime).heatmap_label)
+            wait = f"{PANELS} " + ("unset" if policy == schema.UNSET else policy)
             ax.set_title(f"{runtime}, {wait}", fontsize=9)
             for y, cells_row in enumerate(grid):
                 for x, value in enumerate(cells_row):

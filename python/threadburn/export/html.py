@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from . import views
-from ..lib import fmt, paths, schema
+from ..lib import fmt, knobs, paths, schema
 from ..lib.errors import ThreadburnError
 
 KINDS = ("sweep", "tune", "run")
@@ -25,10 +25,11 @@ KINDS = ("sweep", "tune", "run")
 # test looks for the band's colour near the top of the page's screenshot.
 VERDICT_COLORS = {"change": ("#e3f4e6", "#1e7b34"), "keep": ("#e6edf7", "#2c5aa0"),
                   "undecided": ("#fdf1dc", "#a86200"), "run": ("#ececec", "#555555")}
-IN_FORCE = (("runtime", "runtime asked"), ("omp_runtime", "runtime in force"), ("omp_max_threads", "threads"),
-            ("max_team", "largest team"), ("omp_wait_policy", "wait policy"), ("kmp_blocktime_ms", "blocktime ms"),
-            ("gomp_spincount_in_force", "spin count in force"), ("kmp_library", "LLVM library mode"),
-            ("dnnl_cpu_isa", "oneDNN ISA"))
+# The settings table: the runtime asked and in force, the largest team, then
+# each knob of the settings in force line (the knob table's shown column),
+# headed by its variable, with its read-back.
+IN_FORCE = (("runtime", "runtime asked"), ("omp_runtime", "runtime in force"), ("max_team", "largest team")) + tuple(
+    knobs.in_force_columns())
 KNOBS = (("ignored_knobs", "ignored"), ("overridden_knobs", "overridden"), ("knob_notes", "notes"))
 MACHINE = (("host_name", "host"), ("cpu_model", "CPU"), ("num_cpus", "CPUs"), ("available_cpus", "CPUs usable"),
            ("mhz_per_cpu", "MHz"), ("omp_library", "OpenMP library"), ("blas_library", "BLAS"),
@@ -194,7 +195,8 @@ def settings_section(p):
     cols = [(k, label) for k, label in IN_FORCE if any(r.has(k) for r in first.values())]
     body = [[name] + [r.text(k) for k, _ in cols] for name, r in first.items()]
     out = ['<section id="settings"><h2>Settings in force</h2>',
-           '<p class="note">What the OpenMP runtime reported it used (the first run of each setting).</p>',
+           '<p class="note">What the OpenMP runtime reported it used (the first run of each setting): under each '
+           'variable its value in force, as the runtime or library read it back.</p>',
            table(["setting"] + [label for _, label in cols], body, numeric_from=99)]
     knobs = []
     for name, r in first.items():

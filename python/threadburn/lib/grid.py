@@ -140,10 +140,8 @@ class Point:
     def child_env(self, libomp):
         """(variables to set, knobs to remove) for this point's process."""
         setenv = {k: v for k, v in self.env.items() if v != schema.UNSET}
-        if self.runtime == "llvm":
-            # libomp implements the GOMP ABI: preloaded, it serves a
-            # libgomp-built libtorch (docs/design.md, "Runtimes").
-            setenv["LD_PRELOAD"] = libomp
+        if preload := knobs.preloads(self.runtime, libomp):
+            setenv["LD_PRELOAD"] = " ".join(preload)
         unset = [k for k in list(self.env) + list(schema.NOT_A_KNOB) if k not in setenv]
         return setenv, unset
 

@@ -200,6 +200,14 @@ def setting_of(row):
                    tuple((p, row.text(knobs.param_column(p))) for p in lay.params), pairs)
 
 
+def _knob_in_force(row, knob):
+    """A knob's value in force: its read-back where the row has one, else the
+    value asked (a knob the runtime does not report, or a file written before
+    its read-back was added: OMP_PROC_BIND and OMP_PLACES until omp_proc_bind
+    and omp_places)."""
+    return row.text(knob.in_force) if knob.in_force != knobs.NONE and row.has(knob.in_force) else row.text(knob.name)
+
+
 def in_force(row):
     """What a run really ran, as the program or the probe reports it (the
     knob table's in-force keys, lib/knobs.py; the asked value of a knob the
@@ -211,8 +219,7 @@ def in_force(row):
     # (with the knobs whose value lands in another column but whose read-back is reported:
     # THREADBURN_CUDA_SYNC's cuda_sync_in_force tells a tune's wait policies apart)
     table = [k for k in knobs.table() if k.is_column or k.in_force != knobs.NONE]
-    own = tuple(row.text(k.in_force) if k.in_force != knobs.NONE else row.text(k.name) for k in table
-                if k.reader not in ("openmp", "gomp", "llvm"))
+    own = tuple(_knob_in_force(row, k) for k in table if k.reader not in knobs.OPENMP_READERS)
     if row.has("regions") and (row.number("regions") or 0) == 0:
         return ("no region",) + own
     team = row.integer("max_team", 1) if row.has("max_team") else row.integer("omp_max_threads", 1)
@@ -222,8 +229,7 @@ def in_force(row):
         return (f"asked {row.runtime}", max(team, 1)) + tuple(row.text(k.name) for k in table)
     if team <= 1:
         return (runtime, 1) + own
-    return (runtime, team) + tuple(
-        row.text(k.in_force) if k.in_force != knobs.NONE else row.text(k.name) for k in table)
+    return (runtime, team) + tuple(_knob_in_force(row, k) for k in table)
 
 
 @dataclass(frozen=True)

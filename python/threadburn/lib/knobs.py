@@ -6,8 +6,16 @@ preload libraries, for the CUDA driver; loader: reported, never a knob
 column), the values a grid or `tune --points` may give it, its short label in
 plots, the context key that reports what the live process really uses (its
 read-back), the results column that holds its value (its own knob column, a
-program flag's column of the same meaning, or none), and one line of doc. The
-column comments are at the top of the table.
+program flag's column of the same meaning, or none), its part of the
+"settings in force" line, its place in the sweep's heatmaps, and one line of
+doc. The column comments are at the top of the table.
+
+Every list of knobs is asked here: the settings in force line
+(in_force_line; src/runtime/runtime.cc writes the same line for the programs'
+console from the same column), the report's settings table
+(in_force_columns), the heatmaps' axes (heatmap_knob), the variables a
+clean environment removes (names), and which libraries a runtime of the
+runtime column preloads (preloads).
 
 The C++ programs and the preload probe compile the same table in: CMake runs
 this file as a script (`python3 knobs.py --header OUT`, stdlib only) to write
@@ -22,8 +30,14 @@ import sys
 from dataclasses import dataclass
 
 TABLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "knobs.tsv")
-COLUMNS = ("name", "reader", "values", "expected", "label", "in_force", "column", "doc")
+COLUMNS = ("name", "reader", "values", "expected", "label", "in_force", "column", "shown", "heatmap", "doc")
 READERS = ("openmp", "gomp", "llvm", "onednn", "cuda", "loader")
+# The readers that are an OpenMP runtime (every one, or one of the runtime column's).
+OPENMP_READERS = ("openmp", "gomp", "llvm")
+# Where a heatmap lays a knob out (the heatmap column): "columns" takes a unit too.
+HEATMAP_ROLES = ("rows", "columns", "panels")
+# What an OpenMP runtime's read-back says when it cannot say (no runtime, the other runtime's knob).
+NOT_KNOWN = ("", "n/a")
 NONE = "-"  # an empty cell
 # A knob column's value when the variable was not set at all.
 UNSET = "unset"
@@ -57,6 +71,8 @@ class Knob:
     label: str
     in_force: str
     column: str   # the results column of its value; None for "-" (cell() gives the table's text)
+    shown: str    # its part of the settings in force line ("{} threads"), or "-"
+    heatmap: str  # rows, panels, "columns (UNIT)" or "-"
     doc: str
 
     def cell(self, column):
@@ -123,6 +139,26 @@ class Knob:
         """The knob's setting in a plot's label: "T=4", "passive", "aff"."""
         return self.label.replace("{}", value)
 
+    @property
+    def heatmap_role(self):
+        """rows, columns, panels, or None."""
+        return None if self.heatmap == NONE else self.heatmap.split(" ", 1)[0]
+
+    @property
+    def heatmap_label(self):
+        """Its heatmap axis's title: its name and the unit ("NAME (ms)")."""
+        return self.name + self.heatmap[len(self.heatmap_role):]
+
+    def part(self, context):
+        """Its part of the settings in force line for a context (a mapping of
+        the programs' context keys), or None where it has none or its
+        read-back does not say."""
+        value = context.get(self.in_force, "")
+        if self.shown == NONE or value in NOT_KNOWN:
+            return None
+        return re.sub(r"\{([a-z0-9_]*)\}", lambda m: value if not m.group(1) else context.get(m.group(1), "?"),
+                      self.shown)
+
 
 def parse(text, source=TABLE):
     """The knobs of a table's text; ValueError naming the line for a broken one."""
@@ -138,7 +174,7 @@ def parse(text, source=TABLE):
             continue
         if len(cells) != len(COLUMNS) or not all(c.strip() for c in cells):
             raise ValueError(f"{source}:{number}: expected {len(COLUMNS)} non-empty tab-separated cells, got {len(cells)}")
-        knob = Knob(*cells[:6], None if cells[6] == NONE else cells[6], cells[7])
+        knob = Knob(*cells[:6], None if cells[6] == NONE else cells[6], *cells[7:])
         if knob.reader not in READERS:
             raise ValueError(f"{source}:{number}: {knob.name}: reader {knob.reader!r}, expected one of {', '.join(READERS)}")
         if knob.kind not in ("int", "one-of", "pattern", NONE) or (knob.kind != NONE and " " not in knob.values
@@ -152,10 +188,35 @@ def parse(text, source=TABLE):
                              "a program flag's column (lower case)")
         if knob.name in {k.name for k in knobs}:
             raise ValueError(f"{source}:{number}: {knob.name} twice")
+        _check_shown(knob, f"{source}:{number}")
+        _check_heatmap(knob, knobs, f"{source}:{number}")
         knobs.append(knob)
     if not knobs:
         raise ValueError(f"{source}: no knobs")
     return tuple(knobs)
+
+
+def _check_shown(knob, where):
+    if knob.shown == NONE:
+        return
+    stray = re.sub(r"\{[a-z0-9_]*\}", "", knob.shown)
+    if knob.shown.count("{}") != 1 or knob.in_force == NONE or "{" in stray or "}" in stray:
+        raise ValueError(f"{where}: {knob.name}: shown {knob.shown!r}: expected - or a text with one {{}} (its "
+                         "in-force value, which it needs) and any {context_key}")
+
+
+def _check_heatmap(knob, earlier, where):
+    role = knob.heatmap_role
+    if role is None:
+        return
+    if role not in HEATMAP_ROLES or (role != "columns" and knob.heatmap != role):
+        raise ValueError(f"{where}: {knob.name}: heatmap {knob.heatmap!r}: expected -, rows, panels or "
+                         "columns (UNIT)")
+    if role == "columns" and knob.reader not in ("gomp", "llvm"):
+        raise ValueError(f"{where}: {knob.name}: heatmap columns need one runtime's knob (reader gomp or llvm)")
+    if any(k.heatmap_role == role and (role != "columns" or k.reader == knob.reader) for k in earlier):
+        raise ValueError(f"{where}: {knob.name}: a second knob on the heatmaps' {role}"
+                         + (f" under {knob.reader}" if role == "columns" else ""))
 
 
 _table = None
@@ -190,6 +251,52 @@ def in_force_keys(flags=None):
     (cuda_sync_in_force: the programs with --cuda_sync, and the probe)."""
     return [k.in_force for k in table() if k.in_force != NONE
             and (flags is None or k.is_column or k.column is None or k.column in flags)]
+
+
+def in_force_line(context):
+    """The settings in force as one line, from a context (the programs' or
+    the probe's context keys): "libgomp with 4 threads, spin count 300000 (in
+    force 300000), wait policy default, ..., oneDNN ISA avx2"; "no OpenMP
+    runtime loaded" and the parts of the other readers without one. The table's
+    shown column says which knobs and how; runtime.cc's in_force_line writes
+    the same line in C++."""
+    runtime = context.get("omp_runtime", "none")
+    openmp = runtime not in ("", "none")
+    parts = {True: [], False: []}
+    for knob in table():
+        of_openmp = knob.reader in OPENMP_READERS
+        part = knob.part(context) if openmp or not of_openmp else None
+        if part is not None:
+            parts[of_openmp].append(part)
+    head = (runtime + (" with " + ", ".join(parts[True]) if parts[True] else "") if openmp
+            else "no OpenMP runtime loaded")
+    return ", ".join([head] + parts[False])
+
+
+def in_force_columns():
+    """(context key, knob name) of each knob in the settings in force line:
+    the report's table of the settings in force."""
+    return [(k.in_force, k.name) for k in table() if k.shown != NONE]
+
+
+def heatmap_knob(role, runtime=None):
+    """The knob a heatmap lays out as rows, panels or (under a runtime of the
+    runtime column) columns: that runtime's wait knob; None if none."""
+    return next((k for k in table() if k.heatmap_role == role and (role != "columns" or k.reader == runtime)), None)
+
+
+def heatmap_knobs():
+    """The names of every knob a heatmap lays out (the others each get their own figure)."""
+    return tuple(k.name for k in table() if k.heatmap_role)
+
+
+def preloads(runtime, libomp):
+    """The libraries a runtime of the runtime column puts first in LD_PRELOAD:
+    gomp is the libgomp libtorch links (none); llvm is LLVM's libomp, which
+    implements the GOMP ABI and so serves a libgomp-built libtorch when
+    preloaded in front of it (docs/design.md, "Runtimes"). The one place
+    that rule is written."""
+    return [libomp] if runtime == "llvm" else []
 
 
 def not_knob_columns():

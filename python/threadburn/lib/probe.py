@@ -73,7 +73,7 @@ def environment(base, probe_lib, out_dir, runtime="gomp", env=None, libomp=paths
             out.pop(k, None)
         else:
             out[k] = v
-    preload = ([probe_lib] if probe_lib else []) + ([libomp] if runtime == "llvm" else [])
+    preload = ([probe_lib] if probe_lib else []) + knobs.preloads(runtime, libomp)
     if not probe_lib and sets_cuda_sync(out):
         if not cuda_lib:
             raise ThreadburnError(f"{CUDA_SYNC}={out[CUDA_SYNC]} without the probe needs {CUDA_SYNC_LIBRARY} "

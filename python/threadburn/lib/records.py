@@ -333,8 +333,8 @@ def user_env(row, libomp):
     a tune's CUDA wait policy, from its cuda_sync column, as the knob the
     table records there)."""
     env = {k: v for k, v in row.setting.env if v not in (schema.UNSET, "")}
-    if row.runtime == "llvm":
-        env["LD_PRELOAD"] = libomp
+    if preload := knobs.preloads(row.runtime, libomp):
+        env["LD_PRELOAD"] = " ".join(preload)
     if row.is_tune and row.text("cuda_sync") not in ("", "auto"):
         env.update({k.name: row.text("cuda_sync") for k in knobs.table() if getattr(k, "column", None) == "cuda_sync"})
     return env
