@@ -15,7 +15,7 @@
 
 #include "core/barrier.h"
 #include "core/counters.h"
-#include "core/probe.h"
+#include "core/step_probe.h"
 #include "core/sampler.h"
 
 namespace threadburn::bench {

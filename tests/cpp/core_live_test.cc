@@ -19,7 +19,7 @@
 #include "core/barrier.h"
 #include "core/burn.h"
 #include "core/clock.h"
-#include "core/probe.h"
+#include "core/step_probe.h"
 #include "core/procfs.h"
 #include "core/sampler.h"
 #include "core/thread_clocks.h"

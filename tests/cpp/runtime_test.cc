@@ -18,7 +18,7 @@
 #endif
 
 #include "core/clock.h"
-#include "core/probe.h"
+#include "core/step_probe.h"
 #include "core/thread_class.h"
 #include "omptap/omptap.h"
 #include "runtime/runtime.h"

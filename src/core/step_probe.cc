@@ -1,4 +1,4 @@
-#include "core/probe.h"
+#include "core/step_probe.h"
 
 #include "core/clock.h"
 
