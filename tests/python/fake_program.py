@@ -320,6 +320,11 @@ def gb_filter(flags):
     return lambda name: bool(rx.search(name)) != negative
 
 
+def cuda_figures(step_ms):
+    """A CUDA step's GPU figures: work half the step, in a span of 0.9 of it (the GPU waited half)."""
+    return {"gpu_span_ms": step_ms * 0.9, "gpu_busy_ms": step_ms * 0.5, "gpu_idle_share": 0.5}
+
+
 def run(bench, program, recording, flags, device):
     if condition("FAKE_HANG_IF"):
         time.sleep(3600)
@@ -349,10 +354,7 @@ def run(bench, program, recording, flags, device):
                 time.sleep(late)
             values = counters(bench, args, flags)
             if device == "cuda":
-                # GPU work half the step, run within a span of 0.9 of it: the GPU waited 0.5
-                values["gpu_span_ms"] = values["step_ms"] * 0.9
-                values["gpu_busy_ms"] = values["step_ms"] * 0.5
-                values["gpu_idle_share"] = 0.5
+                values.update(cuda_figures(values["step_ms"]))
             start = time.clock_gettime(time.CLOCK_MONOTONIC)
             values["timed_start_s"] = start
             values["timed_end_s"] = start + steps * (values["step_ms"] + int(args.get("gap_ms", 0))) / 1000
