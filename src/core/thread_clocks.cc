@@ -52,7 +52,7 @@ ThreadClocks::~ThreadClocks() {
   }
 }
 
-void ThreadClocks::relist() {
+void ThreadClocks::list_tasks() {
   DIR* dir = ::opendir("/proc/self/task");
   if (!dir) return;
   while (dirent* d = ::readdir(dir)) {
@@ -83,32 +83,40 @@ void ThreadClocks::retire(Entry* e, bool forget) {
   if (forget) forget_thread(e->tid);
 }
 
-void ThreadClocks::read_wait(Entry* e) {
+bool ThreadClocks::read_schedstat(Entry* e, int64_t* runtime_ns, int64_t* wait_ns) {
   if (e->fd < 0) {
     const std::string path = "/proc/self/task/" + std::to_string(e->tid) + "/schedstat";
     e->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (e->fd < 0) return;
+    if (e->fd < 0) return false;
   }
   char buf[128];
   const ssize_t n = ::pread(e->fd, buf, sizeof buf - 1, 0);
-  if (n <= 0) return;
+  if (n <= 0) return false;
   buf[n] = '\0';
   const auto fields = parse_schedstat(buf);
-  if (!fields) return;
-  const int64_t wait = fields->run_delay_ns;
+  if (!fields) return false;
+  *runtime_ns = fields->cpu_ns;
+  *wait_ns = fields->run_delay_ns;
+  return true;
+}
+
+void ThreadClocks::read_wait(Entry* e) {
+  int64_t runtime = 0, wait = 0;
+  if (!read_schedstat(e, &runtime, &wait)) return;
   if (e->wait_ns >= 0 && wait >= e->wait_ns) totals_.wait_ns[index_of(e->cls)] += wait - e->wait_ns;
   // The first read of a thread counts its whole wait so far, like its CPU.
   if (e->wait_ns < 0) totals_.wait_ns[index_of(e->cls)] += wait;
   e->wait_ns = wait;
 }
 
-ClassTotals ThreadClocks::read(bool with_wait) {
-  resolve_classes();
-  const int64_t process = process_cpu_ns();
-  int64_t live = 0, died_last = 0;
-  size_t died = entries_.size();  // index of the first thread found gone
-  std::vector<Entry> reborn;       // new threads behind reused tids
-  for (size_t i = 0; i < entries_.size(); ++i) {
+void ThreadClocks::relist() {
+  list_tasks();
+  relisted_ = true;
+}
+
+void ThreadClocks::read_live(size_t from, bool with_wait, std::vector<size_t>* died, int64_t* died_last) {
+  std::vector<Entry> reborn;  // new threads behind reused tids
+  for (size_t i = from; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
     if (!e.alive) continue;
     int64_t now = 0;
@@ -116,31 +124,64 @@ ClassTotals ThreadClocks::read(bool with_wait) {
     if (ok && (e.last_ns < 0 || now >= e.last_ns)) {
       totals_.cpu_ns[index_of(e.cls)] += now - std::max<int64_t>(e.last_ns, 0);
       e.last_ns = now;
-      live += now;
       if (with_wait) read_wait(&e);
       continue;
     }
     // Gone, or (clock went backwards) a new thread behind a reused tid.
-    died_last += std::max<int64_t>(e.last_ns, 0);
-    if (died == entries_.size()) died = i;
+    *died_last += std::max<int64_t>(e.last_ns, 0);
+    died->push_back(i);
     retire(&e, /*forget=*/!ok);
     if (ok) {
       reborn.push_back({e.tid, e.clock, thread_class(e.tid), now, -1, -1, true});
       totals_.cpu_ns[index_of(reborn.back().cls)] += now;
-      live += now;
     }
   }
-  const int64_t residue = process - live;
-  if (died < entries_.size() && have_residue_) {
-    const int64_t unread = residue - residue_ - died_last;
-    if (unread > 0) {
-      entries_[died].last_ns += unread;
-      totals_.cpu_ns[index_of(entries_[died].cls)] += unread;
-    }
-  }
-  residue_ = residue;
-  have_residue_ = true;
   entries_.insert(entries_.end(), reborn.begin(), reborn.end());
+}
+
+bool ThreadClocks::unowned_ns(int64_t* out) {
+  const int64_t process = process_cpu_ns();
+  int64_t live = 0;
+  for (Entry& e : entries_) {
+    if (!e.alive) continue;
+    int64_t runtime = 0, wait = 0;
+    // A thread that exits during this pass: its time is in neither sum
+    // consistently, so this pass cannot be a baseline.
+    if (!read_schedstat(&e, &runtime, &wait)) return false;
+    live += runtime;
+  }
+  *out = process - live;
+  return true;
+}
+
+ClassTotals ThreadClocks::read(bool with_wait) {
+  resolve_classes();
+  std::vector<size_t> died;
+  int64_t died_last = 0;
+  read_live(0, with_wait, &died, &died_last);
+  if (!died.empty() && !relisted_) {
+    // Threads born since the last relist are in the process clock but in no
+    // entry yet: list them now, so their CPU is theirs, not the exited one's.
+    const size_t known = entries_.size();
+    list_tasks();
+    read_live(known, with_wait, &died, &died_last);
+  }
+  if (!died.empty() || relisted_ || !have_unowned_) {
+    int64_t unowned = 0;
+    if (unowned_ns(&unowned)) {
+      const int64_t unread = unowned - unowned_ - died_last;
+      if (!died.empty() && have_unowned_ && unread > 0) {
+        Entry& first = entries_[died.front()];
+        first.last_ns += unread;
+        totals_.cpu_ns[index_of(first.cls)] += unread;
+      }
+      unowned_ = unowned;
+      have_unowned_ = true;
+    } else if (!died.empty()) {
+      have_unowned_ = false;  // the exited threads' tails are lost; the next pass starts afresh
+    }
+  }
+  relisted_ = false;
   totals_.threads = static_cast<int>(std::count_if(entries_.begin(), entries_.end(),
                                                    [](const Entry& e) { return e.alive; }));
   return totals_;

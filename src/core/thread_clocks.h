@@ -63,12 +63,17 @@ class ThreadClocks {
   // wall time it spun, however loaded the machine.
   //
   // A thread that exited keeps its last value plus what it used after that
-  // read, recovered from the process clock (which the kernel settles exactly at
-  // exit): the change of (process clock - live thread clocks) since the
-  // previous read, minus the exited threads' last values. That recovery is
-  // only as exact as the process clock is current, i.e. to within a scheduler
-  // tick per thread running elsewhere at the read. Threads born and gone
-  // between two relists are not seen at all.
+  // read. That tail is recovered from the kernel's accounted runtimes, the
+  // same measure on both sides: the process clock sums each thread's
+  // accounted runtime (a thread running elsewhere is settled only at ticks),
+  // and each thread's schedstat shows its own. Their difference, taken at
+  // every relist and at each read that finds an exit, is the CPU of threads
+  // no longer alive; its growth since the last such pass, less the exited
+  // threads' last values, is their tail. (Process clock minus the live
+  // threads' own clocks would not do: those are current to the nanosecond, the
+  // process clock lags by up to a tick per thread running elsewhere, and the
+  // difference lands on the exited thread.) Threads born and gone between two
+  // relists are not seen at all; their CPU joins the next exited thread's tail.
   ClassTotals read(bool with_wait = false);
   // The threads as of the last read.
   std::vector<ThreadCpu> threads() const;
@@ -86,12 +91,22 @@ class ThreadClocks {
   };
   void resolve_classes();
   void retire(Entry* e, bool forget);
+  void list_tasks();
+  // Reads entries [from, end): CPU by class; exited ones retired, their
+  // indices and last values collected.
+  void read_live(size_t from, bool with_wait, std::vector<size_t>* died, int64_t* died_last);
+  // This thread's kernel-accounted runtime and run delay (schedstat).
+  bool read_schedstat(Entry* e, int64_t* runtime_ns, int64_t* wait_ns);
   void read_wait(Entry* e);
+  // The process clock less every live thread's accounted runtime: the CPU of
+  // threads gone (or never listed). False when a thread exited mid-pass.
+  bool unowned_ns(int64_t* out);
 
   std::vector<Entry> entries_;
   ClassTotals totals_;
-  int64_t residue_ = 0;  // process clock - sum of live thread clocks, at the last read
-  bool have_residue_ = false;
+  int64_t unowned_ = 0;  // unowned_ns() at the last pass that could take it
+  bool have_unowned_ = false;
+  bool relisted_ = false;  // relist() since the last read
   uint64_t generation_ = 0;
 };
 

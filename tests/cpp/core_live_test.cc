@@ -223,6 +223,49 @@ TEST(ThreadClocks, KeepsAnExitedThreadsCpu) {
   EXPECT_EQ(thread_class(gone->tid), ThreadClass::kOther);  // its tid is free for a new thread
 }
 
+// The same while another thread runs on the other core at every read: the
+// process clock settles a thread running elsewhere only at ticks (4 ms at
+// HZ=250), while each thread's own clock is current. A tail taken as the
+// change of (process clock - the live threads' own clocks) handed the
+// spinner's unsettled time, up to a tick, to the exited thread, or took it
+// away (a CPython pin thread came out 2.3 ms short of its own 250 ms): the
+// tail must come from the kernel's accounted runtimes on both sides.
+TEST(ThreadClocks, KeepsAnExitedThreadsCpuWhileAnotherRuns) {
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {
+    mark_current_thread(ThreadClass::kOmp);
+    // No clock reads while spinning: reading its own clock would settle its
+    // runtime each time and hide the lag.
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  ThreadClocks clocks;
+  for (int round = 0; round < 8; ++round) {
+    std::atomic<int64_t> own{-1};
+    std::atomic<bool> go{false};
+    std::thread t([&] {
+      mark_current_thread(ThreadClass::kLoader);
+      while (!go) std::this_thread::yield();
+      const int64_t c0 = thread_cpu_ns();
+      spin_cpu_ns(10 * kMs);
+      own = thread_cpu_ns() - c0;
+    });
+    sleep_for_ns(kMs);
+    clocks.relist();
+    const int64_t before = clocks.read().cpu_ns[index_of(ThreadClass::kLoader)];
+    go = true;
+    t.join();
+    const int64_t after = clocks.read().cpu_ns[index_of(ThreadClass::kLoader)];
+    // Not seen before the relist: the thread's yields before go (its own clock
+    // counts them at the first read, before 'before'); after it, what it spent
+    // returning and exiting, tens of us.
+    EXPECT_GE(after - before, own.load()) << "round " << round;
+    EXPECT_LE(after - before, own.load() + kMs / 2) << "round " << round;
+  }
+  stop = true;
+  spinner.join();
+}
+
 // One step that releases a helper which then spins spin_ms of CPU (0: it stays blocked).
 struct StepRun {
   StepRecord r;
