@@ -16,7 +16,7 @@ import unittest
 import helpers
 from threadburn.commands import compare
 from threadburn.analysis import comparison
-from threadburn.lib import keys, schema, stats
+from threadburn.lib import schema, stats
 
 A = os.path.join(helpers.FIXTURES, "compare_a.csv")
 B = os.path.join(helpers.FIXTURES, "compare_b.csv")
@@ -75,7 +75,7 @@ class MannWhitney(unittest.TestCase):
 def load_pair(a, b):
     header_a, rows_a, _ = compare.load(a)
     header_b, rows_b, _ = compare.load(b)
-    knobs = [k for k in keys.knob_columns(rows_a[0]) if k in header_b]
+    knobs = [k for k in rows_a[0].knob_columns if k in header_b]
     return comparison.compare(comparison.group(rows_a, knobs), comparison.group(rows_b, knobs))
 
 

@@ -1,12 +1,16 @@
 """`threadburn findings` (python/threadburn/commands/findings.py): a tiny template
 rendered against fixture CSVs; --check passes on a match and fails on a
-one-character difference; --write; one-line errors for bad placeholders."""
+one-character difference; --write; one-line errors for bad placeholders.
+The tables themselves: analysis/findings.py's figures as
+export/findings.py lays them out."""
 import os
 import shutil
 import unittest
 
 import helpers
 from threadburn.commands import findings
+from threadburn.analysis import findings as computed
+from threadburn.export import findings as tables
 
 OPT = "optimizer_step/sgd/params:4000000/gap_ms:300"
 TRAIN = "train_step/mnist_adadelta/preload:0/batch:64/workers:0/loader:torch/mkldnn:1/gap_ms:0"
@@ -130,7 +134,7 @@ class TuneTable(unittest.TestCase):
                 + self.rows("passive", [120, 121, 122, 123, 124, 125, 126, 127], [110] * 8)
                 + [{"study": "broken", "status": "failed", "wall_ms": "", "cpu_ms": ""}]
                 + [dict(r, phase="confirm", wall_ms="1") for r in self.rows("plain", [1] * 5, [1] * 5)])
-        t = findings.tune_table(helpers.typed(rows), "t")
+        t = tables.tune_table(computed.tune(helpers.typed(rows)), "t")
         self.assertEqual([r[0] for r in t.rows], ["launcher", "plain", "passive"])  # fastest first; failed left out
         self.assertEqual(t.cell("plain", "wall ms median"), "104")  # 103.5, whole ms from 100 up
         # n = 8: x(1)..x(8) covers 99.2 %, x(2)..x(7) only 93 %: the full range.
@@ -141,7 +145,7 @@ class TuneTable(unittest.TestCase):
     def test_a_metric_replaces_the_wall_time(self):
         rows = (self.rows("plain", [1, 1, 1, 1, 1], [5] * 5, metric=[10, 11, 12, 13, 14])
                 + self.rows("threads=1", [1, 1, 1, 1, 1], [5] * 5, metric=[10, 11, 12, 13, 14]))
-        t = findings.tune_table(helpers.typed(rows), "t")
+        t = tables.tune_table(computed.tune(helpers.typed(rows)), "t")
         self.assertIn("figure median", t.header)
         self.assertEqual(t.cell("plain", "figure median"), "12.00")
         # n = 5 cannot reach 95 %: the full range, with its coverage.
@@ -155,7 +159,7 @@ class TuneTable(unittest.TestCase):
             for i, w in enumerate(walls):
                 rows.append({"study": name, "grid": "tune", "status": "ok", "run_key": f"{name}-r{i}",
                              "wall_ms": str(w * scale), "cpu_ms": "50", "command": "python3 x.py", "phase": "race"})
-        t = findings.verdict_table(helpers.typed(rows), "/nonexistent/t.csv", "t")
+        t = tables.verdict_table(computed.verdict(helpers.typed(rows), "t.csv", None, "libomp"), "t")
         self.assertEqual(t.cell("python3 x.py", "verdict"), "change")
         self.assertEqual(t.cell("python3 x.py", "setting"), "fast")
         self.assertTrue(t.cell("python3 x.py", "time (figure) vs baseline").startswith("-20.0% ["))  # exact ratio, spread of plain
@@ -166,7 +170,7 @@ class OverheadsTable(unittest.TestCase):
         rows = [{"figure": "probe_region_ns", "median": "812.3", "min": "700", "max": "900", "runs": "9", "unit": "ns"},
                 {"figure": "monitor_share_training", "median": "0.0123", "min": "0.011", "max": "0.02", "runs": "9",
                  "unit": "cores"}]
-        t = findings.overheads_table(helpers.typed(rows))
+        t = tables.overheads_table(computed.overheads(helpers.typed(rows)))
         self.assertEqual(t.cell("probe_region_ns", "median"), "812")
         self.assertEqual(t.cell("monitor_share_training", "max"), "2.00%")
         self.assertEqual(t.cell("monitor_share_training", "unit"), "of a core")
@@ -175,7 +179,7 @@ class OverheadsTable(unittest.TestCase):
     def test_records_per_second_as_a_count(self):
         rows = [{"figure": "monitor_exact_events_per_s_training", "median": "4007.2", "min": "1469", "max": "9000",
                  "runs": "9", "unit": "1/s"}]
-        t = findings.overheads_table(helpers.typed(rows))
+        t = tables.overheads_table(computed.overheads(helpers.typed(rows)))
         self.assertEqual(t.cell("monitor_exact_events_per_s_training", "median"), "4007")
         self.assertEqual(t.cell("monitor_exact_events_per_s_training", "unit"), "1/s")
         self.assertIn("records per second", t.cell("monitor_exact_events_per_s_training", "what"))
@@ -183,7 +187,7 @@ class OverheadsTable(unittest.TestCase):
     def test_a_step_cost_as_a_signed_change(self):
         rows = [{"figure": "monitor_exact_step_cost_mnist_no_gap", "median": "0.0213", "min": "-0.01", "max": "0.05",
                  "runs": "9", "unit": "step"}]
-        t = findings.overheads_table(helpers.typed(rows))
+        t = tables.overheads_table(computed.overheads(helpers.typed(rows)))
         self.assertEqual(t.cell("monitor_exact_step_cost_mnist_no_gap", "median"), "+2.13%")
         self.assertEqual(t.cell("monitor_exact_step_cost_mnist_no_gap", "min"), "-1.00%")
         self.assertEqual(t.cell("monitor_exact_step_cost_mnist_no_gap", "unit"), "of the step time")

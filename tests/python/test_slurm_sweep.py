@@ -15,7 +15,6 @@ import unittest
 import helpers
 from helpers import assert_one_line_error, threadburn
 
-from threadburn.lib import keys
 from threadburn.engine import slurm
 
 CLUSTER = os.environ.get("THREADBURN_SLURM_DIR", "")
@@ -41,7 +40,7 @@ KEY_COLUMNS = ("run_key", "point_key", "benchmark", "repetition", "proc_index", 
 
 
 def row_keys(rows, header):
-    knobs = keys.knob_columns(helpers.typed(rows[:1])[0]) if rows else ()
+    knobs = helpers.typed(rows[:1])[0].knob_columns if rows else ()
     return collections.Counter(tuple(r[c] for c in KEY_COLUMNS + tuple(knobs)) for r in rows)
 
 

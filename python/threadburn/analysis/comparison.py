@@ -5,28 +5,33 @@ ratios per metric; and which changes exceed a regression limit. The text is
 the command's (commands/compare.py)."""
 from . import results
 from ..lib import keys, records, schema, stats
+from ..lib.records import Row
 
-METRICS = ("step_ms", "residual_cpu_ms", "samples_per_s")
+# The metrics by name (the command line's --fail-if-regress names them), each
+# with its column and the value below which it is indistinguishable from zero:
+# residual burn under half a millisecond per step is sampler noise (the
+# sampler's period is <= 1 ms and idle gaps measure within +-0.01 ms of 0).
+# Such a baseline gives no ratio, and such a sample no noise flag (its CV
+# would only measure that noise).
+STEP_COLUMNS = ((Row.step_ms, 0.0), (Row.residual_cpu_ms, 0.5), (Row.samples_per_s, 0.0))
 # Rows of your own command under the preload probe (`threadburn tune` and
 # `run`, bench = command) have no steps: their run's wall time, its CPU, the
 # OpenMP workers' CPU between regions, and the --metric figure. Which way
 # that figure is better is not in the file: it is compared, but cannot be
 # used with --fail-if-regress.
-RUN_METRICS = ("wall_ms", "cpu_ms", "omp_between_regions_ms", "metric")
-LOWER_IS_BETTER = dict(schema.LOWER_IS_BETTER, wall_ms=True, cpu_ms=True, omp_between_regions_ms=True)
-# Below this a metric is indistinguishable from zero: residual burn under half
-# a millisecond per step is sampler noise (the sampler's period is <= 1 ms and
-# idle gaps measure within +-0.01 ms of 0). Such a baseline gives no ratio,
-# and such a sample no noise flag (its CV would only measure that noise).
-ZERO_FLOOR = {"step_ms": 0.0, "residual_cpu_ms": 0.5, "samples_per_s": 0.0,
-              "wall_ms": 0.0, "cpu_ms": 0.0, "omp_between_regions_ms": 0.5, "metric": 0.0}
+RUN_COLUMNS = ((Row.wall_ms, 0.0), (Row.cpu_ms, 0.0), (Row.omp_between_regions_ms, 0.5), (Row.metric, 0.0))
+METRICS = tuple(c.name for c, _ in STEP_COLUMNS)
+RUN_METRICS = tuple(c.name for c, _ in RUN_COLUMNS)
+COLUMNS = {c.name: c for c, _ in STEP_COLUMNS + RUN_COLUMNS}
+ZERO_FLOOR = {c.name: floor for c, floor in STEP_COLUMNS + RUN_COLUMNS}
+LOWER_IS_BETTER = dict(schema.LOWER_IS_BETTER, **{c.name: True for c, _ in RUN_COLUMNS if c is not Row.metric})
 
 # MACHINE_CONTEXT columns whose value follows a row's setting, read so that the setting
 # makes no difference: omp_library per omp_runtime (a file without llvm settings has
 # no libomp: no difference), available_cpus as the most any run had (a pinned plan's
 # runs have fewer).
-PER_RUNTIME = ("omp_library",)
-MOST = ("available_cpus",)
+PER_RUNTIME = (Row.omp_library.name,)
+MOST = (Row.available_cpus.name,)
 
 
 def machines(rows_a, rows_b):
@@ -52,7 +57,7 @@ def _recorded(rows, column):
     for row in rows:
         value = row.text(column)
         if value:
-            found.setdefault(row.text("omp_runtime") if column in PER_RUNTIME else "", set()).add(value)
+            found.setdefault(row.omp_runtime if column in PER_RUNTIME else "", set()).add(value)
     if column in MOST:
         return {k: (max(v, key=lambda x: (schema.to_float(x) or 0, x)),) for k, v in found.items()}
     return {k: tuple(sorted(v)) for k, v in found.items()}
@@ -76,8 +81,8 @@ def group(rows, knobs):
 
 
 def compare_metric(rows_a, rows_b, metric):
-    a = records.metric_values(rows_a, metric)
-    b = records.metric_values(rows_b, metric)
+    a = records.metric_values(rows_a, COLUMNS[metric])
+    b = records.metric_values(rows_b, COLUMNS[metric])
     if not a or not b:
         return None
     med_a, med_b = stats.median(a), stats.median(b)
@@ -92,7 +97,7 @@ def compare_metric(rows_a, rows_b, metric):
     return {"n_a": len(a), "n_b": len(b), "median_a": med_a, "median_b": med_b,
             "ratio": ratio, "change": None if ratio is None else ratio - 1,
             "p": p_value, "method": method, "cv_a": cv(a), "cv_b": cv(b),
-            "noise_a": schema.rule_of(rows_a, "noise_cv"), "noise_b": schema.rule_of(rows_b, "noise_cv")}
+            "noise_a": schema.rule_of(rows_a, Row.noise_cv), "noise_b": schema.rule_of(rows_b, Row.noise_cv)}
 
 
 def compare(groups_a, groups_b, metrics=METRICS):

@@ -5,7 +5,7 @@ import re
 import statistics
 
 from ..lib import keys, schema
-from ..lib.records import metric_values, world_rows
+from ..lib.records import Row, metric_values, world_rows
 
 OVERLAP_MIN = schema.OVERLAP_MIN
 
@@ -34,15 +34,20 @@ def group_points(rows):
     return groups
 
 
+POINT_METRICS = (Row.step_ms, Row.residual_cpu_ms, Row.samples_per_s)
+
+
 def point_medians(rows):
+    """{"n": rows, column name: median} of POINT_METRICS over a point's rows."""
     out = {"n": len(rows)}
-    for metric in ("step_ms", "residual_cpu_ms", "samples_per_s"):
+    for metric in POINT_METRICS:
         values = metric_values(rows, metric)
-        out[metric] = statistics.median(values) if values else None
+        out[metric.name] = statistics.median(values) if values else None
     return out
 
 
-SCALING_METRICS = ("samples_per_s", "step_ms", "allreduce_ms", "cpu_ms", "residual_cpu_ms", "step_cpu_gloo_ms")
+SCALING_METRICS = (Row.samples_per_s, Row.step_ms, Row.allreduce_ms, Row.cpu_ms, Row.residual_cpu_ms,
+                   Row.step_cpu_gloo_ms)
 
 
 def world_scaling(rows):
@@ -66,13 +71,13 @@ def world_scaling(rows):
     entries = {}
     for (workload, setting, size), worlds in groups.items():
         e = {"workload": workload, "setting": setting, "world_size": size, "runs": len(worlds), "row": worlds[0],
-             "threads": worlds[0].text("OMP_NUM_THREADS")}
+             "threads": worlds[0].OMP_NUM_THREADS}
         for w in worlds:
-            a, b = w.number("step_cpu_ms"), w.number("residual_cpu_ms")
-            w.set("cpu_ms", "" if a is None or b is None else schema.fmt_value(a + b))
+            a, b = w.step_cpu_ms, w.residual_cpu_ms
+            w.cpu_ms = None if a is None or b is None else a + b
         for metric in SCALING_METRICS:
             values = metric_values(worlds, metric)
-            e[metric] = statistics.median(values) if values else None
+            e[metric.name] = statistics.median(values) if values else None
         entries[(workload, setting, size)] = e
     for (workload, setting, size), e in entries.items():
         one = entries.get((workload, setting, 1))
@@ -93,30 +98,28 @@ def _sum_or_none(values):
 def run_aggregate(copies):
     """One run's P copies (its ok rows of one benchmark) -> per step:
     mean step_ms per copy, throughput summed over copies (the program's
-    throughput counter, keys.throughput; without one steps/s = 1000 / step_ms
+    throughput counter, Row.throughput; without one steps/s = 1000 / step_ms
     of each copy), CPU of all
     copies (step_cpu_ms + residual_cpu_ms, summed) and involuntary context
     switches (summed). A metric some copy lacks is None."""
-    def col(name):
-        return [r.number(name) for r in copies]
-    steps = col("step_ms")
+    steps = [r.step_ms for r in copies]
     step_ms = None if None in steps else sum(steps) / len(steps)
-    counter, _ = keys.throughput(copies[0])
+    counter, _ = copies[0].throughput
     if counter:
-        throughput = _sum_or_none(col(counter))
+        throughput = _sum_or_none([r.number(counter) for r in copies])
     else:
         throughput = None if None in steps or 0 in steps else sum(1000.0 / s for s in steps)
-    cpu = [None if a is None or b is None else a + b
-           for a, b in zip(col("step_cpu_ms"), col("residual_cpu_ms"))]
+    cpu = [None if r.step_cpu_ms is None or r.residual_cpu_ms is None else r.step_cpu_ms + r.residual_cpu_ms
+           for r in copies]
     return {"step_ms": step_ms, "throughput": throughput, "cpu_ms": _sum_or_none(cpu),
-            "invol_ctxsw": _sum_or_none(col("invol_ctxsw"))}
+            "invol_ctxsw": _sum_or_none([r.invol_ctxsw for r in copies])}
 
 
 AGGREGATE_METRICS = ("step_ms", "throughput", "cpu_ms", "invol_ctxsw")
 
 
 def poorly_overlapped(row):
-    share = row.number("overlap")
+    share = row.overlap
     return share is not None and share < OVERLAP_MIN
 
 
@@ -149,7 +152,7 @@ def oversubscription(rows):
         entry = {"workload": workload_label(row.copy(processes="1")),
                  "setting": keys.env_label(row.copy(processes="1")),
                  "processes": procs, "runs": len(aggregates),
-                 "unit": keys.throughput(row)[1], "row": row}
+                 "unit": row.throughput[1], "row": row}
         for metric in AGGREGATE_METRICS:
             values = [a[metric] for a in aggregates if a[metric] is not None]
             entry[metric] = statistics.median(values) if values else None

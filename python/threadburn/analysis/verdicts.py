@@ -295,7 +295,7 @@ def decide_records(recs, rule, source="", kind=None, rule_from="asked", budget_r
 def recorded_rule(rows):
     """The rule the rows carry (the last race row's): the campaign's own."""
     for r in reversed(rows):
-        if r.phase == "race" and r.has("rule"):
+        if r.phase == "race" and r.rule is not None:
             return r.rule
     return None
 

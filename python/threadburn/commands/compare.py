@@ -35,11 +35,13 @@ import sys
 
 from ..analysis import comparison
 from ..analysis.comparison import LOWER_IS_BETTER, METRICS, RUN_METRICS
-from ..lib import fmt, keys, records, schema, stats
+from ..lib import fmt, records, schema, stats
 from ..lib.errors import ThreadburnError
+from ..lib.records import Row
 
-REQUIRED = ("schema_version", "status", "benchmark", "runtime", "repetition") + METRICS
-REQUIRED_RUNS = ("schema_version", "status", "benchmark", "runtime", "repetition", "wall_ms", "cpu_ms")
+BASIC = tuple(c.name for c in (Row.schema_version, Row.status, Row.benchmark, Row.runtime, Row.repetition))
+REQUIRED = BASIC + METRICS
+REQUIRED_RUNS = BASIC + (Row.wall_ms.name, Row.cpu_ms.name)
 
 
 class CompareError(ThreadburnError):
@@ -95,8 +97,8 @@ def load(path):
     header, rows = records.read_table(path)
     # The version first: a file of another schema lacks columns for a reason,
     # and "missing columns" would hide it.
-    records.check_columns(path, header, ("schema_version",))
-    versions = {r.text("schema_version") for r in rows}
+    records.check_columns(path, header, (Row.schema_version.name,))
+    versions = {r.schema_version for r in rows}
     if len(versions) > 1:
         raise CompareError(f"{path}: mixes schema versions {', '.join(sorted(versions))}")
     if versions and not versions <= set(schema.READABLE_VERSIONS):
@@ -104,18 +106,13 @@ def load(path):
                            f"{schema.SCHEMA_VERSION} (columns differ between versions: compare "
                            f"files of one version, e.g. re-run the older sweep; it also reads "
                            f"{', '.join(v for v in schema.READABLE_VERSIONS if v != schema.SCHEMA_VERSION)})")
-    records.check_columns(path, header, REQUIRED_RUNS if is_runs_file(header) else REQUIRED)
+    records.check_columns(path, header, REQUIRED_RUNS if records.is_runs_file(header) else REQUIRED)
     statuses = {s: sum(1 for r in rows if r.status == s) for s in ("skipped", "failed")}
     return header, rows, statuses
 
 
-def is_runs_file(header):
-    """A file of runs of a command under the probe (tune, run), not of benchmarks."""
-    return "step_ms" not in header and "wall_ms" in header
-
-
 def metrics_of(header):
-    return [m for m in (RUN_METRICS if is_runs_file(header) else METRICS) if m in header]
+    return [m for m in (RUN_METRICS if records.is_runs_file(header) else METRICS) if m in header]
 
 
 def fmt_num(value):
@@ -210,12 +207,12 @@ def main(args):
     header_b, rows_b, statuses_b = load(args.b)
     rows_a = only_where(args.a, header_a, rows_a, args.a_where)
     rows_b = only_where(args.b, header_b, rows_b, args.b_where)
-    knobs = [k for k in keys.knob_columns(rows_a[0] if rows_a else records.Row(dict.fromkeys(header_a, "")))
+    knobs = [k for k in (rows_a[0] if rows_a else records.Row(dict.fromkeys(header_a, ""))).knob_columns
              if k in header_b]
-    if is_runs_file(header_a) != is_runs_file(header_b):
+    if records.is_runs_file(header_a) != records.is_runs_file(header_b):
         raise CompareError(f"{args.a} and {args.b}: one holds benchmark rows (sweep), the other runs of a "
                            "command (tune, run): nothing to compare")
-    va, vb = ({r.text("schema_version") for r in rows} for rows in (rows_a, rows_b))
+    va, vb = ({r.schema_version for r in rows} for rows in (rows_a, rows_b))
     if va and vb and va != vb:
         raise CompareError(f"{args.a} is schema {va.pop()}, {args.b} schema {vb.pop()}: compare files of one version")
     metrics = [m for m in metrics_of(header_a) if m in header_b]

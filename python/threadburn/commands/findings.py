@@ -8,16 +8,97 @@ The template (docs/findings.template.md) holds the prose; in it
 So prose numbers come from the tables too. `threadburn findings --check`
 (a unit test) fails when results/FINDINGS.md differs from what the template
 and the CSVs give; `--write` rewrites it.
+
+This command reads the template and what each table it names is made of
+(TABLES: a CSV, the rule recorded beside it, Google Benchmark JSON files),
+has analysis/findings.py compute each table's figures and export/findings.py
+lay them out, and writes or checks the page.
 """
 import argparse
 import difflib
+import json
 import os
-import re
-import statistics
+from dataclasses import dataclass, field
 
-from ..lib import keys, fmt, paths, records, schema
-from ..analysis import results
+from ..analysis import findings as computed, results
+from ..export import findings as layout
+from ..lib import files, paths, records
 from ..lib.errors import ThreadburnError
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a table is made of, as read: the rows of its CSV, the file's name
+    (a verdict's source), the rule its verdict file recorded (or None) and,
+    per key of its Spec's documents, the entries of that Google Benchmark
+    JSON file."""
+    rows: list
+    name: str = ""
+    rule: object = None
+    documents: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Spec:
+    csv: str                  # its CSV in results/, without .csv
+    make: object              # Source -> layout.Table
+    documents: dict = field(default_factory=dict)  # {key: JSON file in results/}
+
+
+CUDA_SYNC_FILES = {"spin": "cuda-h200-spin.json", "blocking_sync": "cuda-h200-blocking_sync.json"}
+
+
+def verdict_spec(csv, title, baseline=None):
+    return Spec(csv, lambda s: layout.verdict_table(computed.verdict(s.rows, s.name, s.rule, paths.LIBOMP, baseline),
+                                                    title))
+
+
+def burn_spec(csv, title):
+    return Spec(csv, lambda s: layout.burn_table(computed.burn(s.rows), title))
+
+
+def tune_spec(csv, title):
+    return Spec(csv, lambda s: layout.tune_table(computed.tune(s.rows), title))
+
+
+# name -> what it is made of, and how
+TABLES = {
+    "seed000": burn_spec("seed000", "An SGD step, then 2 s idle (seed000.csv)"),
+    "default": burn_spec("default", "The default study (default.csv)"),
+    "blocktime": burn_spec("blocktime", "Blocktime / spin count / wait policy (blocktime.csv)"),
+    "launcher": burn_spec("launcher", "PyTorch's launcher preset against the others (launcher.csv)"),
+    "runtime": Spec("runtime", lambda s: layout.runtime_table(computed.runtime(s.rows))),
+    "loader": Spec("loader", lambda s: layout.loader_table(computed.loader(s.rows))),
+    "oversubscription": Spec("oversubscription", lambda s: layout.oversub_table(results.oversubscription(s.rows))),
+    "onednn": Spec("onednn", lambda s: layout.onednn_table(computed.onednn(s.rows))),
+    "batch_workers": burn_spec("batch_workers", "Batch x workers (batch_workers.csv)"),
+    "sampler": Spec("sampler", lambda s: layout.sampler_table(computed.sampler(s.rows))),
+    "ddp": Spec("ddp", lambda s: layout.ddp_table(results.world_scaling(s.rows))),
+    "overheads": Spec("overheads", lambda s: layout.overheads_table(computed.overheads(s.rows))),
+    "decisions": Spec("decisions", lambda s: layout.decisions_table(s.rows)),
+    "fleet": Spec("fleet", lambda s: layout.fleet_table(computed.fleet(s.rows))),
+    "fleet_ddp": Spec("fleet_ddp", lambda s: layout.fleet_ddp_table(computed.fleet_ddp(s.rows))),
+    "verdict_default": verdict_spec("default", "Verdicts of the default study (default.csv)"),
+    "verdict_tune_sleep": verdict_spec("tune-sleep_step_sleep", "Verdict of the tune on sleep_step_sleep.py"),
+    "verdict_tune_mnist": verdict_spec("tune-mnist_adadelta", "Verdict of the tune on mnist_adadelta.py"),
+    "verdict_host_mnist": verdict_spec("tune-host-mnist", "Verdicts of the host tune on the MNIST training "
+                                                          "(tune-host-mnist.csv; time: host throughput)"),
+    "host_mnist": Spec("tune-host-mnist", lambda s: layout.host_table(
+        computed.host(s.rows), "Host plans for the MNIST training, the race's runs (tune-host-mnist.csv)")),
+    "fit_host_mnist": Spec("tune-host-mnist", lambda s: layout.fit_table(
+        computed.fit(s.rows, s.name, s.rule, paths.LIBOMP), "How many MNIST trainings fit this host (fresh runs)")),
+    "cuda_step": Spec("cuda-h200", lambda s: layout.cuda_step_table(computed.cuda_step(s.rows))),
+    "cuda_gap": Spec("cuda-h200", lambda s: layout.cuda_gap_table(computed.cuda_gap(s.rows), computed.CUDA_STALL_MS)),
+    "cuda_feed": Spec("cuda-h200", lambda s: layout.cuda_feed_table(computed.cuda_feed(s.rows))),
+    "cuda_sync": Spec("cuda-h200", lambda s: layout.gb_sync_table(computed.gb_sync(s.documents), CUDA_SYNC_FILES),
+                      CUDA_SYNC_FILES),
+    "verdict_cuda": verdict_spec("cuda-h200", "Verdicts of the H200 sweep against the preloaded step (cuda-h200.csv, "
+                                              "--baseline preload=1)", baseline={"preload": "1"}),
+    "tune_sleep": tune_spec("tune-sleep_step_sleep",
+                            "tune on examples/sleep_step_sleep.py (tune-sleep_step_sleep.csv; wall ms)"),
+    "tune_mnist": tune_spec("tune-mnist_adadelta",
+                            "tune on examples/mnist_adadelta.py (tune-mnist_adadelta.csv; figure: its samples/s)"),
+}
 
 
 def add_parser(sub):
@@ -33,500 +114,40 @@ def add_parser(sub):
     return p
 
 
-class Table:
-    def __init__(self, title, header, key_cells=1):
-        self.title, self.header, self.key_cells = title, header, key_cells
-        self.rows = []
-
-    def add(self, cells):
-        self.rows.append([str(c) for c in cells])
-
-    def key(self, row):
-        return " / ".join(row[:self.key_cells])
-
-    def cell(self, row_key, column):
-        if column not in self.header:
-            raise ThreadburnError(f"table {self.title!r} has no column {column!r}; it has: {', '.join(self.header)}")
-        for row in self.rows:
-            if self.key(row) == row_key:
-                return row[self.header.index(column)]
-        raise ThreadburnError(f"table {self.title!r} has no row {row_key!r}; rows: "
-                              + "; ".join(self.key(r) for r in self.rows))
-
-    def markdown(self):
-        return f"### {self.title}\n\n" + "\n".join(fmt.table(self.header, self.rows, "md", self.key_cells))
-
-
-def med(rows, metric):
-    values = records.metric_values(rows, metric)
-    return statistics.median(values) if values else None
-
-
-def num(value, digits=2):
-    if value is None:
-        return "–"
-    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.{digits}f}"
-
-
-def setting(row):
-    """Runtime + environment, without the thread count (its own column)."""
-    label = re.sub(r"\s*OMP_NUM_THREADS=\S+", "", keys.env_label(row))
-    return label.replace("KMP_AFFINITY=granularity=fine,compact,1,0", "compact affinity")
-
-
-def groups(rows, key):
+def read_documents(results_dir, names):
+    """{key: the entries of a Google Benchmark JSON file} of {key: file name}."""
     out = {}
-    for row in rows:
-        if row.ok:
-            out.setdefault(key(row), []).append(row)
-    return out
-
-
-def burn_table(rows, title):
-    """Step time against post-step burn per setting."""
-    t = Table(title, ["workload", "OMP_NUM_THREADS", "setting", "step_ms", "residual_cpu_ms", "of it OpenMP workers",
-                      "tail_ms", "residual_cores", "runs"], key_cells=3)
-    by = groups(rows, lambda r: (results.workload_label(r), r.text("OMP_NUM_THREADS"), setting(r)))
-    for (workload, threads, label), rs in sorted(by.items(), key=lambda kv: (kv[0][0], med(kv[1], "step_ms") or 0)):
-        t.add([workload, threads, label, num(med(rs, "step_ms")), num(med(rs, "residual_cpu_ms")),
-               num(med(rs, "residual_omp_ms")), num(med(rs, "tail_ms"), 1), num(med(rs, "residual_cores")), len(rs)])
-    return t
-
-
-def runtime_table(rows):
-    """Region time, wake-up cost and burn per kernel and setting (n = 1 Mi
-    floats); region times are the per-run medians over steps."""
-    rows = [r for r in rows if r.text("n") == "1048576"]
-    gaps = sorted({int(r.text("gap_ms")) for r in rows if r.text("gap_ms")})
-    us = lambda v: num(v * 1000 if v is not None else None, 0)
-    header = ["kernel", "setting", "region µs (back-to-back)", "serial µs"]
-    header += [f"wake-up µs after {g} ms" for g in gaps[1:]]
-    header += [f"residual_cpu_ms after {gaps[-1]} ms", "of it OpenMP workers", "of it TBB workers", "tail_ms"]
-    t = Table("Runtimes side by side (runtime.csv, n = 1 Mi floats, OMP_NUM_THREADS=2; medians over steps, "
-              "then over runs)", header, key_cells=2)
-    for (kernel, label), rs in sorted(groups(rows, lambda r: (r.text("kernel"), setting(r))).items()):
-        at = {g: [r for r in rs if r.text("gap_ms") == str(g)] for g in gaps}
-        line = [kernel, label, us(med(at[gaps[0]], "step_ms_median")), us(med(at[gaps[0]], "serial_ms"))]
-        for g in gaps[1:]:
-            region, b2b = med(at[g], "step_ms_median"), med(at[g], "backtoback_ms")
-            line.append(us(region - b2b if region is not None and b2b is not None else None))
-        big = at[gaps[-1]]
-        line += [num(med(big, "residual_cpu_ms_median")), num(med(big, "residual_omp_ms")),
-                 num(med(big, "residual_tbb_ms")), num(med(big, "tail_ms_median"), 1)]
-        t.add(line)
-    return t
-
-
-def loader_table(rows):
-    t = Table("Loader contention (loader.csv: cifar_sgd, batch 64, augmentation on, gap 0)",
-              ["OMP_NUM_THREADS", "setting", "loader", "workers", "samples/s", "step_ms", "data_ms", "cores_busy",
-               "loader CPU ms", "OpenMP CPU ms", "threads", "invol_ctxsw/step"], key_cells=4)
-    by = groups(rows, lambda r: (r.text("OMP_NUM_THREADS"), setting(r), r.text("loader"), r.integer("workers", 0)))
-    for (threads, label, loader, workers), rs in sorted(by.items()):
-        t.add([threads, label, loader, workers, num(med(rs, "samples_per_s"), 0), num(med(rs, "step_ms")),
-               num(med(rs, "data_ms")), num(med(rs, "cores_busy")), num(med(rs, "step_cpu_loader_ms")),
-               num(med(rs, "step_cpu_omp_ms")), num(med(rs, "threads"), 0), num(med(rs, "invol_ctxsw"), 1)])
-    return t
-
-
-def onednn_table(rows):
-    t = Table("oneDNN on/off (onednn.csv)", ["model", "OMP_NUM_THREADS", "setting", "mkldnn", "step_ms", "forward_ms",
-                                             "backward_ms", "cores_busy", "residual_cpu_ms"], key_cells=4)
-    by = groups(rows, lambda r: (r.text("model"), r.text("OMP_NUM_THREADS"), setting(r), r.text("mkldnn")))
-    for (model, threads, label, mk), rs in sorted(by.items()):
-        t.add([model, threads, label, mk, num(med(rs, "step_ms")), num(med(rs, "forward_ms")),
-               num(med(rs, "backward_ms")), num(med(rs, "cores_busy")), num(med(rs, "residual_cpu_ms"))])
-    return t
-
-
-def oversub_table(rows):
-    t = Table("Oversubscription (oversubscription.csv; medians over runs whose copies overlapped >= 90 %)",
-              ["workload", "setting", "processes", "step_ms per copy", "slowdown", "throughput", "unit",
-               "CPU ms (all copies)", "invol_ctxsw", "runs"], key_cells=3)
-    for e in results.oversubscription(rows):
-        t.add([e["workload"], e["setting"], e["processes"], num(e["step_ms"]),
-               "–" if e["slowdown"] is None else f"x{e['slowdown']:.2f}", num(e["throughput"], 0), e["unit"],
-               num(e["cpu_ms"]), num(e["invol_ctxsw"], 1), e["runs"]])
-    return t
-
-
-def sampler_table(rows):
-    """step_ms with the sampler on and off, per workload and thread count."""
-    from ..lib import stats
-    t = Table("The sampler's cost (sampler.csv: the same steps with the sampler on and off, interleaved runs)",
-              ["workload", "OMP_NUM_THREADS", "step_ms on", "step_ms off", "change", "p (Mann-Whitney)",
-               "sampler CPU share", "runs on/off"], key_cells=2)
-    by = groups(rows, lambda r: (results.workload_label(r.copy(sampler="")), r.text("OMP_NUM_THREADS")))
-    for (workload, threads), rs in sorted(by.items()):
-        on = records.metric_values([r for r in rs if r.text("sampler") == "on"], "step_ms")
-        off = records.metric_values([r for r in rs if r.text("sampler") == "off"], "step_ms")
-        if not on or not off:
-            continue
-        share = [r.number("sampler_cpu_ms") / (r.number("step_ms") + r.number("gap_ms"))
-                 for r in rs if r.text("sampler") == "on" and r.number("sampler_cpu_ms") is not None]
-        _, p, _ = stats.mann_whitney_u(on, off)
-        m_on, m_off = statistics.median(on), statistics.median(off)
-        t.add([workload, threads, num(m_on, 3), num(m_off, 3), f"{m_on / m_off - 1:+.1%}", f"{p:.2f}",
-               f"{statistics.median(share):.2%}" if share else "–", f"{len(on)}/{len(off)}"])
-    return t
-
-
-def ddp_table(rows):
-    """Data-parallel worlds by size (results.world_scaling)."""
-    t = Table("Data-parallel steps by world size (ddp.csv; medians over runs; a world's step is its slowest "
-              "rank's, its CPU all ranks')",
-              ["workload", "setting", "world_size", "OMP_NUM_THREADS", "samples/s", "scaling", "step_ms",
-               "allreduce_ms", "CPU ms/step", "residual_cpu_ms", "gloo CPU ms/step", "runs"], key_cells=3)
-    for e in results.world_scaling(rows):
-        t.add([e["workload"], e["setting"], e["world_size"], e["threads"], num(e["samples_per_s"], 0),
-               "–" if e["scaling"] is None else f"x{e['scaling']:.2f}", num(e["step_ms"]), num(e["allreduce_ms"]),
-               num(e["cpu_ms"]), num(e["residual_cpu_ms"]), num(e["step_cpu_gloo_ms"]), e["runs"]])
-    return t
-
-
-def tune_table(rows, title):
-    """One `threadburn tune` CSV (its race, not the confirmation): per
-    setting the runs, the median and 95 % CI of the time figure (the
-    --metric column when the tune had one, else the wall time) and of the
-    CPU, the workers' CPU between regions; ordered by the time figure."""
-    from ..lib import stats
-    from ..analysis import verdicts
-    dropped = {name for by_name in verdicts.duplicates(records.run_records(rows, paths.LIBOMP)).values()
-               for name in by_name}
-    rows = [r for r in rows if r.phase == "race" and r.study not in dropped]
-    has_metric = any(r.number("metric") is not None for r in rows)
-    higher = has_metric and any(r.metric_higher for r in rows)
-    key = "metric" if has_metric else "wall_ms"
-    what = "figure" if has_metric else "wall ms"
-    t = Table(title, ["setting", "runs", f"{what} median", f"{what} 95% CI", "CPU ms median", "CPU ms 95% CI",
-                      "between regions ms"])
-    by = groups(rows, lambda r: r.study)
-    series = {name: (records.metric_values(rs, key), records.metric_values(rs, "cpu_ms")) for name, rs in by.items()}
-
-    def ci(values):
-        lo, hi, cov = stats.median_ci(values)
-        return f"{num(lo)}..{num(hi)}" + ("" if cov >= 0.95 else f" ({cov:.0%})")
-
-    ranked = sorted((n for n in series if series[n][0]), key=lambda n: statistics.median(series[n][0]), reverse=higher)
-    for name in ranked:  # best first
-        times, cpus = series[name]
-        t.add([name, len(times), num(statistics.median(times)), ci(times), num(statistics.median(cpus)), ci(cpus),
-               num(med(by[name], "omp_between_regions_ms"))])
-    return t
-
-
-def verdict_table(rows, path, title, baseline=None):
-    """The verdict per workload of a sweep's or tune's CSV, as `threadburn
-    verdict` computes it (by the rule its rows or its verdict.json recorded;
-    baseline: its --baseline)."""
-    from ..analysis import verdicts
-    from ..lib import files
-    v = verdicts.decide_rows(rows, os.path.basename(path), None, files.recorded_rule(path), paths.LIBOMP,
-                             baseline=baseline)
-    t = Table(title, ["workload", "verdict", "setting", "baseline", "time (figure) vs baseline", "CPU vs baseline",
-                      "gain from", "runs"])
-
-    def ratio(r, invert=False):
-        if r is None:
-            return "–"
-        if invert:  # a higher-is-better figure: its own change
-            return f"{1 / r.est - 1:+.1%} [{1 / r.hi - 1:+.1%}, {1 / r.lo - 1:+.1%}]"
-        return f"{r.est - 1:+.1%} [{r.lo - 1:+.1%}, {r.hi - 1:+.1%}]"
-    for e in v.entries:
-        d, c = e.decision, e.confirmation
-        race = d.vs_baseline.get(d.chosen) if d.chosen and d.chosen != d.baseline else None
-        if c is not None and c.time is not None:
-            time_r, cpu_r, source = c.time, c.cpu, f"{c.runs[0]} + {c.runs[1]} fresh runs"
-        else:
-            time_r, cpu_r, source = (race.time, race.cpu, "the race, as selected") if race else (None, None, "–")
-        t.add([e.label, e.verdict, d.chosen or "–", d.baseline or "–", ratio(time_r, e.higher_is_better),
-               ratio(cpu_r), source, e.runs])
-    return t
-
-
-def cuda_key(r):
-    """(model, setting, item_sync): a CUDA row's workload but its gap, and its setting."""
-    return r.text("model"), keys.setting_of(r).label, r.text("item_sync")
-
-
-def cuda_step_table(rows):
-    """The host's side of a preloaded CUDA step: its CPU against its wall
-    time, and the end-of-step synchronisation's."""
-    t = Table("The host's side of a preloaded CUDA step (cuda-h200.csv, batch 1000; medians over runs; gpu_ms as "
-              "measured: the span between two events on the stream)",
-              ["model", "setting", "item_sync", "gap_ms", "step_ms", "step_cpu_ms", "of it main", "cores busy",
-               "sync_ms", "sync_cpu_ms", "gpu_ms", "runs"], key_cells=4)
-    by = groups([r for r in rows if r.text("preload") == "1"], lambda r: cuda_key(r) + (r.integer("gap_ms", 0),))
-    for (model, label, item, gap), rs in sorted(by.items()):
-        step, cpu = med(rs, "step_ms"), med(rs, "step_cpu_ms")
-        t.add([model, label, item, gap, num(step, 3), num(cpu, 3), num(med(rs, "step_cpu_main_ms"), 3),
-               num(cpu / step), num(med(rs, "sync_ms"), 3), num(med(rs, "sync_cpu_ms"), 3), num(med(rs, "gpu_ms"), 3),
-               len(rs)])
-    return t
-
-
-def cuda_gap_table(rows):
-    """A step after a 100 ms host stall against back to back, where a
-    setting ran both; the last row: the range of the change."""
-    t = Table("A 100 ms stall before each step (cuda-h200.csv; medians over runs)",
-              ["model", "setting", "item_sync", "step_ms back to back", "step_ms after 100 ms", "change"], key_cells=3)
-    by = groups(rows, lambda r: cuda_key(r) + (r.integer("gap_ms", 0),))
-    changes = []
-    for (model, label, item, gap), rs in sorted(by.items()):
-        after = by.get((model, label, item, 100))
-        if gap != 0 or not after:
-            continue
-        before, later = med(rs, "step_ms"), med(after, "step_ms")
-        changes.append(later / before - 1)
-        t.add([model, label, item, num(before, 3), num(later, 3), f"{later / before - 1:+.0%}"])
-    if changes:
-        t.add(["all", "", "", "", "", f"{min(changes):+.0%} .. {max(changes):+.0%}"])
-    return t
-
-
-def cuda_feed_table(rows):
-    """How the step is fed, back to back, without loss.item(): per model and
-    setting the step, the throughput, the wait for data and whose CPU."""
-    t = Table("Feeding the GPU (cuda-h200.csv: batch 1000, gap 0, item_sync 0; medians over runs)",
-              ["model", "setting", "step_ms", "samples/s", "data_ms", "CPU ms/step", "of it loader",
-               "of it OpenMP", "threads"], key_cells=2)
-    by = groups([r for r in rows if r.integer("gap_ms", 0) == 0 and r.text("item_sync") == "0"
-                 and r.text("cuda_sync") in ("", "auto")], lambda r: cuda_key(r)[:2])
-    for (model, label), rs in sorted(by.items(), key=lambda kv: (kv[0][0], med(kv[1], "step_ms"))):
-        t.add([model, label, num(med(rs, "step_ms")), num(med(rs, "samples_per_s"), 0), num(med(rs, "data_ms")),
-               num(med(rs, "step_cpu_ms")), num(med(rs, "step_cpu_loader_ms")), num(med(rs, "step_cpu_omp_ms")),
-               num(med(rs, "threads"), 0)])
-    return t
-
-
-def gb_sync_table(results_dir, names):
-    """The end-of-step synchronisation in Google Benchmark JSON of the program
-    run by hand, one file per wait policy ({policy: file name})."""
-    import json
-    t = Table("The end-of-step synchronisation under each host wait policy (train_step_bench --device=cuda by hand: "
-              "MNIST, batch 1000, 2 loader workers; " + ", ".join(names.values()) + ")",
-              ["cuda_sync", "item_sync", "gap_ms", "step_ms", "sync_ms", "sync_cpu_ms", "step_cpu_main_ms"], key_cells=3)
-    for policy, name in names.items():
+    for key, name in names.items():
         try:
             with open(os.path.join(results_dir, name)) as f:
-                entries = json.load(f)["benchmarks"]
+                out[key] = json.load(f)["benchmarks"]
         except (OSError, ValueError, KeyError) as e:
             raise ThreadburnError(f"{name}: not a readable Google Benchmark JSON: {e}") from None
-        for e in entries:
-            parts = dict(p.split(":", 1) for p in e["name"].split("/") if ":" in p)
-            t.add([policy, parts.get("item_sync", ""), parts.get("gap_ms", ""), num(e["step_ms"], 3),
-                   num(e["sync_ms"], 3), num(e["sync_cpu_ms"], 3), num(e["step_cpu_main_ms"], 3)])
-    return t
-
-
-def host_table(rows, title):
-    """A host tune (--copies): per copy count and plan, the race's runs, the
-    medians of the host's throughput (copies/s), of each copy's own time and
-    of the CPU of all copies per run."""
-    from ..analysis import verdicts
-    t = Table(title, ["copies", "plan", "runs", "copies/s median", "ms per copy median", "CPU ms median"], 2)
-    recs = [r for r in records.run_records(rows, paths.LIBOMP) if r.phase == "race" and r.status == "ok"
-            and r.time is not None]
-    dropped = verdicts.duplicates(recs)
-    by = {}
-    for r in recs:
-        if r.name not in dropped.get(r.workload, {}):
-            by.setdefault((r.copies, r.name), []).append(r)
-    for (copies, name), rs in sorted(by.items(), key=lambda kv: (kv[0][0], -statistics.median(r.time for r in kv[1]))):
-        t.add([copies, name, len(rs), num(statistics.median(r.time for r in rs)),
-               num(statistics.median(r.per_copy for r in rs if r.per_copy is not None)),
-               num(statistics.median(r.cpu for r in rs if r.cpu is not None))])
-    return t
-
-
-def fit_table(rows, path, title):
-    """How many copies fit (a host tune of several copy counts): each step,
-    from fresh runs (analysis/hostplan.py), and what it says."""
-    from ..analysis import verdicts
-    from ..lib import files
-    v = verdicts.decide_rows(rows, os.path.basename(path), None, files.recorded_rule(path), paths.LIBOMP)
-    t = Table(title, ["copies", "plans", "host throughput", "against the margin"])
-    f = v.fit
-    for s in f.steps if f else []:
-        r = s.ratio
-        gain = "–" if r is None else f"{1 / r.est - 1:+.1%} [{1 / r.hi - 1:+.1%}, {1 / r.lo - 1:+.1%}]"
-        t.add([f"{s.fewer} -> {s.more}", f"{s.fewer_plan} -> {s.more_plan}", gain,
-               {"adds": "adds more", "adds less": "adds less", "open": "open"}[s.word]])
-    if f:
-        t.add(["fits", "", str(f.fits) if f.settled else f"at least {f.fits}", f"margin {f.margin:.0%}"])
-    return t
-
-
-OVERHEAD_MEANING = {
-    "probe_region_ns": "the preload probe's cost per parallel region (an empty 2-thread region, with minus without)",
-    "probe_sampler_share_regions_child": "the probe's sampler, on a C++ program of regions and 150 ms sleeps",
-    "probe_sampler_share_training": "the probe's sampler, on examples/sleep_step_sleep.py",
-    "monitor_share_training": "threadburn_monitor at its default period, recording that training",
-    "monitor_exact_share_training": "threadburn_monitor's exact mode (the scheduler's records), recording that training",
-    "monitor_exact_share_mnist_no_gap": "threadburn_monitor's exact mode, recording the MNIST training without a sleep "
-                                        "(many short regions)",
-    "monitor_exact_events_per_s_training": "the records per second the exact mode read, on that training",
-    "monitor_exact_step_cost_mnist_no_gap": "the exact mode's cost to the MNIST training without a sleep: its step "
-                                            "time with the monitor over without, less 1",
-    "monitor_exact_events_per_s_mnist_no_gap": "the records per second the exact mode read, on the MNIST training "
-                                               "without a sleep",
-    "probe_sampler_share_gaps_20ms_llvm": "the probe's sampler, on regions 20 ms apart under LLVM's default blocktime",
-    "probe_sampler_share_gaps_3ms_llvm": "the probe's sampler, on regions 3 ms apart under LLVM's default blocktime",
-    "probe_sampler_share_dataloader_workers": "the probe's sampler, on a training with DataLoader(num_workers=2)",
-}
-# Per entry point: the same cost as probe_region_ns, through that entry point.
-ENTRY_PREFIX = "probe_region_ns_"
-
-
-def overhead_meaning(figure):
-    if figure in OVERHEAD_MEANING:
-        return OVERHEAD_MEANING[figure]
-    if figure.startswith(ENTRY_PREFIX):
-        return f"the probe's cost per region started through {figure[len(ENTRY_PREFIX):]}"
-    return ""
-
-
-def overheads_table(rows):
-    """bench/overheads.py's figures: what measuring costs."""
-    t = Table("What measuring costs (overheads.csv, bench/overheads.py)",
-              ["figure", "what", "median", "min", "max", "unit", "runs"])
-    for r in rows:
-        unit = r.text("unit")
-        counted = unit in ("ns", "1/s")  # counts and times, not shares of a core
-        if counted:
-            show = lambda v: f"{schema.to_float(v):.0f}"  # noqa: E731
-        elif unit == "step":  # a change of the step time
-            show = lambda v: f"{schema.to_float(v):+.2%}"  # noqa: E731
-        else:
-            show = lambda v: f"{schema.to_float(v):.2%}"  # noqa: E731
-        label = unit if counted else "of the step time" if unit == "step" else "of a core"
-        t.add([r.text("figure"), overhead_meaning(r.text("figure")), show(r.text("median")), show(r.text("min")), show(r.text("max")),
-               label, r.text("runs")])
-    return t
-
-
-def fleet_table(rows):
-    """The two-node sweep (configs/fleet.toml through sweep --slurm on
-    scripts/local_fleet.sh): per node and setting, the runs it got."""
-    t = Table("Two nodes through Slurm (fleet.csv: configs/fleet.toml on the two namespace nodes of "
-              "scripts/local_fleet.sh; medians over runs)",
-              ["node", "workload", "OMP_NUM_THREADS", "runs", "tasks", "step_ms", "residual_cpu_ms"], key_cells=3)
-    by = groups(rows, lambda r: (r.text("host_name"), results.workload_label(r), r.text("OMP_NUM_THREADS")))
-    for (node, workload, threads), rs in sorted(by.items()):
-        t.add([node, workload, threads, len({r.text("run_key") for r in rs}), len({r.text("slurm_job") for r in rs}),
-               num(med(rs, "step_ms")), num(med(rs, "residual_cpu_ms"))])
-    return t
-
-
-def fleet_ddp_table(rows):
-    """fleet_ddp.csv (tests/python/test_fleet_ddp.py): two ranks over the veth
-    link between two namespace hosts against the same pair over loopback."""
-    t = Table("Two ranks across hosts (fleet_ddp.csv: ddp_step mnist_adadelta, batch 64, one 25 MB bucket, "
-              "OMP_NUM_THREADS=1; medians over ranks and runs)",
-              ["link", "launcher", "allreduce_ms", "allreduce_ms min", "allreduce_ms max", "step_ms",
-               "gloo CPU ms/step", "ranks x runs"],
-              key_cells=2)
-    by = {}
-    for r in rows:
-        by.setdefault((r.text("link"), r.text("launcher")), []).append(r)
-    for (link, launcher), rs in sorted(by.items(), key=lambda kv: (kv[0][0] != "loopback", kv[0])):
-        values = records.metric_values(rs, "allreduce_ms")
-        t.add([link, launcher, num(med(rs, "allreduce_ms")), num(min(values)), num(max(values)),
-               num(med(rs, "step_ms")), num(med(rs, "step_cpu_gloo_ms")), len(rs)])
-    return t
-
-
-def decisions_table(rows):
-    """bench/decisions.py's operating characteristics of the decision rule."""
-    t = Table("The decision rule on synthetic tunes whose truth is known (decisions.csv, bench/decisions.py; "
-              "shares of the cases, tune's default budget)",
-              ["scenario", "objective", "right change", "false change", "keep", "undecided", "runs (median / p90)",
-               "gain printed: bias pp (cases)", "as selected: bias pp (cases)", "target", "met"], key_cells=1)
-    pct = lambda v: f"{float(v):.1%}"
-
-    def bias(r, column):  # over the cases the fresh runs measured, and how many
-        return f"{r.text(column)} ({r.text('bias_cases')})" if r.has(column) else "–"
-    for r in rows:
-        t.add([r.text("scenario"), r.text("objective"), pct(r.text("change_right")), pct(r.text("change_false")),
-               pct(r.text("keep")), pct(r.text("undecided")), f"{r.text('runs_median')} / {r.text('runs_p90')}",
-               bias(r, "bias_reported_pp"), bias(r, "bias_as_selected_pp"), r.text("target", "–"),
-               r.text("meets", "–")])
-    return t
-
-
-# name -> (CSV in results/, how to tabulate it)
-# name -> (CSV in results/, how to tabulate its rows and path)
-TABLES = {
-    "seed000": ("seed000", lambda r, p: burn_table(r, "An SGD step, then 2 s idle (seed000.csv)")),
-    "default": ("default", lambda r, p: burn_table(r, "The default study (default.csv)")),
-    "blocktime": ("blocktime", lambda r, p: burn_table(r, "Blocktime / spin count / wait policy (blocktime.csv)")),
-    "launcher": ("launcher", lambda r, p: burn_table(r, "PyTorch's launcher preset against the others (launcher.csv)")),
-    "runtime": ("runtime", lambda r, p: runtime_table(r)),
-    "loader": ("loader", lambda r, p: loader_table(r)),
-    "oversubscription": ("oversubscription", lambda r, p: oversub_table(r)),
-    "onednn": ("onednn", lambda r, p: onednn_table(r)),
-    "batch_workers": ("batch_workers", lambda r, p: burn_table(r, "Batch x workers (batch_workers.csv)")),
-    "sampler": ("sampler", lambda r, p: sampler_table(r)),
-    "ddp": ("ddp", lambda r, p: ddp_table(r)),
-    "overheads": ("overheads", lambda r, p: overheads_table(r)),
-    "decisions": ("decisions", lambda r, p: decisions_table(r)),
-    "fleet": ("fleet", lambda r, p: fleet_table(r)),
-    "fleet_ddp": ("fleet_ddp", lambda r, p: fleet_ddp_table(r)),
-    "verdict_default": ("default", lambda r, p: verdict_table(r, p, "Verdicts of the default study (default.csv)")),
-    "verdict_tune_sleep": ("tune-sleep_step_sleep",
-                           lambda r, p: verdict_table(r, p, "Verdict of the tune on sleep_step_sleep.py")),
-    "verdict_tune_mnist": ("tune-mnist_adadelta",
-                           lambda r, p: verdict_table(r, p, "Verdict of the tune on mnist_adadelta.py")),
-    "verdict_host_mnist": ("tune-host-mnist",
-                           lambda r, p: verdict_table(r, p, "Verdicts of the host tune on the MNIST training "
-                                                      "(tune-host-mnist.csv; time: host throughput)")),
-    "host_mnist": ("tune-host-mnist", lambda r, p: host_table(r, "Host plans for the MNIST training, the race's runs "
-                                                              "(tune-host-mnist.csv)")),
-    "fit_host_mnist": ("tune-host-mnist", lambda r, p: fit_table(r, p, "How many MNIST trainings fit this host "
-                                                                 "(fresh runs)")),
-    "cuda_step": ("cuda-h200", lambda r, p: cuda_step_table(r)),
-    "cuda_gap": ("cuda-h200", lambda r, p: cuda_gap_table(r)),
-    "cuda_feed": ("cuda-h200", lambda r, p: cuda_feed_table(r)),
-    "cuda_sync": ("cuda-h200", lambda r, p: gb_sync_table(os.path.dirname(p), {
-        "spin": "cuda-h200-spin.json", "blocking_sync": "cuda-h200-blocking_sync.json"})),
-    "verdict_cuda": ("cuda-h200", lambda r, p: verdict_table(r, p, "Verdicts of the H200 sweep against the "
-                                                             "preloaded step (cuda-h200.csv, --baseline preload=1)",
-                                                             baseline={"preload": "1"})),
-    "tune_sleep": ("tune-sleep_step_sleep",
-                   lambda r, p: tune_table(r, "tune on examples/sleep_step_sleep.py (tune-sleep_step_sleep.csv; wall ms)")),
-    "tune_mnist": ("tune-mnist_adadelta",
-                   lambda r, p: tune_table(r, "tune on examples/mnist_adadelta.py (tune-mnist_adadelta.csv; "
-                                           "figure: its samples/s)")),
-}
-
-
-def build_tables(results_dir, names):
-    out = {}
-    for name in names:
-        if name not in TABLES:
-            raise ThreadburnError(f"the template names table {name!r}; known: {', '.join(TABLES)}")
-        csv_name, make = TABLES[name]
-        path = os.path.join(results_dir, csv_name + ".csv")
-        if not os.path.exists(path):
-            raise ThreadburnError(f"{path}: missing (table {name!r} of the template)")
-        rows = records.read_rows(path)
-        out[name] = make(rows, path)
     return out
 
 
-PLACEHOLDER = re.compile(r"\{\{(table ([\w-]+)|([\w-]+)\|([^|}]+)\|([^|}]+))\}\}")
+def read_source(results_dir, name, rows_of):
+    """(its Spec, what it is made of) of table `name`, read from results_dir;
+    rows_of: {path: rows} of the CSVs read so far (tables share files)."""
+    if name not in TABLES:
+        raise ThreadburnError(f"the template names table {name!r}; known: {', '.join(TABLES)}")
+    spec = TABLES[name]
+    path = os.path.join(results_dir, spec.csv + ".csv")
+    if not os.path.exists(path):
+        raise ThreadburnError(f"{path}: missing (table {name!r} of the template)")
+    if path not in rows_of:
+        rows_of[path] = records.read_rows(path)
+    return spec, Source(rows_of[path], os.path.basename(path), files.recorded_rule(path),
+                        read_documents(results_dir, spec.documents))
 
 
 def render(template_text, results_dir):
-    names = {m.group(2) or m.group(3) for m in PLACEHOLDER.finditer(template_text)}
-    tables = build_tables(results_dir, sorted(names))
-
-    def fill(m):
-        if m.group(2):
-            return tables[m.group(2)].markdown()
-        return tables[m.group(3)].cell(m.group(4), m.group(5))
-    return ("<!-- Generated by `threadburn findings --write` from docs/findings.template.md and the CSVs\n"
-            "     in this folder. Edit the template, not this file. -->\n" + PLACEHOLDER.sub(fill, template_text))
+    """FINDINGS.md's text: the template filled from the files in results_dir."""
+    rows_of, tables = {}, {}
+    for name in layout.table_names(template_text):
+        spec, source = read_source(results_dir, name, rows_of)
+        tables[name] = spec.make(source)
+    return layout.render(template_text, tables)
 
 
 def main(args):

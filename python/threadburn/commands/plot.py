@@ -60,15 +60,14 @@ def main(args):
     written, runs_file = [], False
     if args.csv:
         header, rows = records.read_table(args.csv)
-        runs_file = "step_ms" not in header and "wall_ms" in header
+        runs_file = records.is_runs_file(header)
         if runs_file:  # tune's or run's runs of a command
-            records.check_columns(args.csv, header, ("status", "bench", "command", "wall_ms", "cpu_ms"))
+            records.check_columns(args.csv, header, figures.RUNS_NEEDS)
             os.makedirs(args.out_dir, exist_ok=True)
             written += figures.tune_settings(rows, figures.pyplot(), args.out_dir)
             written += figures.host_plans(rows, figures.pyplot(), args.out_dir)
         else:
-            records.check_columns(args.csv, header, ("status", "benchmark", "runtime", "step_ms", "residual_cpu_ms",
-                                                     "OMP_NUM_THREADS"))
+            records.check_columns(args.csv, header, figures.SWEEP_NEEDS)
             written += figures.make_all(rows, os.path.dirname(os.path.abspath(args.csv)), args.out_dir, args.max_timelines)
     plt = figures.pyplot()
     os.makedirs(args.out_dir, exist_ok=True)

@@ -306,7 +306,7 @@ def main(args):
     results_file.create()
     row = row_for(report, columns, base)
     # The exact monitor's figures: no probe counter holds them (docs/monitor.md).
-    row.set("extra_counters", ";".join(f"{k}={v}" for k, v in exact_counters.items()))
+    row.extra_counters = ";".join(f"{k}={v}" for k, v in exact_counters.items())
     results_file.append([row])
     written = [results_file.path]
     if not args.no_plot:

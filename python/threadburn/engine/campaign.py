@@ -141,7 +141,7 @@ class Campaign:
             self.done.add(spec.key)
             self.ran += 1
             self.position += 1
-            self.run_seconds.append(max((r.number("wall_s") or 0) for r in rows) if rows else 0)
+            self.run_seconds.append(max((r.wall_s or 0) for r in rows) if rows else 0)
             self.progress(spec, rows, total)
 
     def progress(self, spec, rows, total):

@@ -24,6 +24,8 @@ from ..lib.records import Row
 # Google Benchmark's own numeric entry fields: not counters.
 GB_FIELDS = {"family_index", "per_family_instance_index", "repetitions", "repetition_index",
              "iterations", "real_time", "cpu_time", "threads"}
+# The columns named after an entry's own fields, copied as they are.
+GB_COLUMNS = (Row.iterations, Row.real_time, Row.cpu_time, Row.time_unit)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,8 +144,6 @@ class Run:
         copies = self.start()
         self.wait(copies)
         _, other, steal, _ = load.end()
-        evidence = {"host_other_cpu_ms": None if other is None else round(other, 1),
-                    "host_steal_ms": None if steal is None else round(steal, 1)}
         rows = []
         for c in copies:
             rows += self.copy_rows(c)
@@ -152,7 +152,8 @@ class Run:
             mark_world(rows, self.point.processes)
         shutil.rmtree(self.work, ignore_errors=True)
         for row in rows:
-            row.update(evidence, run_rows=len(rows),
+            row.update(host_other_cpu_ms=None if other is None else round(other, 1),
+                       host_steal_ms=None if steal is None else round(steal, 1), run_rows=len(rows),
                        repro=repro_line(self.point, self.ctx.libomp, os.environ, row.benchmark))
         return rows
 
@@ -249,9 +250,10 @@ class Run:
         rows = []
         for entry in entries:
             bench = described(desc, entry, self.only)
-            row = base.copy(**context)
+            row = base.copy()
+            row.update(context)
             row.update(knob_values(desc, bench))
-            row.set("benchmark", entry.get("name", ""))
+            row.benchmark = entry.get("name", "")
             fill_entry(row, entry, self.ctx.columns, desc)
             if bench is None or not row.benchmark.startswith(bench.name):
                 row.update(status="failed", reason=f"the program reported {row.benchmark!r}, "
@@ -313,13 +315,13 @@ def context_columns(context, columns):
             out[key] = value
         elif key not in ("caches", "json_schema_version"):
             extra.append(f"{key}={schema.fmt_value(value)}")
-    out["extra_context"] = ";".join(extra)
+    out[Row.extra_context.name] = ";".join(extra)
     return out
 
 
 def fill_entry(row, entry, columns, desc):
-    for key in ("iterations", "real_time", "cpu_time", "time_unit"):
-        row.set(key, entry.get(key))
+    for column in GB_COLUMNS:
+        column.fset(row, entry.get(column.name))
     extra = []
     for key, value in entry.items():
         if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -332,7 +334,7 @@ def fill_entry(row, entry, columns, desc):
             row.set(key, value)
         else:
             extra.append(f"{key}={schema.fmt_value(value)}")
-    row.set("extra_counters", ";".join(extra))
+    row.extra_counters = ";".join(extra)
     if entry.get("error_occurred"):
         message = str(entry.get("error_message", "")).strip()
         row.update(status="skipped" if desc.is_skip(message) else "failed",
@@ -342,25 +344,25 @@ def fill_entry(row, entry, columns, desc):
 
 
 def add_note(row, note):
-    row.set("reason", (row.reason + "; " if row.reason else "note: ") + note)
+    row.reason = (row.reason + "; " if row.reason else "note: ") + note
 
 
 def check_effective(point, row, desc):
     """Distrust a row whose process did not run the runtime it was asked to:
     its knob columns would describe a setting nobody measured. Note knobs the
     live runtime ignored or overrode."""
-    live = row.text("omp_runtime")
+    live = row.omp_runtime
     wanted = desc.runtime_library(point.runtime)
     if live in [r["library"] for r in desc.runtimes] and live != wanted:
         row.update(status="failed", reason=f"asked for runtime {point.runtime} but the process reports "
-                   f"{live} ({row.text('omp_library', '?')})")
+                   f"{live} ({row.omp_library or '?'})")
         return
-    for column, what in (("ignored_knobs", "ignoring"), ("overridden_knobs", "overriding")):
-        named = [k for k in row.text(column).split(",") if point.env.get(k, schema.UNSET) != schema.UNSET]
+    for column, what in ((Row.ignored_knobs, "ignoring"), (Row.overridden_knobs, "overriding")):
+        named = [k for k in column(row).split(",") if point.env.get(k, schema.UNSET) != schema.UNSET]
         if named:
             add_note(row, f"the process reports {what} {','.join(named)}")
-    in_force = row.text("cuda_sync_in_force")
-    asked = point.args.get("cuda_sync", "auto")
+    in_force = row.cuda_sync_in_force
+    asked = point.args.get(Row.cuda_sync.name, "auto")  # the flag whose column it is
     if asked != "auto" and in_force not in ("", "n/a") and in_force != asked:
         add_note(row, f"asked for cuda_sync {asked} but {in_force} is in force")
 
@@ -371,7 +373,7 @@ def mark_overlap(rows):
     the row is flagged (results.oversubscription leaves such runs out)."""
     by_bench = {}
     for row in rows:
-        start, end = row.number("timed_start_s"), row.number("timed_end_s")
+        start, end = row.timed_start_s, row.timed_end_s
         if row.ok and start is not None and end is not None and end > start:
             by_bench.setdefault(row.benchmark, []).append((row, start, end))
     for copies in by_bench.values():
@@ -381,7 +383,7 @@ def mark_overlap(rows):
             lo = max([start] + [s for r, s, e in copies if r is not row])
             hi = min([end] + [e for r, s, e in copies if r is not row])
             share = max(0.0, hi - lo) / (end - start)
-            row.set("overlap", round(share, 4))
+            row.overlap = round(share, 4)
             if share < schema.OVERLAP_MIN:
                 add_note(row, f"the other copies overlapped only {share:.0%} of its timed steps")
 
@@ -415,14 +417,14 @@ def mark_world(rows, world_size):
     for ranks in by_bench.values():
         if len(ranks) != world_size or any(not r.ok for r in ranks):
             continue
-        rates = [r.number("samples_per_s") for r in ranks]
-        compute = [r.number("step_ms") - r.number("allreduce_ms")
-                   if r.number("step_ms") is not None and r.number("allreduce_ms") is not None else None for r in ranks]
+        rates = [r.samples_per_s for r in ranks]
+        compute = [r.step_ms - r.allreduce_ms if r.step_ms is not None and r.allreduce_ms is not None else None
+                   for r in ranks]
         for r in ranks:
             if None not in rates:
-                r.set("world_samples_per_s", world_size * min(rates))
+                r.world_samples_per_s = world_size * min(rates)
             if None not in compute and min(compute) > 0:
-                r.set("rank_spread", round(max(compute) / min(compute) - 1, 4))
+                r.rank_spread = round(max(compute) / min(compute) - 1, 4)
 
 
 def add_files(row, entry, c, ctx, desc):
@@ -431,6 +433,6 @@ def add_files(row, entry, c, ctx, desc):
     if name:
         path = os.path.join(c.timeline_dir, name)
         if os.path.exists(path):
-            row.set("timeline_file", os.path.relpath(path, ctx.csv_dir))
+            row.timeline_file = os.path.relpath(path, ctx.csv_dir)
     if c.threads_file and os.path.exists(c.threads_file):
-        row.set("threads_file", os.path.relpath(c.threads_file, ctx.csv_dir))
+        row.threads_file = os.path.relpath(c.threads_file, ctx.csv_dir)

@@ -72,8 +72,8 @@ class ProbeExecutor(campaign.Executor):
         row.update(probe.setting_cells(self.columns, env))
         row.update({schema.param_column(k): v for k, v in point.params.items()})
         cuda_lib = self.cuda_lib if probe.sets_cuda_sync(point.env) else None
-        row.set("repro", (point.env_line(self.args.libomp, cuda_lib).replace("(no change)", "") + " " +
-                          " ".join(shlex.quote(c) for c in cmd)).strip())
+        row.repro = (point.env_line(self.args.libomp, cuda_lib).replace("(no change)", "") + " " +
+                     " ".join(shlex.quote(c) for c in cmd)).strip()
         return row
 
     def environment(self, point, out, index=0):
@@ -91,7 +91,7 @@ class ProbeExecutor(campaign.Executor):
         env = self.environment(point, out)
         cmd = point.command(self.cmd)
         row = self.row_base(spec, env, cmd)
-        row.set("started_at", utc_now())
+        row.started_at = utc_now()
         done = launch.run(cmd, env, self.args.timeout)
         row.update(finished_at=utc_now(), wall_s=round(done.wall_s, 3), exit_code=done.code, **done.evidence())
         if done.code != 0:
@@ -122,7 +122,7 @@ class ProbeExecutor(campaign.Executor):
                 raise ThreadburnError(f"--metric {self.args.metric!r}: no match (with a number in its first group) "
                                       f"in the output of {point.name} run {spec.rep}{' ' + who.strip(': ') if who else ''}; "
                                       "nothing after this run was measured")
-            row.set("metric", value)
+            row.metric = value
         return row
 
     def run_copies(self, spec):
@@ -158,10 +158,10 @@ class ProbeExecutor(campaign.Executor):
             else:
                 row = self.measured(spec, row, outs[c.index], c.stdout, c.wall_s, c.cpu_ms, who)
                 if row.ok and overlap is not None and overlap < schema.OVERLAP_MIN:
-                    row.set("reason", (row.reason + "; " if row.reason else "note: ") +
-                            f"the other copies ran during only {overlap:.0%} of its time")
+                    row.reason = ((row.reason + "; " if row.reason else "note: ") +
+                                  f"the other copies ran during only {overlap:.0%} of its time")
             if gpu is not None:  # its own GPU (results/README.md: extra_context)
-                row.set("extra_context", ";".join(x for x in (row.text("extra_context"), f"{GPU_KEY}={gpu}") if x))
+                row.extra_context = ";".join(x for x in (row.extra_context, f"{GPU_KEY}={gpu}") if x)
             rows.append(row)
         shutil.rmtree(base, ignore_errors=True)
         return rows

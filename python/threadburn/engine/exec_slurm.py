@@ -121,8 +121,8 @@ def merge(jdir, results_file, done):
         run_key = rows[0].run_key if rows else ""
         if not rows or run_key in done:
             continue
-        if any(r.text("schema_version") != schema.SCHEMA_VERSION for r in rows):
-            raise ThreadburnError(f"{path}: schema version {rows[0].text('schema_version')}, not "
+        if any(r.schema_version != schema.SCHEMA_VERSION for r in rows):
+            raise ThreadburnError(f"{path}: schema version {rows[0].schema_version}, not "
                                   f"{schema.SCHEMA_VERSION}")
         results_file.append(rows)
         done.add(run_key)
@@ -214,8 +214,8 @@ def task_main(args):
         for row in rows:
             # The programs report host_name, num_cpus and cpu_model; a failed
             # run's rows get them here.
-            row.setdefault("host_name", host)
-            row.set("slurm_job", tag)
+            row.host_name = row.host_name or host
+            row.slurm_job = tag
         path = os.path.join(rows_dir, f"{this.key}.csv")
         results_file = records.ResultsFile(path + f".tmp{os.getpid()}", columns)
         results_file.create()

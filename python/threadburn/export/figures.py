@@ -9,21 +9,26 @@ import re
 
 from ..lib import keys, fmt, knobs, schema, stats
 from ..analysis import results
-from ..lib.records import HOST_KINDS, run_records, world_rows
+from ..lib.records import HOST_KINDS, Row, run_records, world_rows
 from .drawing import pyplot, save_figure, timeline_figure
 from ..lib.errors import ThreadburnError
 
 MAX_PANELS_PER_FIGURE = 9
 MAX_LABELLED_POINTS = 30
-METRIC_TITLES = {"step_ms": "Median step time",
-                 "residual_cpu_ms": "Median CPU burned after the step"}
-METRIC_SHORT = {"step_ms": "step time (ms)", "residual_cpu_ms": "residual CPU (ms per step)"}
+# The heatmaps' metrics: (column, title, colour bar's label).
+HEATMAP_METRICS = ((Row.step_ms, "Median step time", "step time (ms)"),
+                   (Row.residual_cpu_ms, "Median CPU burned after the step", "residual CPU (ms per step)"))
+# What the figures of a sweep's file, and of runs of a command, read.
+SWEEP_NEEDS = tuple(c.name for c in (Row.status, Row.benchmark, Row.runtime, Row.step_ms, Row.residual_cpu_ms,
+                                     Row.OMP_NUM_THREADS))
+RUNS_NEEDS = tuple(c.name for c in (Row.status, Row.bench, Row.command, Row.wall_ms, Row.cpu_ms))
 # A heatmap's layout, the knob table's heatmap column: cells of the rows'
 # knob (OMP_NUM_THREADS) x the runtime's wait knob (its columns), panels per
 # value of the panels' knob (OMP_WAIT_POLICY). Every other setting knob of
 # the table is not laid out: each of its values gets its own figure.
 HEATMAP_KNOBS = knobs.heatmap_knobs()
-FIXED_KNOBS = tuple(k.name for k in knobs.table() if k.is_column and k.name not in HEATMAP_KNOBS) + ("cuda_sync", "preset")
+FIXED_KNOBS = tuple(k.name for k in knobs.table() if k.is_column and k.name not in HEATMAP_KNOBS) + (
+    Row.cuda_sync.name, Row.preset.name)
 ROWS, PANELS = knobs.heatmap_knob("rows").name, knobs.heatmap_knob("panels").name
 MAX_OVERSUB_WORKLOADS = 4
 
@@ -65,14 +70,16 @@ def heatmaps(rows, plt, out_dir):
     for (workload, fixed), fig_data in sorted(figures.items()):
         if sum(len(p) for p in fig_data["panels"].values()) < 2:
             continue
-        for metric in ("step_ms", "residual_cpu_ms"):
+        for metric in HEATMAP_METRICS:
             path = heatmap_figure(plt, fig_data, metric, fixed, out_dir)
             if path:
                 written.append(path)
     return written
 
 
-def heatmap_figure(plt, fig_data, metric, fixed, out_dir):
+def heatmap_figure(plt, fig_data, heatmap_metric, fixed, out_dir):
+    column, title, bar_label = heatmap_metric
+    metric = column.name  # the key of results.point_medians
     panels = fig_data["panels"]
     values = [m[metric] for p in panels.values() for m in p.values() if m[metric] is not None]
     if not values:
@@ -126,12 +133,12 @@ def heatmap_figure(plt, fig_data, metric, fixed, out_dir):
     row = fig_data["row"]
     # cuda_sync=auto is the default (train_step rows on cpu carry it too): no label.
     extra = ", ".join(f"{k}={v}" for k, v in zip(FIXED_KNOBS, fixed)
-                      if v not in ("", schema.UNSET) and not (k == "cuda_sync" and v == "auto"))
+                      if v not in ("", schema.UNSET) and not (k == Row.cuda_sync.name and v == "auto"))
     label = results.workload_label(row)
-    fig.suptitle(f"{METRIC_TITLES[metric]}: {label}{' (' + extra + ')' if extra else ''}",
+    fig.suptitle(f"{title}: {label}{' (' + extra + ')' if extra else ''}",
                  fontsize=10)
     bar = fig.colorbar(image, ax=[a for a in axes.flat if a.get_visible()], shrink=0.9)
-    bar.set_label(METRIC_SHORT[metric])
+    bar.set_label(bar_label)
     name = f"heatmap_{metric}_{slug(label)}" + (f"_{slug(extra)}" if extra else "")
     return save_figure(plt, fig, os.path.join(out_dir, name + ".png"))
 
@@ -157,8 +164,9 @@ def pareto(rows, plt, out_dir):
         points = []
         for env_rows in by_env.values():
             m = results.point_medians(env_rows)
-            if m["step_ms"] is not None and m["residual_cpu_ms"] is not None:
-                points.append((m["step_ms"], m["residual_cpu_ms"], env_rows[0]))
+            step, burn = m[Row.step_ms.name], m[Row.residual_cpu_ms.name]
+            if step is not None and burn is not None:
+                points.append((step, burn, env_rows[0]))
         if points:
             workloads.append((results.workload_label(points[0][2]), points))
     workloads.sort(key=lambda w: w[0])
@@ -349,10 +357,10 @@ def timelines(rows, csv_dir, plt, out_dir, max_lines):
     for workload, by_env in results.group_points(rows).items():
         entries = []
         for env_rows in by_env.values():
-            with_file = sorted((r for r in env_rows if r.has("timeline_file")),
-                               key=lambda r: (r.integer("repetition", 0), r.integer("proc_index", 0)))
+            with_file = sorted((r for r in env_rows if r.timeline_file),
+                               key=lambda r: (r.repetition or 0, r.proc_index))
             if with_file:
-                path = os.path.join(csv_dir, with_file[0].text("timeline_file"))
+                path = os.path.join(csv_dir, with_file[0].timeline_file)
                 if os.path.exists(path):
                     entries.append((keys.env_label(with_file[0]), path))
         if not entries:
@@ -379,15 +387,15 @@ def tune_settings(rows, plt, out_dir):
     fig, axes = plt.subplots(len(commands), 1, squeeze=False, figsize=(10, 4.5 * len(commands)))
     for ax, (command, settings) in zip(axes.flat, sorted(commands.items())):
         all_rows = [r for rs in settings.values() for r in rs]
-        key = "metric" if all(r.number("metric") is not None for r in all_rows) else "wall_ms"
+        figure = Row.metric if all(r.metric is not None for r in all_rows) else Row.wall_ms
         for number, (setting, rs) in enumerate(sorted(settings.items()), 1):
-            xs = [r.number(key) for r in rs]
-            ys = [r.number("cpu_ms") for r in rs]
+            xs = [figure(r) for r in rs]
+            ys = [r.cpu_ms for r in rs]
             dots = ax.scatter(xs, ys, s=12, alpha=0.45)
             mx, my = stats.median(xs), stats.median(ys)
             ax.scatter([mx], [my], s=70, marker="D", color=dots.get_facecolor()[0], edgecolors="black",
                        label=f"{setting}: {fmt.number(mx)}, {fmt.number(my)} ms ({len(rs)} runs)", zorder=3)
-        ax.set_xlabel("your figure (--metric)" if key == "metric" else "wall time of a run (ms)")
+        ax.set_xlabel("your figure (--metric)" if figure is Row.metric else "wall time of a run (ms)")
         ax.set_ylabel("CPU of a run (ms)")
         ax.set_title(command[:110], fontsize=8)
         ax.grid(alpha=0.3)

@@ -17,8 +17,9 @@ import shlex
 from dataclasses import dataclass, field
 
 from . import views
-from ..lib import fmt, knobs, paths, schema
+from ..lib import fmt, knobs, paths, records, schema
 from ..lib.errors import ThreadburnError
+from ..lib.records import Row
 
 KINDS = ("sweep", "tune", "run")
 # The verdict band's colours (background, border), by verdict: the browser
@@ -28,18 +29,19 @@ VERDICT_COLORS = {"change": ("#e3f4e6", "#1e7b34"), "keep": ("#e6edf7", "#2c5aa0
 # The settings table: the runtime asked and in force, the largest team, then
 # each knob of the settings in force line (the knob table's shown column),
 # headed by its variable, with its read-back.
-IN_FORCE = (("runtime", "runtime asked"), ("omp_runtime", "runtime in force"), ("max_team", "largest team")) + tuple(
-    knobs.in_force_columns())
-KNOBS = (("ignored_knobs", "ignored"), ("overridden_knobs", "overridden"), ("knob_notes", "notes"))
-MACHINE = (("host_name", "host"), ("cpu_model", "CPU"), ("num_cpus", "CPUs"), ("available_cpus", "CPUs usable"),
-           ("mhz_per_cpu", "MHz"), ("omp_library", "OpenMP library"), ("blas_library", "BLAS"),
-           ("library_build_type", "build"), ("slurm_job", "Slurm job"), ("schema_version", "schema"))
-RUN_FIGURES = (("wall_ms", "wall time (ms)"), ("cpu_ms", "CPU, all threads and workers (ms)"),
-               ("cpu_omp_ms", "CPU of the OpenMP workers (ms)"), ("omp_between_regions_ms",
-                                                                  "workers' CPU between regions (ms)"),
-               ("regions", "OpenMP regions"), ("max_team", "largest team"), ("gaps", "gaps without a region"),
-               ("gap_tail_ms_median", "burn after a gap began, median (ms)"),
-               ("sampler_cpu_ms", "probe's sampler (ms)"))
+IN_FORCE = ((Row.runtime.name, "runtime asked"), (Row.omp_runtime.name, "runtime in force"),
+            (Row.max_team.name, "largest team")) + tuple(knobs.in_force_columns())
+KNOBS = ((Row.ignored_knobs.name, "ignored"), (Row.overridden_knobs.name, "overridden"),
+         (Row.knob_notes.name, "notes"))
+MACHINE = ((Row.host_name, "host"), (Row.cpu_model, "CPU"), (Row.num_cpus, "CPUs"), (Row.available_cpus, "CPUs usable"),
+           (Row.mhz_per_cpu, "MHz"), (Row.omp_library, "OpenMP library"), (Row.blas_library, "BLAS"),
+           (Row.library_build_type, "build"), (Row.slurm_job, "Slurm job"), (Row.schema_version, "schema"))
+RUN_FIGURES = ((Row.wall_ms, "wall time (ms)"), (Row.cpu_ms, "CPU, all threads and workers (ms)"),
+               (Row.cpu_omp_ms, "CPU of the OpenMP workers (ms)"), (Row.omp_between_regions_ms,
+                                                                    "workers' CPU between regions (ms)"),
+               (Row.regions, "OpenMP regions"), (Row.max_team, "largest team"), (Row.gaps, "gaps without a region"),
+               (Row.gap_tail_ms_median, "burn after a gap began, median (ms)"),
+               (Row.sampler_cpu_ms, "probe's sampler (ms)"))
 SCRIPT = """window.addEventListener("load", function () {
   var imgs = Array.prototype.slice.call(document.images);
   var bad = imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); });
@@ -78,7 +80,7 @@ def esc(value):
 
 def kind_of(path, header, rows):
     """sweep, tune or run: what wrote the file; ThreadburnError for anything else."""
-    if "status" not in header or "run_key" not in header:
+    if Row.status.name not in header or Row.run_key.name not in header:
         raise ThreadburnError(f"{path}: not a results CSV of threadburn sweep, tune or run (no status and run_key "
                               "columns)")
     if not rows:
@@ -87,7 +89,7 @@ def kind_of(path, header, rows):
         return "tune"
     if rows[0].bench == "command":
         return "run"
-    if "step_ms" in header:
+    if records.holds_steps(header):
         return "sweep"
     raise ThreadburnError(f"{path}: neither a sweep's (step_ms), a tune's (grid tune) nor a run's (bench command) rows")
 
@@ -123,9 +125,9 @@ def verdict_section(p):
                    "settings: <code>threadburn tune -- COMMAND</code> races them against your plain environment.</p>"
                    f"<ul><li>status {esc(row.status)}"
                    f"{': ' + esc(row.reason) if row.reason else ''}"
-                   f"; wall {esc(fmt.ms(row.number('wall_ms')))}, CPU "
-                   f"{esc(fmt.ms(row.number('cpu_ms')))}; the OpenMP workers burned "
-                   f"{esc(fmt.ms(row.number('omp_between_regions_ms')))} between regions</li></ul></div>")
+                   f"; wall {esc(fmt.ms(row.wall_ms))}, CPU "
+                   f"{esc(fmt.ms(row.cpu_ms))}; the OpenMP workers burned "
+                   f"{esc(fmt.ms(row.omp_between_regions_ms))} between regions</li></ul></div>")
     elif not p.verdicts.entries:
         bg, border = VERDICT_COLORS["undecided"]
         out.append(f'<div class="verdict undecided" style="background:{bg};border-color:{border}"><p class="headline">'
@@ -147,7 +149,7 @@ def evidence_section(p):
     out = ['<section id="evidence"><h2>Evidence per setting</h2>']
     if p.kind == "run":
         row = p.rows[0]
-        body = [[label, fmt.number(row.number(k), 4)] for k, label in RUN_FIGURES if row.has(k)]
+        body = [[label, fmt.number(c(row), 4)] for c, label in RUN_FIGURES if c(row) is not None]
         out.append(table(["figure", "value"], body, numeric_from=1))
     for e in (p.verdicts.entries if p.verdicts else []):
         rows = views.setting_rows(e)
@@ -213,8 +215,8 @@ def settings_section(p):
 
 
 def machine_section(rows):
-    body = [[label, ", ".join(v)] for k, label in MACHINE for v in [_distinct(rows, k)] if v]
-    dates = sorted(_distinct(rows, "date") + _distinct(rows, "started_at"))
+    body = [[label, ", ".join(v)] for c, label in MACHINE for v in [_distinct(rows, c.name)] if v]
+    dates = sorted(_distinct(rows, Row.date.name) + _distinct(rows, Row.started_at.name))
     if dates:
         body.append(["measured", dates[0] if len(dates) == 1 else f"{dates[0]} .. {dates[-1]}"])
     return f'<section id="machine"><h2>Machine</h2>{table(["what", "value"], body, numeric_from=99)}</section>'
@@ -225,12 +227,12 @@ def reproduce_lines(kind, rows, csv_path, rule):
     name = os.path.basename(csv_path)
     rule_flags = f"--margin {rule.margin:g} --objective {rule.objective}" if rule else ""
     if kind == "sweep":
-        lines = [f"bin/threadburn sweep {shlex.quote(row.grid)} --seed {row.text('seed')} "
+        lines = [f"bin/threadburn sweep {shlex.quote(row.grid)} --seed {row.seed} "
                  + ("--decide " if rule and rule.design == "race" else "") + rule_flags]
     elif kind == "tune":
-        extra = " --metric 'REGEX'" if row.has("metric") else ""
-        extra += " --points FILE" if row.text("preset", "default") != "default" else ""
-        lines = [f"bin/threadburn tune --seed {row.text('seed')} {rule_flags}{extra} -- {row.command}"]
+        extra = " --metric 'REGEX'" if row.metric is not None else ""
+        extra += " --points FILE" if row.preset not in ("", "default") else ""
+        lines = [f"bin/threadburn tune --seed {row.seed} {rule_flags}{extra} -- {row.command}"]
     else:
         env = " ".join(f"--env {shlex.quote(k + '=' + v)}" for k, v in row.setting.env
                        if v not in (schema.UNSET, ""))

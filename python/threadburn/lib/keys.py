@@ -8,7 +8,8 @@ settings, each with its baseline (";settings=preload:0 workers:0", written
 per study by the sweep: grid.Point.layout_text). Files of schema 3 and
 older lack the column: their layout is the one those versions wrote (knobs
 between `runtime` and `repetition`, environment knobs in capitals), read
-here and nowhere else (legacy_layout). Files without the settings field
+here and nowhere else (legacy_layout, from the columns Row.legacy_knob_columns
+finds where those versions put them). Files without the settings field
 have one setting flag, the CUDA host wait policy (LEGACY_SETTINGS).
 
 Setting: the OpenMP runtime, its environment, the setting flags (how the
@@ -65,28 +66,11 @@ def parse_layout(text):
                   tuple(parts.get("params", "").split()), settings)
 
 
-def legacy_layout(header):
-    """Schema <= 3: knob columns sit between runtime and repetition; the
-    environment knobs are the upper-case ones."""
-    header = list(header)
-    if "runtime" not in header or "repetition" not in header:
-        return Layout((), ())
-    knobs = header[header.index("runtime") + 1:header.index("repetition")]
+def legacy_layout(knobs):
+    """Schema <= 3: of the knob columns (records.Row.legacy_knob_columns),
+    the environment knobs are the upper-case ones."""
     return Layout(tuple(k for k in knobs if k.isupper() and k not in NOT_A_KNOB),
-                  tuple(k for k in knobs if not k.isupper() and k != "processes"))
-
-
-def throughput(row):
-    """(counter, unit) of a row's throughput, as the program that wrote it
-    says: its throughput_counter/throughput_unit context (schema 5; counter
-    "none": steps/s = 1000 / step_ms). Older rows carry no rule: then a filled
-    samples_per_s is the counter (the programs that had one filled it)."""
-    counter, unit = row.text("throughput_counter"), row.text("throughput_unit")
-    if counter and unit:
-        return (None if counter == "none" else counter), unit
-    if row.has("samples_per_s"):
-        return "samples_per_s", "samples/s"
-    return None, "steps/s"
+                  tuple(k for k in knobs if not k.isupper()))
 
 
 _cache = {}
@@ -94,25 +78,19 @@ _cache = {}
 
 def layout(row):
     """The layout of the file a row came from."""
-    text = row.text("knob_layout")
+    text = row.knob_layout
     if text:
         if text not in _cache:
             _cache[text] = parse_layout(text)
         return _cache[text]
     names = row.columns()
     if names not in _cache:
-        _cache[names] = legacy_layout(names)
+        _cache[names] = legacy_layout(row.legacy_knob_columns())
     return _cache[names]
 
 
 def env_knobs(row):
     return layout(row).env
-
-
-def knob_columns(row):
-    """Everything that was asked for: bench, runtime, env knobs, a tune's params, processes, flags."""
-    lay = layout(row)
-    return ("bench", "runtime") + lay.env + tuple(knobs.param_column(p) for p in lay.params) + ("processes",) + lay.flags
 
 
 def _set(value):
@@ -220,10 +198,11 @@ def in_force(row):
     # THREADBURN_CUDA_SYNC's cuda_sync_in_force tells a tune's wait policies apart)
     table = [k for k in knobs.table() if k.is_column or k.in_force != knobs.NONE]
     own = tuple(_knob_in_force(row, k) for k in table if k.reader not in knobs.OPENMP_READERS)
-    if row.has("regions") and (row.number("regions") or 0) == 0:
+    if row.regions == 0:
         return ("no region",) + own
-    team = row.integer("max_team", 1) if row.has("max_team") else row.integer("omp_max_threads", 1)
-    runtime = row.text("omp_runtime")
+    team = row.max_team if row.max_team is not None else row.omp_max_threads
+    team = 1 if team is None else team
+    runtime = row.omp_runtime
     if runtime in ("", "unknown"):  # the probe could not tell (a program exporting its own GOMP_parallel):
         # what it was asked for stands, runtime and knobs: two settings are never merged on a guess
         return (f"asked {row.runtime}", max(team, 1)) + tuple(row.text(k.name) for k in table)
@@ -248,7 +227,7 @@ def setting_id(row):
     parameters (a tune's --param) and whether its copies were pinned to
     core sets: neither is an OpenMP setting the runtime reports."""
     asked = setting_of(row)
-    return SettingId(asked, in_force(row) + (("pinned", row.has("pinned_cpus")),) + asked.params)
+    return SettingId(asked, in_force(row) + (("pinned", bool(row.pinned_cpus)),) + asked.params)
 
 
 def strip_settings(benchmark, values):
@@ -264,9 +243,9 @@ def workload_of(row, with_processes=True):
     lay = layout(row)
     setting_flags = {k for k, _ in lay.setting_flags}
     flags = tuple((k, row.text(k)) for k in lay.flags if k not in setting_flags)
-    world = row.text("world_size")
+    world = "" if row.world_size is None else str(row.world_size)
     name = strip_settings(row.benchmark, tuple((k, row.text(k)) for k in setting_flags))
-    return Workload(name, flags, row.text("processes", "1") if with_processes else "1", world)
+    return Workload(name, flags, str(row.processes) if with_processes else "1", world)
 
 
 def varying_flags(workloads):

@@ -45,7 +45,7 @@ def sets_cuda_sync(env):
 def used_cuda(row):
     """Did the probed process of this row load the CUDA driver (its context
     cuda_used: libcuda.so.1 was loaded)?"""
-    return row.text("cuda_used") == "1"
+    return row.cuda_used == "1"
 
 
 def check_command(cmd):

@@ -1,15 +1,18 @@
 """The results CSV, read and written here and nowhere else: the only module
 where a row is text.
 
-Row is one line of the file, typed on the way in: its structural columns
-as attributes (status, phase, round, ...), its measurements through
-number(name) and its text columns through text(name), each converted once,
-here. RunRecord is one run of one setting for one workload (a fresh
+Row is one line of the file, typed as it is read: every column the Python
+side names is an attribute of Row, made from the schema's table of kinds
+(schema.column_kinds: row.status as text, row.step_ms as a float, row.gap_ms
+as an int), converted here and nowhere else; a column whose name comes from
+data (a program's loop counters, a file's knob layout) reads through
+text/number/integer(name). RunRecord is one run of one setting for one workload (a fresh
 process, or P copies, or the W ranks of a world), with the figures the
 decision rule compares: the loop's time per iteration (or the wall time, or
 the user's figure) and the CPU, the settings asked for and in force, and
 the evidence of disturbance the run carried. analysis/ reads RunRecords,
-export/ and the commands read Rows; neither reads a cell.
+export/ and the commands read Rows; none of them reads a cell by a name of
+its own spelling.
 
 ResultsFile appends whole runs atomically, so a campaign killed at any
 moment leaves either all of a run's rows or, at worst, a partial last line
@@ -34,27 +37,74 @@ class ResultsError(ThreadburnError):
 def _float(value):
     if value is None or value == "":
         return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
     try:
         return float(value)
     except (TypeError, ValueError):
         return None
 
 
-def _column(name):
-    return property(lambda self: self.text(name))
+def _reader(name, kind, default):
+    """The function reading one column of a row as its kind (schema.column_kinds)."""
+    if kind == schema.TEXT:
+        default = "" if default is None else default
+
+        def read(row):
+            value = row._cells.get(name)
+            if value is None or value == "":
+                return default
+            return value if value.__class__ is str else schema.fmt_value(value)
+    elif kind == schema.NUMBER:
+        def read(row):
+            value = row._cells.get(name)
+            if value is None or value == "":
+                return default
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                return default
+    else:
+        def read(row):
+            value = _float(row._cells.get(name))
+            return default if value is None else int(value)
+    return read
+
+
+class Column(property):
+    """One column of the results CSV as an attribute of Row, made from the
+    schema's table of kinds (schema.column_kinds). On a row it is the cell,
+    typed (row.step_ms: a float or None) and assignable (row.overlap = 0.97,
+    kept as given and written as text by schema.fmt_value); on the class it
+    is the column itself: Row.step_ms.name is its name in the file, and
+    Row.step_ms(row) reads a row, so code that picks a column by rule (a
+    table's metric, the figure of a world's ranks) holds the column, not its
+    name."""
+
+    def __init__(self, name, kind, default=None):
+        def write(row, value):
+            row._cells[name] = value
+        super().__init__(_reader(name, kind, default), write)
+        self.name, self.kind, self.default = name, kind, default
+        self.__doc__ = f"the {name} column ({kind})"
+
+    def __call__(self, row):
+        return self.fget(row)
+
+    def __repr__(self):
+        return f"Row.{self.name}"
 
 
 class Row:
-    """One row of a results CSV (or one an executor is about to write)."""
+    """One row of a results CSV (or one an executor is about to write).
+    Every column of schema.column_kinds is an attribute (Column); those
+    below are what a row says beyond one cell."""
     __slots__ = ("_cells",)
 
     def __init__(self, cells=None, **values):
         self._cells = dict(cells or {})
-        self._cells.update(values)
+        if values:
+            self.update(**values)
 
-    # --- reading ---------------------------------------------------------------------
+    # --- reading a column whose name comes from data (a program's loop counters, a file's knobs) -----
     def text(self, name, default=""):
         """A column as text ("" when empty or absent unless `default`)."""
         value = self._cells.get(name)
@@ -76,24 +126,38 @@ class Row:
     def columns(self):
         return tuple(self._cells)
 
-    # The structural columns, typed: text ...
-    run_key, point_key, status, reason = _column("run_key"), _column("point_key"), _column("status"), _column("reason")
-    grid, study, preset, benchmark = _column("grid"), _column("study"), _column("preset"), _column("benchmark")
-    bench, runtime, command, repro = _column("bench"), _column("runtime"), _column("command"), _column("repro")
-    # ... and numbers (None when empty; processes and rank have their defaults)
-    round = property(lambda self: self.integer("round"), doc="the shuffled block the run ran in")
-    processes = property(lambda self: self.integer("processes", 1))
-    proc_index = property(lambda self: self.integer("proc_index", 0))
-    host_run = property(lambda self: self.has("copy_start_ms"),
-                        doc="a row of a run whose copies the host launcher let go together (tune --copies)")
-    world_size = property(lambda self: self.integer("world_size"),
-                          doc="the size of the data-parallel world of this rank's row; None for copies")
-    rank = property(lambda self: self.integer("rank", 0))
+    def legacy_knob_columns(self):
+        """The knob columns of a row of a file older than schema 4 (no
+        knob_layout), by their place in its header (keys.legacy_layout)."""
+        return schema.legacy_knob_columns(self.columns())
+
+    @property
+    def knob_columns(self):
+        """Everything that was asked for, by the layout of the row's file:
+        bench, runtime, env knobs, a tune's params, processes, flags."""
+        lay = keys.layout(self)
+        return schema.knob_columns(lay.env, lay.params, lay.flags)
+
+    # --- what the row says beyond a cell -------------------------------------------------
     ok = property(lambda self: self.status == "ok")
     is_tune = property(lambda self: self.grid == "tune")
-    phase = property(lambda self: self.text("phase", "race"),
-                     doc="race (files older than schema 4 name no phase: all race) or confirm")
-    metric_higher = property(lambda self: self.has("metric") and self.text("metric_better") == "higher")
+    host_run = property(lambda self: self.copy_start_ms is not None,
+                        doc="a row of a run whose copies the host launcher let go together (tune --copies)")
+    metric_higher = property(lambda self: self.metric is not None and self.metric_better == "higher")
+
+    @property
+    def throughput(self):
+        """(counter, unit) of the row's throughput, as the program that wrote
+        it says: its throughput_counter/throughput_unit context (schema 5;
+        counter "none": steps/s = 1000 / step_ms). Older rows carry no rule:
+        then a filled samples_per_s is the counter (the programs that had one
+        filled it)."""
+        counter, unit = self.throughput_counter, self.throughput_unit
+        if counter and unit:
+            return (None if counter == "none" else counter), unit
+        if self.samples_per_s is not None:
+            return Row.samples_per_s.name, "samples/s"
+        return None, "steps/s"
 
     @property
     def setting(self):
@@ -105,12 +169,13 @@ class Row:
 
     @property
     def rule(self):
-        """The decision rule the campaign that wrote this row ran by; None
-        for files that predate the column."""
-        if not self.has("rule"):
+        """The decision rule the campaign that wrote this row ran by (its
+        rule column, parsed); None for files that predate the column."""
+        text = self.text("rule")
+        if not text:
             return None
         try:
-            return rules.parse(self.text("rule"))
+            return rules.parse(text)
         except ValueError as e:
             raise ResultsError(f"run {self.run_key}: its rule column is not a rule: {e}") from None
 
@@ -119,11 +184,13 @@ class Row:
         self._cells[name] = value
 
     def update(self, values=None, **more):
+        """Cells by name: a dict of any columns (a program's counters, the
+        knobs of a point), keywords only of the columns Row knows."""
         self._cells.update(values or {})
-        self._cells.update(more)
-
-    def setdefault(self, name, value):
-        return self._cells.setdefault(name, value)
+        for name, value in more.items():
+            if name not in KNOWN_COLUMNS:
+                raise TypeError(f"Row has no column {name!r} (schema.column_kinds)")
+            self._cells[name] = value
 
     def copy(self, **changes):
         return Row(self._cells, **changes)
@@ -134,6 +201,14 @@ class Row:
 
     def __repr__(self):
         return f"Row({self.run_key!r}, {self.benchmark!r}, {self.status!r})"
+
+
+KNOWN_COLUMNS = frozenset(schema.column_kinds())
+# Row's column attributes, made once from the schema (a name Row defines itself, rule, stays
+# Row's own: the parsed Rule; its cell reads as Row.text("rule")).
+for _name, (_kind, _default) in schema.column_kinds().items():
+    if _name not in vars(Row):
+        setattr(Row, _name, Column(_name, _kind, _default))
 
 
 def read_table(path):
@@ -156,14 +231,26 @@ def read_rows(path, required=()):
     return rows
 
 
+def holds_steps(header):
+    """A file of a program's benchmark steps (a sweep's), by its header."""
+    return Row.step_ms.name in header
+
+
+def is_runs_file(header):
+    """A file of runs of a command under the probe (tune, run), not of benchmarks."""
+    return not holds_steps(header) and Row.wall_ms.name in header
+
+
 def check_columns(path, header, required):
     missing = [c for c in required if c not in header]
     if missing:
         raise ResultsError(f"{path}: missing columns: {', '.join(missing)}")
 
 
-def metric_values(rows, metric):
-    values = [r.number(metric) for r in rows]
+def metric_values(rows, column):
+    """The values of a numeric column (a Column: Row.step_ms) the rows have."""
+    read = column.fget
+    values = [read(r) for r in rows]
     return [v for v in values if v is not None]
 
 
@@ -171,9 +258,9 @@ def metric_values(rows, metric):
 
 # How a world's row combines its ranks' values (world_rows): the step goes at
 # the slowest rank's pace, CPU adds up, the all-reduce is the ranks' mean.
-WORLD_METRICS = {"step_ms": max, "step_cpu_ms": sum, "residual_cpu_ms": sum, "residual_omp_ms": sum,
-                 "residual_gloo_ms": sum, "step_cpu_gloo_ms": sum, "tail_ms": max, "gap_slept_ms": max,
-                 "allreduce_ms": lambda v: sum(v) / len(v)}
+WORLD_METRICS = {Row.step_ms: max, Row.step_cpu_ms: sum, Row.residual_cpu_ms: sum, Row.residual_omp_ms: sum,
+                 Row.residual_gloo_ms: sum, Row.step_cpu_gloo_ms: sum, Row.tail_ms: max, Row.gap_slept_ms: max,
+                 Row.allreduce_ms: lambda v: sum(v) / len(v)}
 
 
 def world_rows(rows):
@@ -197,8 +284,8 @@ def world_rows(rows):
         world = ranks[0].copy()
         for metric, combine in WORLD_METRICS.items():
             values = metric_values(ranks, metric)
-            world.set(metric, schema.fmt_value(combine(values)) if len(values) == size else "")
-        world.set("samples_per_s", ranks[0].text("world_samples_per_s"))
+            metric.fset(world, combine(values) if len(values) == size else None)
+        world.samples_per_s = ranks[0].world_samples_per_s
         out.append(world)
     return out
 
@@ -265,11 +352,11 @@ def _loop_time(row):
     """The time of one iteration of the program's loop: the sum of the
     counters the program names in its loop_counters context (the step and
     the gap after it); files that predate the rule: the step alone."""
-    names = row.text("loop_counters").split()
+    names = row.loop_counters.split()
     if names:
         values = [row.number(n) for n in names]
         return (None if None in values else sum(values)), "loop_ms"
-    return row.number("step_ms"), "step_ms"
+    return row.step_ms, "step_ms"
 
 
 def _sweep_figures(run_rows):
@@ -279,7 +366,7 @@ def _sweep_figures(run_rows):
     times, kinds, cpu = [], set(), 0.0
     for r in run_rows:
         t, kind = _loop_time(r)
-        a, b = r.number("step_cpu_ms"), r.number("residual_cpu_ms")
+        a, b = r.step_cpu_ms, r.residual_cpu_ms
         if t is None or a is None or b is None:
             return None, "step_ms", None
         times.append(t)
@@ -300,22 +387,22 @@ def _host_figures(run_rows):
     failed, or a figure is absent."""
     first = run_rows[0]
     n = first.processes
-    wall_s = first.number("wall_s")
+    wall_s = first.wall_s
     wall_ms = None if wall_s is None else wall_s * 1000
-    metric = first.has("metric")
-    laps = [r.number("overlap") for r in run_rows if r.has("overlap")]
+    metric = first.metric is not None
+    laps = metric_values(run_rows, Row.overlap)
     overlap = min(laps) if laps and n > 1 else None
     if len(run_rows) != n or any(not r.ok for r in run_rows):
         return None, "host_metric" if metric else "host", None, None, overlap, wall_ms
-    cpus = [r.number("cpu_ms") for r in run_rows]
+    cpus = [r.cpu_ms for r in run_rows]
     cpu = None if None in cpus else sum(cpus)
     if metric:
-        values = [r.number("metric") for r in run_rows]
+        values = [r.metric for r in run_rows]
         if None in values or min(values) <= 0:
             return None, "host_metric", cpu, None, overlap, wall_ms
         rates = values if first.metric_higher else [1.0 / v for v in values]
         return sum(rates), "host_metric", cpu, statistics.fmean(values), overlap, wall_ms
-    walls = [r.number("wall_ms") for r in run_rows]
+    walls = [r.wall_ms for r in run_rows]
     per_copy = None if None in walls else statistics.fmean(walls)
     host = n / wall_s if wall_s else None
     return host, "host", cpu, per_copy, overlap, wall_ms
@@ -323,8 +410,8 @@ def _host_figures(run_rows):
 
 def _disturbance(run_rows, wall_ms):
     first = run_rows[0]
-    other, steal = first.number("host_other_cpu_ms"), first.number("host_steal_ms")
-    invol = metric_values(run_rows, "invol_ctxsw")
+    other, steal = first.host_other_cpu_ms, first.host_steal_ms
+    invol = metric_values(run_rows, Row.invol_ctxsw)
     return Disturbance(None if other is None else other + (steal or 0.0), wall_ms, sum(invol) if invol else None)
 
 
@@ -335,8 +422,8 @@ def user_env(row, libomp):
     env = {k: v for k, v in row.setting.env if v not in (schema.UNSET, "")}
     if preload := knobs.preloads(row.runtime, libomp):
         env["LD_PRELOAD"] = " ".join(preload)
-    if row.is_tune and row.text("cuda_sync") not in ("", "auto"):
-        env.update({k.name: row.text("cuda_sync") for k in knobs.table() if getattr(k, "column", None) == "cuda_sync"})
+    if row.is_tune and row.cuda_sync not in ("", "auto"):
+        env.update({k.name: row.cuda_sync for k in knobs.table() if getattr(k, "column", None) == Row.cuda_sync.name})
     return env
 
 
@@ -360,22 +447,22 @@ def run_records(rows, libomp):
         first = next((r for r in run_rows if r.ok), run_rows[0])
         bad = [r for r in run_rows if not r.ok]
         status = "failed" if any(r.status == "failed" for r in bad) else ("skipped" if bad else "ok")
-        wall_ms = first.number("wall_ms") if first.has("wall_ms") else (
-            first.number("wall_s") * 1000 if first.has("wall_s") else None)
+        wall_ms = first.wall_ms
+        if wall_ms is None and first.wall_s is not None:
+            wall_ms = first.wall_s * 1000
         host = {}
         if first.is_tune and first.host_run:
             run_rows = sorted(run_rows, key=lambda r: r.proc_index)
             time, kind, cpu, per_copy, overlap, wall_ms = _host_figures(run_rows)
-            burns = [r.number("omp_between_regions_ms") for r in run_rows]
-            pins = tuple(r.text("pinned_cpus") for r in run_rows)
+            burns = [r.omp_between_regions_ms for r in run_rows]
+            pins = tuple(r.pinned_cpus for r in run_rows)
             host = dict(copies=first.processes, per_copy=per_copy, per_copy_higher=first.metric_higher,
                         overlap=overlap, between_ms=None if None in burns else sum(burns),
                         pins=pins if any(pins) else ())
         elif first.is_tune:
-            has_metric = first.has("metric")
-            time, kind = (first.number("metric"), "metric") if has_metric else (wall_ms, "wall_ms")
-            cpu = first.number("cpu_ms")
-            host = dict(between_ms=first.number("omp_between_regions_ms"))
+            time, kind = (first.metric, "metric") if first.metric is not None else (wall_ms, "wall_ms")
+            cpu = first.cpu_ms
+            host = dict(between_ms=first.omp_between_regions_ms)
         else:
             time, kind, cpu = _sweep_figures(run_rows) if status == "ok" else (None, "step_ms", None)
         out.append(RunRecord(
@@ -465,8 +552,8 @@ class ResultsFile:
         writer = csv.writer(buf, lineterminator="\n")
         layout = self.columns.layout_text()
         for row in rows:
-            if not row.has("knob_layout"):
-                row.set("knob_layout", layout)
+            if not row.knob_layout:
+                row.knob_layout = layout
             if self.rule is not None and not row.has("rule"):  # a Slurm task's rows get the sweep's here
                 row.set("rule", self.rule.text())
             writer.writerow(row.cells(self.columns.all))

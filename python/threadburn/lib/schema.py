@@ -13,6 +13,7 @@ import math
 import os
 
 from .errors import ThreadburnError
+from . import knobs as _knobs
 from .knobs import NOT_A_KNOB, UNSET, param_column  # noqa: F401  (the CSV's words for them)
 
 with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schema_version.txt")) as _f:
@@ -70,6 +71,75 @@ OVERLAP_MIN = 0.9
 # Metrics compare and the summaries talk about, and which way is better.
 LOWER_IS_BETTER = {"step_ms": True, "residual_cpu_ms": True, "samples_per_s": False}
 
+# --- how a cell is read -------------------------------------------------------------
+# Every column the Python side names, and how its cells read: records.Row has one
+# attribute per column here, made from this table when it is imported (row.step_ms: the
+# cell as a float; Row.step_ms: the column, its name and its reader). The kinds: text (a
+# str, "" when empty), number (a float, None when empty or not a number), integer (an int,
+# None when empty); a default stands in for an empty cell. A column read only by a name
+# that comes from data (a program's loop_counters, its throughput counter, a file's knob
+# layout) needs no line: Row.text / number / integer read any column by name.
+TEXT, NUMBER, INTEGER = "text", "number", "integer"
+
+
+def _kind(kind, names, default=None):
+    return {name: (kind, default) for name in names.split()}
+
+
+# The sweep's own columns (LEAD_COLUMNS, RUN_COLUMNS and the rest of Columns.all);
+# tests/python/test_columns.py checks that every one has its kind.
+SWEEP_KINDS = {
+    **_kind(TEXT, "schema_version run_key status reason grid study preset benchmark bench runtime point_key "
+                  "time_unit started_at finished_at timeline_file threads_file slurm_job pinned_cpus rule "
+                  "knob_layout extra_counters extra_context repro"),
+    **_kind(TEXT, "phase", "race"),  # files older than schema 4 name no phase: all race
+    **_kind(INTEGER, "run_rows seed order_index round exit_code repetition iterations"),
+    **_kind(INTEGER, "processes", 1),
+    **_kind(INTEGER, "proc_index", 0),
+    **_kind(NUMBER, "real_time cpu_time wall_s overlap world_samples_per_s rank_spread host_other_cpu_ms "
+                    "host_steal_ms copy_start_ms"),
+}
+# The programs' and the probe's columns the Python side reads by name: theirs (--describe,
+# results/README.md), named here once; test_columns checks each is a counter, flag or
+# context key of the recorded programs or the probe, or a column of a committed results
+# file (gpu_ms: cuda-h200.csv's, written before the programs called it gpu_span_ms).
+PROGRAM_KINDS = {
+    # counters
+    **_kind(NUMBER, "step_ms step_ms_median step_cpu_ms step_cpu_main_ms step_cpu_omp_ms step_cpu_loader_ms "
+                    "step_cpu_gloo_ms residual_cpu_ms residual_cpu_ms_median residual_cores residual_omp_ms "
+                    "residual_tbb_ms residual_gloo_ms tail_ms tail_ms_median gap_slept_ms cores_busy threads "
+                    "invol_ctxsw samples_per_s sampler_cpu_ms timed_start_s timed_end_s data_ms forward_ms "
+                    "backward_ms sync_ms sync_cpu_ms allreduce_ms serial_ms backtoback_ms gpu_ms"),
+    **_kind(INTEGER, "world_size"),  # a data-parallel rank's; None for copies
+    **_kind(INTEGER, "rank", 0),
+    # the probe's counters, and the user's figure (tune --metric)
+    **_kind(NUMBER, "wall_ms cpu_ms cpu_omp_ms omp_between_regions_ms regions gaps gap_tail_ms_median metric"),
+    **_kind(INTEGER, "max_team"),
+    # flags (the probe's: command, metric_better)
+    **_kind(TEXT, "kernel model loader mkldnn sampler item_sync preload cuda_sync command metric_better"),
+    **_kind(INTEGER, "n gap_ms workers"),
+    # context
+    **_kind(TEXT, "omp_runtime omp_library ignored_knobs overridden_knobs knob_notes cuda_sync_in_force cuda_used "
+                  "throughput_counter throughput_unit loop_counters host_name cpu_model num_cpus available_cpus "
+                  "mhz_per_cpu blas_library library_build_type date"),
+    **_kind(INTEGER, "omp_max_threads"),
+    **_kind(NUMBER, "noise_cv burn_threshold_cores"),
+}
+# The other CSVs threadburn writes beside the results and `threadburn findings` reads:
+# bench/overheads.py's (overheads.csv) and tests/python/test_fleet_ddp.py's (fleet_ddp.csv,
+# with the programs' counters besides).
+OTHER_KINDS = {
+    **_kind(TEXT, "figure unit runs link launcher"),
+    **_kind(NUMBER, "median min max"),
+}
+
+
+def column_kinds():
+    """{column: (kind, default)} of every column the Python side names: the
+    tables above and each knob column of the knob table (text)."""
+    knob_columns = {k.name: (TEXT, None) for k in _knobs.table() if k.is_column}
+    return {**SWEEP_KINDS, **PROGRAM_KINDS, **OTHER_KINDS, **knob_columns}
+
 
 def env_knob_names(description):
     return [k for k in description.env_knobs if k not in NOT_A_KNOB]
@@ -83,6 +153,22 @@ def knob_flags(descriptions):
             if name not in SWEEP_FLAGS and name not in out:
                 out.append(name)
     return out
+
+
+def knob_columns(env_knobs, params, flags):
+    """Everything a row asked for, in the file's order: bench, runtime, the
+    environment knobs, a tune's --param columns, processes, the program flags."""
+    return ("bench", "runtime") + tuple(env_knobs) + tuple(param_column(p) for p in params) + ("processes",) + tuple(flags)
+
+
+def legacy_knob_columns(header):
+    """The knob columns of a header of schema 3 or older (no knob_layout):
+    those between runtime and repetition, processes left out; () for a
+    header without them."""
+    header = list(header)
+    if "runtime" not in header or "repetition" not in header:
+        return ()
+    return tuple(k for k in header[header.index("runtime") + 1:header.index("repetition")] if k != "processes")
 
 
 class Columns:
@@ -111,7 +197,7 @@ class Columns:
         self.counters = tuple(counters)
         self.context = tuple(context)
         self.param_columns = tuple(param_column(p) for p in self.params)
-        self.knobs = ("bench", "runtime") + self.env_knobs + self.param_columns + ("processes",) + self.flags
+        self.knobs = knob_columns(self.env_knobs, self.params, self.flags)
         self.all = (LEAD_COLUMNS + self.env_knobs + self.param_columns + ("processes",) + self.flags
                     + ("repetition", "proc_index") + self.counters + ("extra_counters",)
                     + self.context + ("extra_context",) + RUN_COLUMNS + ("repro",))
@@ -159,12 +245,12 @@ def to_float(text):
         return None
 
 
-def rule_of(rows, name):
-    """A rule the rows carry as a context column (noise_cv, burn_threshold_cores:
-    the programs' and the probe's own, src/core/rules.h), as a float; None
-    when the rows predate it (schema 4 and older)."""
+def rule_of(rows, column):
+    """A rule the rows carry as a context column (records.Row.noise_cv,
+    burn_threshold_cores: the programs' and the probe's own, src/core/rules.h),
+    as a float; None when the rows predate it (schema 4 and older)."""
     for row in rows:
-        value = row.number(name)
+        value = column(row)
         if value is not None:
             return value
     return None

@@ -57,7 +57,7 @@ def row_for(report, columns, base):
     row.update({k: v for k, v in report.counters.items() if k in columns.counters})
     context = report.summary.get("context", {})
     row.update({k: v for k, v in context.items() if k in columns.context})
-    row.set("extra_context", ";".join(f"{k}={v}" for k, v in context.items() if k not in columns.context))
+    row.extra_context = ";".join(f"{k}={v}" for k, v in context.items() if k not in columns.context)
     return row
 
 
