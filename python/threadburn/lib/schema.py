@@ -116,7 +116,7 @@ PROGRAM_KINDS = {
     **_kind(NUMBER, "wall_ms cpu_ms cpu_omp_ms omp_between_regions_ms regions gaps gap_tail_ms_median metric"),
     **_kind(INTEGER, "max_team"),
     # flags (the probe's: command, metric_better)
-    **_kind(TEXT, "kernel model loader mkldnn sampler item_sync preload cuda_sync command metric_better"),
+    **_kind(TEXT, "kernel model loader mkldnn sampler item_sync preload cuda_sync device command metric_better"),
     **_kind(INTEGER, "n gap_ms workers"),
     # context
     **_kind(TEXT, "omp_runtime omp_library ignored_knobs overridden_knobs knob_notes cuda_sync_in_force cuda_used "
@@ -136,9 +136,11 @@ OTHER_KINDS = {
 
 def column_kinds():
     """{column: (kind, default)} of every column the Python side names: the
-    tables above and each knob column of the knob table (text)."""
+    tables above, each knob column of the knob table and each knob's
+    read-back (its in-force context key) not typed above, as text."""
     knob_columns = {k.name: (TEXT, None) for k in _knobs.table() if k.is_column}
-    return {**SWEEP_KINDS, **PROGRAM_KINDS, **OTHER_KINDS, **knob_columns}
+    in_force = {key: (TEXT, None) for key, _ in _knobs.in_force_columns()}
+    return {**in_force, **SWEEP_KINDS, **PROGRAM_KINDS, **OTHER_KINDS, **knob_columns}
 
 
 def env_knob_names(description):
