@@ -103,6 +103,7 @@ class HiddenSlowdowns(unittest.TestCase):
 class Spending(unittest.TestCase):
     def test_keep_and_the_confirmation_spend_at_most_their_alpha(self):
         r = rules.Rule()
+        self.assertTrue(all(r.alpha_keep(k) >= 0 and r.alpha_confirm(k) >= 0 for k in range(1, 500)))
         early = sum(r.alpha_keep(k) for k in range(1, 500))
         self.assertLessEqual(early + r.alpha * rules.KEEP_FINAL, r.alpha + 1e-12)
         self.assertAlmostEqual(r.alpha_keep(3, final=True), r.alpha * (rules.KEEP_FINAL + rules.KEEP_SPENDING[2]))
