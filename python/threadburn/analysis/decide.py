@@ -201,10 +201,11 @@ def _ranks(d, alpha, rounding, racing=False):
     the centre of the ratios, which pairing makes symmetric (two runs of a
     round are alike but for the setting); each widened by the most rounding
     can move a pair (few digits written: no certainty from round figures).
-    A bound that no depth reaches (fewer than log2(1/alpha) rounds) is the
-    paired t's. racing: the lower bound the sign test's too. sd: the rounds' standard deviation, wild rounds and all (what
-    the runs needed are planned on: a spread the wild rounds widen asks for
-    the runs that will outnumber them)."""
+    A bound that no depth reaches (fewer than log2(1/alpha) rounds: the two
+    tests' floor is the same) is the paired t's. racing: the lower bound the
+    sign test's too. sd: the rounds' standard deviation, wild rounds and all
+    (what the runs needed are planned on: a spread the wild rounds widen
+    asks for the runs that will outnumber them)."""
     n = len(d)
     ranked = sorted(d)
     est = statistics.median(ranked)
