@@ -14,11 +14,17 @@ the same on every machine.
 
 A run of a setting with true time T and CPU C (ms) takes T x e^(N(0, s)) x
 drift, and uses C x e^(N(0, s)) x drift of CPU, s the scenario's run noise
-(a noisy setting: a multiple of it). Drift: the machine slows by `drift`
-over the campaign, linearly. A pre-empted run (probability `preempt`) takes
-twice as long while its CPU is unchanged, and carries the evidence a real
-run carries (another tenant's CPU for the time it lost, /proc/stat's view:
-host_other_cpu_ms); every run carries a little other load besides.
+(a noisy setting: a multiple of it, or a log sd of its own: a lottery).
+Drift: the machine slows by `drift` over the campaign, linearly. A
+pre-empted run (probability `preempt`) takes twice as long while its CPU is
+unchanged, and carries the evidence a real run carries (another tenant's
+CPU for the time it lost, /proc/stat's view: host_other_cpu_ms); every run
+carries a little other load besides. What the machine hides: an invisible
+slowdown (probability `invisible`) does the run's work twice, time and CPU,
+with no trace in the other load (a neighbour on the memory bus, a throttled
+core, steal the hypervisor does not report); bimodal runs (`bimodal`: the
+share of runs in the slow mode and its factor) land in a fast or a slow
+mode, time and CPU alike, whatever the setting.
 
 Per scenario: the share of cases that changed (to the right setting, or
 falsely: to a setting that does not beat the baseline by more than the
@@ -27,7 +33,9 @@ margin on the objective), kept, stayed undecided; runs spent to the end
 confirmation's, from fresh runs) and of the race's own estimate of the
 setting it chose ("as selected"), in percentage points of the true change,
 over every case whose candidate was confirmed or not (the verdict prints the
-fresh runs' figure either way).
+fresh runs' figure either way); and over the same cases the share whose
+printed interval (the fresh runs', on the claim) holds the truth: its
+coverage, against the coverage it claims.
 """
 import argparse
 import csv
@@ -54,8 +62,12 @@ BIAS_MIN_CASES = 100    # confirmed cases a scenario needs before its bias is ch
 
 
 class Truth:
-    def __init__(self, name, time, cpu=1.0, noise=1.0):
-        self.name, self.time, self.cpu, self.noise = name, time, cpu, noise
+    """A setting's truth: time and CPU as multiples of the baseline's, its
+    run noise as a multiple of the scenario's (noise) or a log sd of its own
+    (sd: a lottery)."""
+
+    def __init__(self, name, time, cpu=1.0, noise=1.0, sd=None):
+        self.name, self.time, self.cpu, self.noise, self.sd = name, time, cpu, noise, sd
 
 
 class Item:
@@ -76,8 +88,9 @@ class Memory:
 class Synthetic(campaign.Executor):
     """Each run: one tune row drawn from the item's truth."""
 
-    def __init__(self, rng, s, drift, preempt, expected_runs):
+    def __init__(self, rng, s, drift, preempt, expected_runs, invisible=0.0, bimodal=None):
         self.rng, self.s, self.drift, self.preempt, self.expected = rng, s, drift, preempt, expected_runs
+        self.invisible, self.bimodal = invisible, bimodal
         self.count = 0
 
     def execute(self, specs):
@@ -85,11 +98,15 @@ class Synthetic(campaign.Executor):
             t = spec.item.truth
             drift = 1 + self.drift * min(1.0, self.count / self.expected)
             self.count += 1
-            sd = self.s * t.noise
-            nominal = BASE_MS * t.time * math.exp(self.rng.gauss(0, sd)) * drift
+            sd = self.s * t.noise if t.sd is None else t.sd
+            # What no evidence shows: the work done twice, or the slow mode; time and CPU alike.
+            hidden = 2.0 if self.invisible and self.rng.random() < self.invisible else 1.0
+            if self.bimodal and self.rng.random() < self.bimodal[0]:
+                hidden *= self.bimodal[1]
+            nominal = BASE_MS * t.time * math.exp(self.rng.gauss(0, sd)) * drift * hidden
             slow = 2.0 if self.rng.random() < self.preempt else 1.0
             wall = nominal * slow
-            cpu = BASE_MS * t.cpu * math.exp(self.rng.gauss(0, sd)) * drift
+            cpu = BASE_MS * t.cpu * math.exp(self.rng.gauss(0, sd)) * drift * hidden
             other = wall * abs(self.rng.gauss(OTHER_LOAD, OTHER_LOAD / 3)) + (wall - nominal)
             yield spec, [Row(grid="tune", study=t.name, preset="", run_key=spec.key, point_key=t.name,
                              round=spec.round, phase=spec.item.phase, status="ok", bench="command",
@@ -97,29 +114,40 @@ class Synthetic(campaign.Executor):
                              wall_ms=wall, cpu_ms=cpu, host_other_cpu_ms=other, host_steal_ms=0.0)]
 
 
-def one_case(sc, seed):
-    """(verdict, chosen, race estimate of the chosen's cost ratio on the
-    claim, confirmed estimate, runs spent)."""
+class Case:
+    """One synthetic tune's outcome: the verdict and its setting, the race's
+    candidate and what it was claimed on, the race's estimate of it and the
+    fresh runs' (with their printed interval), the runs spent."""
+
+    def __init__(self, verdict, chosen, candidate, claim, race_est, conf, runs, confirmation=None):
+        self.verdict, self.chosen, self.candidate, self.claim = verdict, chosen, candidate, claim
+        self.race_est, self.runs = race_est, runs
+        self.conf_est, self.conf_lo, self.conf_hi = (conf.est, conf.lo, conf.hi) if conf else (None, None, None)
+        self.looks = confirmation.look if confirmation else 0           # the fresh runs' looks
+        self.more = confirmation.more if confirmation else None         # runs each another look would need
+
+
+def run_case(sc, seed):
+    """A whole tune of the scenario's settings under one seed: a Case."""
     rng = random.Random(seed)
     truths = sc["truths"]
     rule = rules.Rule(objective=sc["objective"], margin=rules.MARGIN)
-    budget = RUNS_PER_SETTING * len(truths)
+    budget = sc.get("runs_per_setting", RUNS_PER_SETTING) * len(truths)
     memory = Memory()
-    ex = Synthetic(rng, sc["noise"], sc.get("drift", 0.0), sc.get("preempt", 0.0), budget)
+    ex = Synthetic(rng, sc["noise"], sc.get("drift", 0.0), sc.get("preempt", 0.0), budget,
+                   sc.get("invisible", 0.0), sc.get("bimodal"))
     items = {t.name: Item(t) for t in truths}
     quiet = lambda *a, **k: None
     c = campaign.Campaign(ex, memory, seed, budget=campaign.Budget(runs=budget - 2 * confirmation.CONFIRM_MIN),
                           say=quiet)
     race = races.Race(lambda: memory.rows, items, rule, "libomp")
     c.run(items.values(), {k: rules.START_RUNS for k in items}, race)
-    plan = race.confirmation_plan(max(0, budget - c.spent) // 2)
-    if plan:
-        wanted, n = plan
-        pair = [Item(items[key].truth, phase) for key, phase in wanted]
-        cc = campaign.Campaign(ex, memory, seed, done=c.done, say=quiet)
-        cc.round = 1000
-        cc.run(pair, {p.key: n for p in pair})
-    v = verdicts.decide_records(records.run_records(memory.rows, "libomp"), rule)
+    last = race.last_look(budget - c.spent)  # no candidate: what is left goes to keep's last look
+    if last:
+        todo, each = last
+        c.run(todo, {i.key: c.runs[i.key] + each for i in todo})
+    fresh(race, items, ex, memory, seed, c, budget, quiet)
+    v = verdicts.decide_records(records.run_records(memory.rows, "libomp"), rule, final=True)
     e = v.entries[0]
     d, conf = e.decision, e.confirmation
     claim = d.candidate_claim or "time"
@@ -127,8 +155,35 @@ def one_case(sc, seed):
     # verdict whether they confirm it or not: CHANGE's headline, or UNDECIDED's).
     race_r = getattr(d.vs_baseline[d.candidate], claim) if d.candidate else None
     conf_r = getattr(conf, claim) if conf is not None else None
-    return (e.verdict, e.chosen, d.candidate, claim, race_r.est if race_r else None,
-            conf_r.est if conf_r else None, len(memory.rows))
+    return Case(e.verdict, e.chosen, d.candidate, claim, race_r.est if race_r else None, conf_r, len(memory.rows),
+                conf)
+
+
+def fresh(race, items, ex, memory, seed, c, budget, quiet):
+    """The fresh runs after the race, as tune makes them: the first look
+    sized by the race's spread, then (rule version 3) more looks while the
+    confirmation cannot yet tell and the budget allows; look k's rounds from
+    1000 x k."""
+    cc = campaign.Campaign(ex, memory, seed, done=c.done, say=quiet)
+    for look in range(1, 100):
+        left = budget - c.spent - cc.spent
+        plan = (race.confirmation_plan if look == 1 else race.next_look)(max(0, left) // 2)
+        if not plan:
+            return
+        wanted, n = plan
+        n = min(n, left // len(wanted))
+        if n < (confirmation.CONFIRM_MIN if look == 1 else confirmation.LOOK_MIN_RUNS):
+            return
+        pair = [Item(items[key].truth, phase) for key, phase in wanted]
+        cc.round = confirmation.ROUNDS_PER_LOOK * look
+        cc.run(pair, {p.key: cc.runs.get(p.key, 0) + n for p in pair})
+
+
+def one_case(sc, seed):
+    """(verdict, chosen, candidate, claim, race estimate of the chosen's cost
+    ratio on the claim, confirmed estimate, runs spent)."""
+    k = run_case(sc, seed)
+    return k.verdict, k.chosen, k.candidate, k.claim, k.race_est, k.conf_est, k.runs
 
 
 def beats(sc, name):
@@ -152,23 +207,26 @@ def true_ratio(sc, name, claim):
 
 def run_scenario(sc, trials):
     out = {"scenario": sc["name"], "objective": sc["objective"], "effect": sc.get("effect", ""),
-           "noise": sc["noise"], "drift": sc.get("drift", 0.0), "preempt": sc.get("preempt", 0.0), "trials": trials}
-    right = false = keep = undecided = 0
+           "noise": sc["noise"], "drift": sc.get("drift", 0.0), "preempt": sc.get("preempt", 0.0),
+           "invisible": sc.get("invisible", 0.0),
+           "bimodal": "%g x%g" % sc["bimodal"] if sc.get("bimodal") else "", "trials": trials}
+    right = false = keep = undecided = covered = 0
     spent, bias_rep, bias_sel = [], [], []
     t0 = time.monotonic()
     for i in range(trials):
-        verdict, chosen, candidate, claim, race_est, conf_est, runs = one_case(sc, sc["seed"] * 1000003 + i)
-        spent.append(runs)
-        if candidate is not None and conf_est is not None:
-            truth = math.log(true_ratio(sc, candidate, claim))
-            bias_rep.append(math.log(conf_est) - truth)
-            bias_sel.append(math.log(race_est) - truth)
-        if verdict == "change":
-            if beats(sc, chosen):
+        k = run_case(sc, sc["seed"] * 1000003 + i)
+        spent.append(k.runs)
+        if k.candidate is not None and k.conf_est is not None:
+            truth = math.log(true_ratio(sc, k.candidate, k.claim))
+            bias_rep.append(math.log(k.conf_est) - truth)
+            bias_sel.append(math.log(k.race_est) - truth)
+            covered += math.log(k.conf_lo) <= truth <= math.log(k.conf_hi)
+        if k.verdict == "change":
+            if beats(sc, k.chosen):
                 right += 1
             else:
                 false += 1
-        elif verdict == "keep":
+        elif k.verdict == "keep":
             keep += 1
         else:
             undecided += 1
@@ -178,22 +236,33 @@ def run_scenario(sc, trials):
                undecided=undecided / trials, runs_median=statistics.median(spent),
                runs_p90=spent[min(len(spent) - 1, int(0.9 * len(spent)))],
                bias_reported_pp=pp(bias_rep), bias_as_selected_pp=pp(bias_sel), bias_cases=len(bias_rep),
-               target=sc.get("target", ""),
+               coverage=round(covered / len(bias_rep), 4) if bias_rep else "",
+               coverage_claimed=1 - 2 * rules.CONFIRM_ALPHA,
+               target=", ".join(text for text, _ in checks_of(sc)),
                seconds=round(time.monotonic() - t0, 1))
-    out["meets"] = meets(out, sc.get("check"))
+    out["meets"] = meets(out, checks_of(sc))
     return out
 
 
-def meets(row, check):
-    if check is None:
-        return ""
-    kind, value = check
-    if kind == "false_at_most":
-        ok = row["change_false"] <= value
-    elif kind == "right_at_least":
-        ok = row["change_right"] >= value
-    else:
-        raise ValueError(kind)
+def checks_of(sc):
+    """[(text, (kind, value))]: the targets a scenario is held to: false
+    changes at most 5 % in every one, and its own (power, keep)."""
+    return [("false <= 5 %", ("false_at_most", 0.05))] + list(sc.get("checks", ()))
+
+
+def meets(row, checks):
+    ok = True
+    for _, (kind, value) in checks:
+        if kind == "false_at_most":
+            ok &= row["change_false"] <= value
+        elif kind == "right_at_least":
+            ok &= row["change_right"] >= value
+        elif kind == "keep_at_least":
+            ok &= row["keep"] >= value
+        elif kind == "keep_at_most":
+            ok &= row["keep"] <= value
+        else:
+            raise ValueError(kind)
     # The reported gain's bias, where enough cases were confirmed to tell it (its standard
     # error then well under the 1 pp target).
     bias_ok = row["bias_cases"] < BIAS_MIN_CASES or abs(row["bias_reported_pp"]) <= 1.0
@@ -208,50 +277,76 @@ def default_set(effect):
             Truth("same2", 1.0), Truth("slow1", 1.25), Truth("slow2", 1.25)]
 
 
+INVISIBLE = 0.10        # the share of runs slowed 2x with no evidence, in the scenarios that hide it
+LOTTERY_SD = 0.30       # a lottery setting's run noise (log sd: lognormal)
+BIMODAL = (0.30, 1.25)  # the share of runs in the slow mode, and its factor
+KEEP = ("keep >= 50 %", ("keep_at_least", 0.50))
+# At the margin a keep is at its boundary (x beats plain by exactly the margin): the size of keep's test.
+FALSE_KEEP = ("keep <= 5 %", ("keep_at_most", 0.05))
+
+
 def scenarios():
+    """Every scenario is held to false changes at most 5 % (checks_of); the
+    list's order fixes each one's seed (new ones go last)."""
     out = []
     null = [Truth("plain", 1.0)] + [Truth(f"s{i}", 1.0) for i in range(1, 7)]
     for objective in ("time", "cpu", "balanced"):
         out.append({"name": f"null {objective}", "objective": objective, "noise": 0.03, "truths": null,
-                    "target": "false <= 5 %", "check": ("false_at_most", 0.05)})
-    out.append({"name": "null balanced, 1 % noise", "objective": "balanced", "noise": 0.01, "truths": null,
-                "target": "false <= 5 %", "check": ("false_at_most", 0.05)})
-    out.append({"name": "null balanced, 10 % noise", "objective": "balanced", "noise": 0.10, "truths": null,
-                "target": "false <= 5 %", "check": ("false_at_most", 0.05)})
+                    "checks": [KEEP]})
+    out.append({"name": "null balanced, 1 % noise", "objective": "balanced", "noise": 0.01, "truths": null})
+    out.append({"name": "null balanced, 10 % noise", "objective": "balanced", "noise": 0.10, "truths": null})
     out.append({"name": "null balanced, drift", "objective": "balanced", "noise": 0.03, "drift": 0.10,
-                "truths": null, "target": "false <= 5 %", "check": ("false_at_most", 0.05)})
+                "truths": null})
     out.append({"name": "null balanced, pre-empted", "objective": "balanced", "noise": 0.03, "preempt": 0.10,
-                "truths": null, "target": "false <= 5 %", "check": ("false_at_most", 0.05)})
+                "truths": null})
     at_margin = 1 / (1 + rules.MARGIN)
     for objective, x in (("time", Truth("x", at_margin)), ("cpu", Truth("x", 1.0, at_margin)),
                          ("balanced", Truth("x", at_margin))):
         truths = [Truth("plain", 1.0)] + [x] + [Truth(f"s{i}", 1.0) for i in range(2, 7)]
         out.append({"name": f"truth at the margin, {objective}", "objective": objective, "noise": 0.03,
-                    "truths": truths, "target": "false <= 5 %", "check": ("false_at_most", 0.05)})
+                    "truths": truths, "checks": [FALSE_KEEP]})
     for effect in (0.05, 0.10, 0.15, 0.25):
         for noise in (0.01, 0.03, 0.10):
-            target = ("right >= 90 %", ("right_at_least", 0.90)) if (effect, noise) == (0.10, 0.03) else ("", None)
+            checks = [("right >= 90 %", ("right_at_least", 0.90))] if (effect, noise) == (0.10, 0.03) else []
             out.append({"name": f"winner {effect:.0%} at {noise:.0%} noise", "objective": "balanced", "noise": noise,
-                        "effect": effect, "truths": default_set(effect), "target": target[0], "check": target[1]})
+                        "effect": effect, "truths": default_set(effect), "checks": checks})
     out.append({"name": "winner 10% at 3% noise, 10% of runs pre-empted 2x", "objective": "balanced", "noise": 0.03,
-                "effect": 0.10, "preempt": 0.10, "truths": default_set(0.10), "target": "right >= 80 %",
-                "check": ("right_at_least", 0.80)})
+                "effect": 0.10, "preempt": 0.10, "truths": default_set(0.10),
+                "checks": [("right >= 80 %", ("right_at_least", 0.80))]})
     out.append({"name": "winner 10% at 3% noise, 10% drift", "objective": "balanced", "noise": 0.03, "effect": 0.10,
-                "drift": 0.10, "truths": default_set(0.10), "target": "right >= 85 %",
-                "check": ("right_at_least", 0.85)})
+                "drift": 0.10, "truths": default_set(0.10), "checks": [("right >= 85 %", ("right_at_least", 0.85))]})
     lucky = [Truth("plain", 1.0), Truth("W", 0.85), Truth("X", 1.0, noise=5.0), Truth("same1", 1.0),
              Truth("same2", 1.0), Truth("slow1", 1.25), Truth("slow2", 1.25)]
     out.append({"name": "clear winner W (15%) beside a noisy X", "objective": "balanced", "noise": 0.03,
-                "effect": 0.15, "truths": lucky, "target": "W chosen >= 95 %", "check": ("right_at_least", 0.95)})
+                "effect": 0.15, "truths": lucky, "checks": [("W chosen >= 95 %", ("right_at_least", 0.95))]})
+    # What users' machines hide: no evidence sets these runs aside.
+    hidden = {"invisible": INVISIBLE}
+    out.append(dict(hidden, name="null balanced, invisible 2x slowdowns", objective="balanced", noise=0.03,
+                    truths=null))
+    out.append(dict(hidden, name="truth at the margin, balanced, invisible 2x slowdowns", objective="balanced",
+                    noise=0.03, truths=[Truth("plain", 1.0), Truth("x", at_margin)] +
+                    [Truth(f"s{i}", 1.0) for i in range(2, 7)], checks=[FALSE_KEEP]))
+    for effect in (0.10, 0.12):
+        out.append(dict(hidden, name=f"winner {effect:.0%} at 3% noise, invisible 2x slowdowns in 10% of runs",
+                        objective="balanced", noise=0.03, effect=effect, truths=default_set(effect),
+                        checks=[("right >= 80 %", ("right_at_least", 0.80))]))
+    lottery = lambda rest: [Truth("plain", 1.0)] + rest + [Truth("X", 1.0, sd=LOTTERY_SD)]
+    out.append({"name": "null balanced beside a 30% lottery setting", "objective": "balanced", "noise": 0.03,
+                "truths": lottery([Truth(f"s{i}", 1.0) for i in range(1, 6)])})
+    out.append({"name": "winner 10% at 3% noise beside a 30% lottery setting", "objective": "balanced", "noise": 0.03,
+                "effect": 0.10, "truths": lottery(default_set(0.10)[1:6])})
+    out.append({"name": "null balanced, bimodal runs", "objective": "balanced", "noise": 0.03, "bimodal": BIMODAL,
+                "truths": null})
+    out.append({"name": "winner 10% at 3% noise, bimodal runs", "objective": "balanced", "noise": 0.03,
+                "bimodal": BIMODAL, "effect": 0.10, "truths": default_set(0.10)})
     for i, sc in enumerate(out):
         sc["seed"] = i + 1
     return out
 
 
-COLUMNS = ("scenario", "objective", "effect", "noise", "drift", "preempt", "trials", "change_right", "change_false",
-           "keep", "undecided", "runs_median", "runs_p90", "bias_reported_pp", "bias_as_selected_pp", "bias_cases",
-           "target",
-           "meets", "seconds")
+COLUMNS = ("scenario", "objective", "effect", "noise", "drift", "preempt", "invisible", "bimodal", "trials",
+           "change_right", "change_false", "keep", "undecided", "runs_median", "runs_p90", "bias_reported_pp",
+           "bias_as_selected_pp", "bias_cases", "coverage", "coverage_claimed", "target", "meets", "seconds")
 
 
 RATES = ("change_right", "change_false", "keep", "undecided")
@@ -278,7 +373,8 @@ def main():
             rows.append(row)
             print(f"{row['scenario']:<52} right {row['change_right']:6.1%} false {row['change_false']:6.1%} keep "
                   f"{row['keep']:6.1%} undecided {row['undecided']:6.1%} runs {row['runs_median']:g}/{row['runs_p90']:g}"
-                  f" bias {row['bias_reported_pp']}/{row['bias_as_selected_pp']} pp {row['meets']} "
+                  f" bias {row['bias_reported_pp']}/{row['bias_as_selected_pp']} pp cover {row['coverage']} "
+                  f"{row['meets']} "
                   f"({row['seconds']} s)", flush=True)
     tmp = args.out + ".tmp"
     with open(tmp, "w", newline="") as f:

@@ -5,6 +5,7 @@
 #   scripts/soak.sh                  the quick live tests, 30 rounds quiet + 30 busy
 #   scripts/soak.sh -n 5 -L bench    the benchmark tier, 5 + 5 rounds
 #   scripts/soak.sh -n 10 -R 'probe\.live' --busy-only
+#   scripts/soak.sh -n 10 -R tune_hidden   the rule on hidden slowdowns, 10 + 10 rounds
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${THREADBURN_BUILD_DIR:-build}

@@ -426,7 +426,9 @@ def case_tune_failing(a, tmp):
                   ["--metric", r"figure: ([0-9.]+)", "--metric-better", "lower", "--objective", "time"])
     check(p.returncode == 0, f"tune exited {p.returncode}: it must go on past failed runs")
     _, rows = read_csv(out)
-    check(len(rows) == 15 + 10, f"{len(rows)} rows: 5 runs of 3 settings, then 5 + 5 to confirm")
+    # a fixed design confirms in one look of confirmation.CONFIRM_MIN runs each (6: the fewest whose sign
+    # test reaches the first look's level)
+    check(len(rows) == 15 + 12, f"{len(rows)} rows: 5 runs of 3 settings, then 6 + 6 to confirm")
     rows = [r for r in rows if r["phase"] == "race"]
     failed = [r for r in rows if r["status"] == "failed"]
     check(sorted(int(r["repetition"]) for r in failed) == sorted(

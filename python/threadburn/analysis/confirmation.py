@@ -6,11 +6,17 @@ luck (the winner's curse), these runs are not. Does the gain the change was
 claimed on hold there, and what did the probe cost the program (its wall
 time probed / not, same setting)?
 
-One planned comparison per claim, each side one-sided at
-Rule.confirm_alpha: the interval is the two-sided 1 - 2 x confirm_alpha
-one (90 %). The claim holds ("yes") when the fresh runs show it, is
-contradicted ("no") when they show its opposite (not better by the
-margin), and is open ("undecided") otherwise.
+One planned comparison per claim, looked at in turns (rule version 3):
+the k-th look at the fresh runs tests each side one-sided at
+Rule.alpha_confirm(k), shares of confirm_alpha that sum to it, so a
+confirmation that cannot yet tell goes on with more fresh runs while the
+budget allows and its false-change rate stays confirm_alpha over all its
+looks; its interval at any look is a repeated confidence interval: it holds
+the truth at every look at once with 1 - 2 x confirm_alpha (90 %). The
+looks are in the rows: look k's rounds are numbered from 1000 x k. Version
+2: one look, at confirm_alpha. The claim holds ("yes") when the fresh runs
+show it, is contradicted ("no") when they show its opposite (not better by
+the margin), and is open ("undecided") otherwise.
 """
 import math
 from dataclasses import dataclass
@@ -19,10 +25,19 @@ from . import decide
 from ..lib.rule import MIN_RUNS
 from ..lib.stats import normal_quantile
 
-# The confirmation runs of each side, at least (a t interval from 5 pairs
-# has 4 degrees of freedom) and by default at most.
-CONFIRM_MIN = 5
+# The confirmation runs of each side at its first look, at least (6 pairs:
+# the fewest whose signed-rank bound reaches the first look's level, 2^-6 <
+# 0.05 x CONFIRM_SPENDING[0]), and by default at most at the first look
+# (the looks after it take what the budget has left).
+CONFIRM_MIN = 6
 CONFIRM_MAX = 30
+# A look after the first adds at least this share of the fresh runs so far
+# (each look costs a share of alpha), and at least LOOK_MIN_RUNS runs each;
+# with less left in the budget the confirmation ends.
+LOOK_GROWTH = 0.5
+LOOK_MIN_RUNS = 3
+# Fresh runs of look k are in rounds from ROUNDS_PER_LOOK x k.
+ROUNDS_PER_LOOK = 1000
 # The power a confirmation is sized for, at the race's spread, if the true
 # gain were a third of the way from the margin to the race's estimate (the
 # race's estimate of the setting it picked is too good: the winner's curse).
@@ -41,8 +56,12 @@ class Confirmation:
     holds: str                  # yes | no | undecided | None (no usable fresh runs)
     margin: float
     cpu_margin: float
-    coverage: float             # of the two-sided interval
+    coverage: float             # of the two-sided interval, over every look (a repeated interval)
     probe_cost: object = None   # decide.Ratio: probed / unprobed wall time of the chosen setting (tune)
+    look: int = 1               # the confirmation's look these runs are
+    alpha: float = None         # each side's one-sided level at that look
+    more: int = None            # undecided: runs each a next look would need to tell (None: none tells)
+    sequential: bool = False    # looked at in turns (rule version 3)
 
     @property
     def headline_ratio(self):
@@ -60,6 +79,14 @@ def _values(recs, name, attr):
     return out
 
 
+def look_of(recs, name, rule):
+    """The confirmation's look that the fresh runs of `name` make: the looks
+    (the thousands of their rounds) they span; version 2: one."""
+    if rule.version < 3:
+        return 1
+    return max(1, len({r.round // ROUNDS_PER_LOOK for r in recs if r.name == name and r.round is not None}))
+
+
 def analyse(recs, d, rule):
     """The Confirmation of decision d's candidate from the confirm-phase run
     records (None without MIN_RUNS fresh runs of it and of the baseline)."""
@@ -67,7 +94,8 @@ def analyse(recs, d, rule):
     mine = [r for r in recs if r.phase == "confirm" and r.name in (chosen, d.baseline)]
     if chosen is None or min(len(_values(mine, n, "time")) for n in (chosen, d.baseline)) < MIN_RUNS:
         return None  # no fresh runs of this candidate (and its baseline) to speak of
-    a = rule.confirm_alpha
+    look = look_of(mine, chosen, rule)
+    a = rule.alpha_confirm(look)
     t = decide.ratio(_values(mine, chosen, "time"), _values(mine, d.baseline, "time"), a, d.higher_is_better,
                      rule.method)
     c = decide.ratio(_values(mine, chosen, "cpu"), _values(mine, d.baseline, "cpu"), a, False, rule.method)
@@ -81,7 +109,11 @@ def analyse(recs, d, rule):
         holds = None if t is None or c is None else (
             "yes" if c.better(mc) and t.not_worse(m) else "no" if c.not_better(mc) or t.worse(m) else "undecided")
     n = (len(_values(mine, chosen, "time")), len(_values(mine, d.baseline, "time")))
-    return Confirmation(chosen, d.baseline, claim, n, t, c, holds, m, mc, 1 - 2 * a, probe_cost(recs, chosen, rule))
+    conf = Confirmation(chosen, d.baseline, claim, n, t, c, holds, m, mc, 1 - 2 * rule.confirm_alpha,
+                        probe_cost(recs, chosen, rule), look, a, sequential=rule.version >= 3)
+    if holds == "undecided" and rule.version >= 3:
+        conf.more = more_needed(conf, rule)
+    return conf
 
 
 def probe_cost(recs, name, rule):
@@ -109,6 +141,33 @@ def runs_for(d, rule, available):
     room = (abs(math.log(r.est)) - edge) * HEDGE
     if room <= 0 or r.sd == 0:
         return CONFIRM_MIN if r.sd == 0 else top
-    z = normal_quantile(1 - rule.confirm_alpha) + normal_quantile(CONFIRM_POWER)
-    need = math.ceil((z * r.sd / room) ** 2) + 1
+    z = normal_quantile(1 - rule.alpha_confirm(1)) + normal_quantile(CONFIRM_POWER)
+    ranks = decide.SIGN_RUNS if rule.method == "ranks" else 1.0  # its claim's bound is the sign test's
+    need = math.ceil(ranks * (z * r.sd / room) ** 2) + 1
     return max(CONFIRM_MIN, min(top, need))
+
+
+def more_needed(conf, rule):
+    """Runs each that a next look would need for the open claim to settle,
+    at the spread and gain these fresh runs show (decide.runs_needed at the
+    next look's level), less those there are: None when the gain sits on
+    the margin, or on the wrong side of it (no number of runs would show
+    it: the claim is not going to hold)."""
+    r = conf.headline_ratio
+    m = conf.margin if conf.claim == "time" else conf.cpu_margin
+    if r is None or not r.est < 1 / (1 + m):
+        return None
+    need = decide.runs_needed(r, m, rule.alpha_confirm(conf.look + 1), rule.method)
+    return None if need is None else max(LOOK_MIN_RUNS, need - min(conf.runs))
+
+
+def next_look(conf, rule, available):
+    """Runs each for the confirmation's next look, within `available` runs
+    each: what it would need to tell (more_needed), at least LOOK_GROWTH of
+    the runs so far and LOOK_MIN_RUNS; 0 when it is over (settled, a single
+    look by the rule, nothing would tell, or too little budget left)."""
+    if rule.version < 3 or conf is None or conf.holds != "undecided" or conf.more is None:
+        return 0
+    n = max(conf.more, LOOK_MIN_RUNS, math.ceil(LOOK_GROWTH * min(conf.runs)))
+    n = min(n, available)
+    return n if n >= LOOK_MIN_RUNS else 0

@@ -4,14 +4,19 @@
 The unit is the run, a fresh process: steps inside a run and the copies of
 one run are reduced to one value per run before anything is compared,
 because they share that process's luck. Each run carries its round (the
-shuffled block it ran in); with the rule's "paired" method two settings are
-compared on the rounds they both ran in, pair by pair, so drift shared by
-a round cancels.
+shuffled block it ran in); with the rule's "ranks" and "paired" methods two
+settings are compared on the rounds they both ran in, pair by pair, so
+drift shared by a round cancels.
 
 Each comparison is a ratio, setting / reference, of per-run values as a
-cost (a higher-is-better figure is turned around), with a t interval on the
+cost (a higher-is-better figure is turned around), with an interval on the
 logs at one-sided level alpha' per side (Rule.alpha_per_test: alpha over
-settings x looks x the metrics a change may be claimed on). Against the
+settings x looks x the metrics a change may be claimed on): "ranks" the
+median of the rounds' log ratios, its better-side bound the sign test's and
+its no-better-side bound the signed-rank test's (a run slowed 2x by what no
+evidence shows moves one rank, not the mean), or the paired t's where too
+few rounds can reach alpha'; "paired" the paired t; "welch" a t on all runs
+of each side. Against the
 margin m a ratio's interval says: better (all below 1/(1+m)), worse (all
 above 1+m), not worse (all below 1+m: non-inferior), not better (all above
 1/(1+m)); a test that does not reject says nothing ("not significant" is
@@ -43,7 +48,7 @@ from dataclasses import dataclass, field
 
 from ..lib import rule as rules
 from ..lib.rule import FLOOR, MIN_RUNS
-from ..lib.stats import t_quantile
+from ..lib.stats import sign_depth, signed_rank_depth, t_quantile, walsh_averages
 
 
 # --- one setting's runs -------------------------------------------------------------
@@ -96,6 +101,15 @@ def _var_floor(values):
     return (q / max(g, FLOOR)) ** 2 / 12
 
 
+def _rounding(values):
+    """The most a log value can be off by its rounding: half the resolution
+    over the value (at the geometric mean)."""
+    vs = list(values.values())
+    q = quantum(vs)
+    g = math.exp(statistics.fmean(math.log(max(v, FLOOR)) for v in vs))
+    return q / 2 / max(g, FLOOR)
+
+
 # --- ratios -------------------------------------------------------------------------
 
 @dataclass
@@ -133,18 +147,22 @@ class Ratio:
         return "undecided"
 
 
-def ratio(values, ref, alpha, higher_is_better=False, method="paired"):
+def ratio(values, ref, alpha, higher_is_better=False, method="ranks", racing=False):
     """Ratio of values / ref ({block: value} each) as a cost, with the
     interval at one-sided level alpha per side; None with fewer than MIN_RUNS
-    runs (pairs) a side. paired: on the blocks both have; welch: all runs."""
+    runs (pairs) a side. ranks, paired: on the blocks both have; welch: all
+    runs. racing (ranks): both bounds the sign test's (a race's guesses, no
+    claim: the most robust)."""
     x, y = _log_cost(values, higher_is_better), _log_cost(ref, higher_is_better)
     floor = _var_floor(values) + _var_floor(ref) if x and y else 0.0
-    if method == "paired":
+    if method in ("ranks", "paired"):
         common = [k for k in x if k in y]
         if len(common) < MIN_RUNS:
             return None
         d = [x[k] - y[k] for k in common]
         n = len(d)
+        if method == "ranks":
+            return _ranks(d, alpha, _rounding(values) + _rounding(ref), racing)
         mean = statistics.fmean(d)
         var = max(statistics.variance(d), floor)
         se, df = math.sqrt(var / n), n - 1
@@ -165,6 +183,44 @@ def ratio(values, ref, alpha, higher_is_better=False, method="paired"):
     return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n_x, n_y, alpha, df, sd)
 
 
+# The runs the ranks' bounds need over the t's at normal noise (their
+# asymptotic relative efficiency): the sign test's pi/2, the signed-rank's pi/3.
+SIGN_RUNS = math.pi / 2
+SIGNED_RANK_RUNS = math.pi / 3
+
+
+def _ranks(d, alpha, rounding, racing=False):
+    """The Ratio of the log ratios d of n rounds (rule method "ranks"): their
+    median (a wild round in a few moves it by one rank); the upper
+    bound, on which a setting is shown better (a change), the sign test's
+    (the k-th largest ratio: a setting's run slowed 2x by what no evidence
+    shows moves it by one rank, whatever its size); the lower bound, on
+    which a setting is shown no better (a keep) or slower (eliminated), the
+    signed-rank test's (the k-th smallest Walsh average: nearly the t's
+    power at normal noise). Each bound exact at one-sided level alpha for
+    the centre of the ratios, which pairing makes symmetric (two runs of a
+    round are alike but for the setting); each widened by the most rounding
+    can move a pair (few digits written: no certainty from round figures).
+    A bound that no depth reaches (fewer than log2(1/alpha) rounds: the two
+    tests' floor is the same) is the paired t's. racing: the lower bound the
+    sign test's too. sd: the rounds' standard deviation, wild rounds and all
+    (what the runs needed are planned on: a spread the wild rounds widen
+    asks for the runs that will outnumber them)."""
+    n = len(d)
+    ranked = sorted(d)
+    est = statistics.median(ranked)
+    k_lo, k_hi = (sign_depth if racing else signed_rank_depth)(n, alpha), sign_depth(n, alpha)
+    q = t_quantile(1 - alpha, n - 1)
+    if not (k_lo and k_hi):
+        mean = statistics.fmean(d)
+        half = min(q * math.sqrt(statistics.variance(d) / n), 700.0)
+    lo = ((ranked if racing else walsh_averages(d))[k_lo - 1]) if k_lo else mean - half
+    hi = ranked[-k_hi] if k_hi else mean + half
+    lo, hi = max(lo - rounding, est - 700.0), min(hi + rounding, est + 700.0)  # a CPU of 0 ms: 1e-6 rounded to 1
+    sd = max(statistics.stdev(d), rounding / math.sqrt(3))
+    return Ratio(math.exp(est), math.exp(lo), math.exp(hi), n, n, alpha, n - 1, sd)
+
+
 @dataclass(frozen=True)
 class Ratios:
     """A setting against a reference on both metrics (None: too few runs)."""
@@ -172,7 +228,7 @@ class Ratios:
     cpu: Ratio
 
 
-def runs_needed(r, margin, alpha, method="paired", cap=100000):
+def runs_needed(r, margin, alpha, method="ranks", cap=100000):
     """Runs per side (pairs) at which this comparison's interval, with the
     spread and estimate seen so far, would no longer straddle the margin
     boundary nearest its estimate: the smallest n whose half width fits in
@@ -187,9 +243,12 @@ def runs_needed(r, margin, alpha, method="paired", cap=100000):
     if r.sd == 0:
         return MIN_RUNS
 
+    # ranks: better is shown on the sign test's bound, no better (keep) or worse on the signed-rank's
+    ranks = SIGN_RUNS if r.est < 1 and d > edge else SIGNED_RANK_RUNS
+
     def fits(n):
-        df = n - 1 if method == "paired" else 2 * n - 2
-        k = 1.0 if method == "paired" else math.sqrt(2)
+        df = 2 * n - 2 if method == "welch" else n - 1
+        k = math.sqrt(2) if method == "welch" else math.sqrt(ranks) if method == "ranks" else 1.0
         return t_quantile(1 - alpha, df) * k * r.sd / math.sqrt(n) < room
     lo, hi = MIN_RUNS, MIN_RUNS
     while not fits(hi):
@@ -243,19 +302,20 @@ class Decision:
 class Decider:
     """The rule applied to one workload's settings."""
 
-    def __init__(self, rule, settings, baseline, time_higher_is_better=False, cpu_margin=None, look=1):
+    def __init__(self, rule, settings, baseline, time_higher_is_better=False, cpu_margin=None, look=1, final=False):
         by = {s.name: s for s in settings}
         if baseline not in by:
             raise ValueError(f"baseline {baseline!r} is not among the settings")
         self.rule, self.by, self.baseline, self.thb, self.look = rule, by, baseline, time_higher_is_better, look
         self.a = rule.alpha_per_test(len(settings), look)
-        self.a_keep = rule.alpha_keep(look)
+        self.a_keep = rule.alpha_keep(look, final)
         self.m = rule.margin
         self.mc = max(rule.margin, cpu_margin or 0.0)
 
-    def compare(self, s, ref, alpha=None):
+    def compare(self, s, ref, alpha=None, racing=False):
         a, method = alpha or self.a, self.rule.method
-        return Ratios(ratio(s.time, ref.time, a, self.thb, method), ratio(s.cpu, ref.cpu, a, False, method))
+        return Ratios(ratio(s.time, ref.time, a, self.thb, method, racing),
+                      ratio(s.cpu, ref.cpu, a, False, method, racing))
 
     def beats(self, r):
         t, c = r.time, r.cpu
@@ -338,7 +398,7 @@ class Decider:
                                  else "time")
             d.candidate_ratio = getattr(r, d.candidate_claim)
             d.contenders = [(n, None) for n in ready if n not in (b, d.candidate)
-                            and not self.cannot_beat(self.compare(by[n], by[d.candidate], self.a_sel))]
+                            and not self.cannot_beat(self.compare(by[n], by[d.candidate], self.a_sel, racing=True))]
         if d.winners:
             d.verdict, d.chosen = "change", self.pick(d.winners, ratios)
         elif not short and all(self.cannot_beat(self.compare(by[n], by[b], self.a_keep)) for n in d.vs_baseline):
@@ -354,7 +414,11 @@ class Decider:
         if d.candidate is not None:
             d.contenders = [(n, self.runs_needed(by[n], by[d.candidate])) for n, _ in d.contenders]
         if d.candidate is not None and self.rule.confirm:
-            pass  # the race stops at its candidate: fresh runs confirm it
+            # The race stops at its candidate: fresh runs confirm it. Version 3: not while a
+            # setting that might still beat it has had few runs (a wild run in its first few
+            # can hide the better one): the candidate, those and the baseline race on.
+            if self.rule.version >= 3 and d.contenders and max(s.n for s in by.values()) < rules.CONTEND_RUNS:
+                needs |= {n for n, _ in d.contenders} | {d.candidate, b}
         elif d.verdict == "change":
             d.contenders = [(n, self.runs_needed(by[n], by[d.chosen])) for n in ready if n not in (b, d.chosen)
                             and not self.cannot_beat(d.vs_chosen[n])]
@@ -381,13 +445,14 @@ class Decider:
 
     def behind(self, s, leader):
         """Is s shown unable to be preferred to the leader? Racing only, no
-        claim to the user: at rule.RACE_ALPHA per comparison, uncorrected
+        claim to the user: at Rule.race_alpha per comparison, uncorrected, on
+        the sign test's bounds (rule method ranks)
         (a wrong call costs runs, never a false change: every claim is
         tested at alpha'). time: s slower; cpu: s costlier; balanced: s
         slower by the margin, or slower and not cheaper."""
-        a, method = rules.RACE_ALPHA, self.rule.method
-        t = ratio(s.time, leader.time, a, self.thb, method)
-        c = ratio(s.cpu, leader.cpu, a, False, method)
+        a, method = self.rule.race_alpha, self.rule.method
+        t = ratio(s.time, leader.time, a, self.thb, method, racing=True)
+        c = ratio(s.cpu, leader.cpu, a, False, method, racing=True)
         if self.rule.objective == "time":
             return t is not None and t.lo > 1
         if self.rule.objective == "cpu":
@@ -421,10 +486,11 @@ def _one():
     return Ratio(1.0, 1.0, 1.0, 0, 0, 0.0, math.inf, 0.0)
 
 
-def decide(rule, settings, baseline, time_higher_is_better=False, cpu_margin=None, look=1):
+def decide(rule, settings, baseline, time_higher_is_better=False, cpu_margin=None, look=1, final=False):
     """settings: [Runs]; baseline: the name of one of them; look: the
-    race's look (rule.look_of the most runs a setting has)."""
-    return Decider(rule, settings, baseline, time_higher_is_better, cpu_margin, look).decide()
+    race's look (rule.look_of the most runs a setting has); final: the
+    race is over (a file's last look: keep's last test, Rule.alpha_keep)."""
+    return Decider(rule, settings, baseline, time_higher_is_better, cpu_margin, look, final).decide()
 
 
 def cpu_margin(rule, baseline_runs, time_is_ms=True):

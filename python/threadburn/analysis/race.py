@@ -19,9 +19,11 @@ class Race:
     def __init__(self, rows, items, rule, libomp, source=""):
         self.rows, self.items, self.rule, self.libomp, self.source = rows, dict(items), rule, libomp, source
 
-    def verdicts(self):
+    def verdicts(self, final=False):
+        """The verdicts on the rows so far; final: the race is over (its last
+        look is keep's last test), else a look that decides what runs next."""
         return verdicts.decide_records(records.run_records(self.rows(), self.libomp), self.rule,
-                                       os.path.basename(self.source), rule_from="the rows")
+                                       os.path.basename(self.source), rule_from="the rows", final=final)
 
     def verdict(self):
         """The first workload's Verdict on the rows so far (None without rows)."""
@@ -44,8 +46,8 @@ class Race:
         tune (host) with several copy counts or more than one copy also
         runs every workload's baseline, and for N > 1 one copy of its best
         plan alone (phase alone): what each copy loses, how many fit
-        (analysis/hostplan.py)."""
-        v = self.verdicts()
+        (analysis/hostplan.py). The looks after it: next_look."""
+        v = self.verdicts(final=True)
         several = host and (len(v.entries) > 1 or any((e.copies or 1) > 1 for e in v.entries))
         wanted, sizing = [], []
         for e in v.entries:
@@ -64,6 +66,44 @@ class Race:
         per_item = max(1, available * 2 // len(wanted))  # `available` counts the runs of one side of a pair
         n = max((confirmation.runs_for(d, self.rule, per_item) for d in sizing), default=confirmation.CONFIRM_MIN)
         return wanted, n
+
+    def next_look(self, available):
+        """([(point key, "confirm")], runs each) of the next look of every
+        confirmation that cannot yet tell and that more runs would settle
+        (confirmation.next_look), within `available` runs of each pair's
+        side; None when there is none."""
+        v = self.verdicts(final=True)
+        looks = [(e, confirmation.next_look(e.confirmation, self.rule, available)) for e in v.entries]
+        looks = [(e, n) for e, n in looks if n > 0]
+        if not looks:
+            return None
+        per_pair = max(1, available // len(looks))
+        wanted = [(self.key_of(e, name), "confirm") for e, _ in looks
+                  for name in (e.decision.baseline, e.confirmation.chosen)]
+        n = min(per_pair, max(n for _, n in looks))
+        return [w for w in dict.fromkeys(wanted) if w[0] is not None], n
+
+    def last_look(self, available):
+        """(items, runs each) of a last race look when the race ended with
+        its budget spent, no candidate and keep not shown: what the budget
+        has left (the fresh runs' reserve included: no change waits for
+        them) shared evenly over the settings still open and the baseline,
+        so that keep's last test (Rule.alpha_keep, final) sees every run the
+        budget allows; None without room for a round of them (or by a rule
+        before version 3, or with several workloads)."""
+        v = self.verdicts()
+        if self.rule.version < 3 or len(v.entries) != 1:
+            return None
+        e = v.entries[0]
+        d = e.decision
+        if d.candidate is not None or d.decided or not d.settings:
+            return None
+        names = sorted({n for n, _ in d.open} | set(d.needs) | {d.baseline})
+        keys = [k for k in (self.key_of(e, n) for n in names) if k is not None]
+        each = available // max(1, len(keys))
+        if not keys or each < 1:
+            return None
+        return [self.items[k] for k in keys], each
 
     def key_of(self, e, name):
         """The race's point key of a setting of entry e."""

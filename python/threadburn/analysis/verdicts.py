@@ -209,7 +209,7 @@ def gather(recs, rule, baseline=None):
             else:
                 g["confirm"].append(r)
         # The race's look: the schedule's entries up to the most runs a setting has.
-        g["look"] = rules.look_of(max((len(v) for v in by_s.values()), default=0))
+        g["look"] = rule.look_of(max((len(v) for v in by_s.values()), default=0))
         for name, srecs in by_s.items():
             first = next((r for r in srecs if r.status == "ok"), srecs[0])
             g["points"][name] = {r.point_key for r in srecs}
@@ -253,10 +253,13 @@ def gather(recs, rule, baseline=None):
     return out
 
 
-def decide_records(recs, rule, source="", kind=None, rule_from="asked", budget_runs=None, baseline=None):
+def decide_records(recs, rule, source="", kind=None, rule_from="asked", budget_runs=None, baseline=None,
+                   final=False):
     """Verdicts of run records under one rule; entries sorted by label (a
     host tune's by copies); with several copy counts, how many fit.
-    baseline: {setting flag: value} moving a sweep's baseline (gather)."""
+    baseline: {setting flag: value} moving a sweep's baseline (gather).
+    final: the race is over, its last look is keep's last test (a race
+    asking what to run next is not)."""
     gathered = gather(recs, rule, baseline)
     kind = kind or ("tune" if recs and recs[0].rows[0].is_tune else "sweep")
     labels = keys.labels(list(gathered))
@@ -272,7 +275,7 @@ def decide_records(recs, rule, source="", kind=None, rule_from="asked", budget_r
                      " in this file" + (" (`threadburn verdict --baseline FLAG=VALUE` compares with another)"
                                         if kind == "sweep" and any(g["flags"].values()) else ""))
         else:
-            d = decide.decide(rule, settings, base, g["higher"], _cpu_margin(rule, g["base_recs"]), g["look"])
+            d = decide.decide(rule, settings, base, g["higher"], _cpu_margin(rule, g["base_recs"]), g["look"], final)
         if g["failed"]:
             d.why += f" (left out, a run failed: {', '.join(g['failed'])})"
         label = labels[w]
@@ -309,7 +312,7 @@ def rule_for(rows, asked=None, recorded_file=None):
         r, where = recorded_file, "its verdict file"
     if r is None:
         rounds = any(row.round is not None for row in rows)
-        r, where = rules.Rule(method="paired" if rounds else "welch"), "the defaults (the file records no rule)"
+        r, where = rules.Rule(method="ranks" if rounds else "welch"), "the defaults (the file records no rule)"
     asked = {k: v for k, v in (asked or {}).items() if v is not None}
     if asked:
         r = r.with_(**asked)
@@ -319,8 +322,9 @@ def rule_for(rows, asked=None, recorded_file=None):
 
 def decide_rows(rows, source="", asked=None, recorded_file=None, libomp=paths.LIBOMP, budget_runs=None,
                 baseline=None):
-    """Verdicts of a results file's rows by the rule they recorded (rule_for);
-    baseline: {setting flag: value} moving a sweep's baseline."""
+    """Verdicts of a results file's rows by the rule they recorded (rule_for),
+    at its last look (final); baseline: {setting flag: value} moving a
+    sweep's baseline."""
     rule, where = rule_for(rows, asked, recorded_file)
     return decide_records(records.run_records(rows, libomp), rule, source, rule_from=where, budget_runs=budget_runs,
-                          baseline=baseline)
+                          baseline=baseline, final=True)

@@ -75,7 +75,11 @@ TABLES = {
     "sampler": Spec("sampler", lambda s: layout.sampler_table(computed.sampler(s.rows))),
     "ddp": Spec("ddp", lambda s: layout.ddp_table(results.world_scaling(s.rows))),
     "overheads": Spec("overheads", lambda s: layout.overheads_table(computed.overheads(s.rows))),
-    "decisions": Spec("decisions", lambda s: layout.decisions_table(s.rows)),
+    "decisions": Spec("decisions", lambda s: layout.decisions_table(
+        s.rows, "The decision rule, version 3, on synthetic tunes whose truth is known (decisions.csv, "
+        "bench/decisions.py; shares of the cases, tune's default budget)")),
+    "decisions_v2": Spec("decisions_v2", lambda s: layout.decisions_table(
+        s.rows, "The same scenarios and seeds under rule version 2, before issue 32 (decisions_v2.csv)")),
     "fleet": Spec("fleet", lambda s: layout.fleet_table(computed.fleet(s.rows))),
     "fleet_ddp": Spec("fleet_ddp", lambda s: layout.fleet_ddp_table(computed.fleet_ddp(s.rows))),
     "verdict_default": verdict_spec("default", "Verdicts of the default study (default.csv)"),

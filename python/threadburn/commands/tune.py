@@ -80,8 +80,9 @@ from ..lib.usercmd import add_run_options, command_of, default_out, parse_env
 RUNS_PER_SETTING_BUDGET = 10   # the default budget: this many runs a setting, on average
 # With a duration budget, the share of it the race may use; the rest is the confirmation's.
 RACE_SHARE_OF_TIME = 0.85
-# Rounds of fresh runs after the race at most: a second when the first changed the race's candidate.
-FRESH_PASSES = 2
+# Looks of fresh runs after the race at most: the sequential confirmation's, and a new candidate's
+# when fresh runs changed which runs are set aside as disturbed.
+MAX_FRESH_LOOKS = 12
 
 
 def add_parser(sub):
@@ -322,58 +323,75 @@ def gpu_text(copies, gpus):
 
 
 def confirm(args, work, seed, out, results_file, race_campaign, points, rule, whole, columns, cmd):
-    """After the race, fresh runs without the probe, interleaved in rounds:
-    after a change, the chosen setting and plain, as many runs each as the
-    race's spread says the gain needs to show again (confirmation.runs_for),
-    within what the budget has left; a host tune (--copies) also plain at
-    every N, and one copy alone of each N's plan (race.confirmation_plan).
-    Fresh runs can change which runs the verdict sets aside as disturbed
-    (their evidence moves the median run's), and with it the race's
-    candidate: then the new plan's items get rounds of their own (at most
-    FRESH_PASSES), budget allowing. The rule says whether there are fresh
-    runs at all (rule.confirm: --confirm 0, or a budget without room)."""
-    if not rule.confirm:
-        return
-    have = len({r.run_key for r in records.read_rows(out) if r.phase != "race"}) // 2
+    """After the race, what is left of the budget. A race that ended with
+    no candidate and keep not shown takes a last look with it (race.last_look:
+    keep's last test sees every run the budget allows). A candidate gets
+    fresh runs without the probe, interleaved in rounds, it and plain, as
+    many as the race's spread says its gain needs to show again
+    (confirmation.runs_for); a host tune (--copies) also plain at every N,
+    and one copy alone of each N's plan (race.confirmation_plan). While the
+    fresh runs cannot yet tell and the budget allows, more looks of them
+    (race.next_look; look k's rounds from 1000 x k): "more runs would tell"
+    only with the budget spent. Fresh runs can change which runs the verdict
+    sets aside as disturbed (their evidence moves the median run's), and
+    with it the race's candidate: then the new one gets fresh runs of its
+    own, budget allowing. The rule says whether there are fresh runs at all
+    (rule.confirm: --confirm 0, or a budget without room for them)."""
+    done_fresh = len({r.run_key for r in records.read_rows(out) if r.phase != "race"})
     by = {p.key: p for p in points}
     c = campaign.Campaign(ProbeExecutor(args, cmd, columns, work, seed), results_file, seed, race_campaign.done,
                           name="confirm")
-    c.round = 1000  # its own shuffles
+
+    def left():  # runs the budget has left (None: no budget); the file's fresh runs count once resumed
+        if whole is None:
+            return None
+        if whole.runs is not None:
+            return max(0, whole.runs - race_campaign.spent - max(c.spent, done_fresh))
+        per_run = sum(race_campaign.run_seconds) / max(1, len(race_campaign.run_seconds))
+        return int(max(0.0, whole.seconds - (time.monotonic() - race_campaign.t0)) / max(per_run, 1e-3))
+    last = new_race(out, points, args, rule).last_look(left()) if left() is not None and not args.repetitions \
+        else None
+    if last:
+        todo, each = last
+        print(f"tune: no candidate and keep not shown: a last look with what the budget has left, {each} more "
+              f"run{'s' if each != 1 else ''} each of {', '.join(p.name for p in todo)}", flush=True)
+        race_campaign.run(todo, {p.key: race_campaign.runs[p.key] + each for p in todo})
+    if not rule.confirm:
+        return
     asked = set()
-    for fresh_pass in range(FRESH_PASSES):
-        if whole is None or args.confirm != "auto":
-            available = 10 ** 6
-        elif whole.runs is not None:
-            available = max(0, whole.runs - race_campaign.spent - c.spent) // 2 + (have if not fresh_pass else 0)
-        else:
-            left = whole.seconds - (time.monotonic() - race_campaign.t0)
-            per_run = sum(race_campaign.run_seconds) / max(1, len(race_campaign.run_seconds))
-            available = int(max(0.0, left) / max(per_run, 1e-3)) // 2
-        plan = new_race(out, points, args, rule).confirmation_plan(available, host=bool(args.copies))
-        if plan is None or set(plan[0]) <= asked:
+    for look in range(1, MAX_FRESH_LOOKS + 1):
+        available = 10 ** 6 if left() is None or args.confirm != "auto" else left() // 2
+        race = new_race(out, points, args, rule)
+        plan = race.confirmation_plan(available, host=bool(args.copies))
+        first = plan is not None and not set(plan[0]) <= asked
+        if not first:  # the candidates have their fresh runs: more looks while they cannot yet tell
+            plan = race.next_look(available) if args.confirm == "auto" and whole is not None else None
+        if plan is None:
             return
         wanted, n = plan
         if args.confirm != "auto":
             n = int(args.confirm)
         elif whole is None:
             n = confirmation.CONFIRM_MIN
-        if fresh_pass and whole is not None and whole.runs is not None and \
-                race_campaign.spent + c.spent + n * len(wanted) > whole.runs:
-            print("tune: no budget left for fresh runs of " +
-                  ", ".join(f"{k} ({phase})" for k, phase in wanted if (k, phase) not in asked), flush=True)
-            return
+        elif n * len(wanted) > left():
+            n = left() // len(wanted)
+            if n < (confirmation.CONFIRM_MIN if first else confirmation.LOOK_MIN_RUNS):
+                print("tune: no budget left for fresh runs of " + ", ".join(by[k].name for k, _ in wanted), flush=True)
+                return
         items = [by[k].alone() if phase == "alone" else by[k].for_phase(phase) for k, phase in wanted]
-        print(f"tune: fresh runs without the probe ({n} each): " +
+        print(f"tune: fresh runs without the probe, look {look} ({n} each): " +
               ", ".join(f"{by[k].name}{' x' + str(by[k].copies) if by[k].copies else ''}"
                         f"{' alone' if phase == 'alone' else ''}" for k, phase in wanted), flush=True)
+        c.round = confirmation.ROUNDS_PER_LOOK * look  # the look is in the rows: confirmation.look_of
         c.run(items, {p.key: c.runs.get(p.key, 0) + n for p in items})
-        asked |= set(wanted)
+        if first:
+            asked |= set(wanted)
 
 
 def report(args, out, ended, rule):
     rows = records.read_rows(out)
     v = verdicts.decide_records(records.run_records(rows, args.libomp), rule, os.path.basename(out),
-                                rule_from="the rows")
+                                rule_from="the rows", final=True)
     ended_text = {"decided": "the race stopped: nothing left for it to run (a candidate for fresh runs, or "
                              "every comparison settled)",
                   "budget": "the race ended with its budget spent", "planned": "a fixed design"}.get(ended, ended)

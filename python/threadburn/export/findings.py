@@ -299,13 +299,15 @@ def fleet_ddp_table(lines):
     return t
 
 
-def decisions_table(rows):
+def decisions_table(rows, title):
     """bench/decisions.py's operating characteristics of the decision rule,
-    as it wrote them (its own columns: decisions.csv is no results file)."""
-    t = Table("The decision rule on synthetic tunes whose truth is known (decisions.csv, bench/decisions.py; "
-              "shares of the cases, tune's default budget)",
-              ["scenario", "objective", "right change", "false change", "keep", "undecided", "runs (median / p90)",
-               "gain printed: bias pp (cases)", "as selected: bias pp (cases)", "target", "met"], key_cells=1)
+    as it wrote them (its own columns: decisions.csv is no results file):
+    the shares of verdicts, the runs spent, the printed gain's bias and its
+    interval's coverage (against the 90 % claimed; a file from before the
+    coverage was measured has none)."""
+    t = Table(title, ["scenario", "objective", "right change", "false change", "keep", "undecided",
+                      "runs (median / p90)", "gain printed: bias pp (cases)", "as selected: bias pp (cases)",
+                      "interval covers (90 % claimed)", "target", "met"], key_cells=1)
     pct = lambda v: f"{float(v):.1%}"
 
     def bias(r, column):  # over the cases the fresh runs measured, and how many
@@ -313,7 +315,8 @@ def decisions_table(rows):
     for r in rows:
         t.add([r.text("scenario"), r.text("objective"), pct(r.text("change_right")), pct(r.text("change_false")),
                pct(r.text("keep")), pct(r.text("undecided")), f"{r.text('runs_median')} / {r.text('runs_p90')}",
-               bias(r, "bias_reported_pp"), bias(r, "bias_as_selected_pp"), r.text("target", "–"),
+               bias(r, "bias_reported_pp"), bias(r, "bias_as_selected_pp"),
+               pct(r.text("coverage")) if r.has("coverage") else "–", r.text("target", "–"),
                r.text("meets", "–")])
     return t
 

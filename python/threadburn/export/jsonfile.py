@@ -17,10 +17,13 @@ def _ratio(r):
 def _confirmation(c):
     if c is None:
         return None
-    return {"chosen": c.chosen, "baseline": c.baseline, "claim": c.claim, "runs": list(c.runs),
-            "time_ratio": _ratio(c.time), "cpu_ratio": _ratio(c.cpu), "holds": c.holds,
-            "coverage": round(c.coverage, 4), "margin": c.margin, "cpu_margin": round(c.cpu_margin, 5),
-            "probe_cost": _ratio(c.probe_cost)}
+    out = {"chosen": c.chosen, "baseline": c.baseline, "claim": c.claim, "runs": list(c.runs),
+           "time_ratio": _ratio(c.time), "cpu_ratio": _ratio(c.cpu), "holds": c.holds,
+           "coverage": round(c.coverage, 4), "margin": c.margin, "cpu_margin": round(c.cpu_margin, 5),
+           "probe_cost": _ratio(c.probe_cost)}
+    if c.sequential:  # rule version 3's looks: keys an older file's verdict does not have
+        out.update({"look": c.look, "alpha": round(c.alpha, 6), "more_runs": c.more})
+    return out
 
 
 def workload(e):

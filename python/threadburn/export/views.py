@@ -165,10 +165,15 @@ def headline(e):
         figure = time_text(e, r) if c.claim == "time" else f"CPU {ci(r) if r else 'n/a'}"
         said = ("contradict it: not better by the margin" if c.holds == "no" else
                 f"cannot yet tell whether it gains more than {pct_m}")
+        more = "More runs (--budget) would tell"
+        if c.sequential:  # the fresh runs went on while the budget allowed: what would tell now
+            more = ("The budget is spent; " + (f"about {c.more} more fresh runs each would tell (--budget)"
+                                               if c.more else "no number of fresh runs would show it")
+                    if c.holds == "undecided" else "More runs (--budget) would tell")
         return (f"UNDECIDED: the race chose {c.chosen} ({time_word(e)} {change(e, race.time)}, CPU "
                 f"{change(e, race.cpu, 'cpu')} as "
                 f"selected) but {c.runs[0]} + {c.runs[1]} fresh runs {said}: {figure} against "
-                f"{d.baseline}. More runs (--budget) would tell{alone_text(e)}")
+                f"{d.baseline}. {more}{alone_text(e)}")
     if d.verdict == "keep":
         if e.time_kind in HOST_KINDS:
             on = {"balanced": "on host throughput, or on CPU at no loss of it", "time": "on host throughput",
@@ -353,8 +358,10 @@ def confirmation_lines(e):
                None: "no usable fresh runs"}[c.holds]
     r = c.headline_ratio
     figure = (time_text(e, r) if c.claim == "time" else f"CPU {ci(r) if r else 'n/a'}")
-    return [f"confirmation, {c.runs[0]} + {c.runs[1]} fresh runs interleaved, not used to choose "
-            f"({c.coverage:.0%} interval, each side one-sided at {(1 - c.coverage) / 2:g}):",
+    level = (f"{c.coverage:.0%} interval over its look{'s' if c.look > 1 else ''}, look {c.look} each side one-sided "
+             f"at {c.alpha:.2g}" if c.sequential else f"{c.coverage:.0%} interval, each side one-sided at "
+             f"{(1 - c.coverage) / 2:g}")
+    return [f"confirmation, {c.runs[0]} + {c.runs[1]} fresh runs interleaved, not used to choose ({level}):",
             f"  {c.chosen} against {c.baseline}: {figure}: {verdict}"]
 
 

@@ -11,13 +11,23 @@ from dataclasses import dataclass, fields, replace
 ALPHA = 0.05
 MARGIN = 0.05
 OBJECTIVES = ("time", "cpu", "balanced")
-# How runs are compared. "paired": the runs of two settings in the same round
-# (a shuffled block of every setting still racing) are compared pair by pair,
-# so drift shared by a round cancels; "welch": all runs of each side, for
-# files that record no rounds (schema 3).
-METHODS = ("paired", "welch")
+# How runs are compared. The runs of two settings in the same round (a
+# shuffled block of every setting still racing) are compared pair by pair,
+# so drift shared by a round cancels. "ranks" (rule version 3): the median
+# of the rounds' log ratios; the bound a setting is
+# shown better on (a change) the sign test's, on the median, which a run in
+# ten slowed 2x by what no evidence shows moves by one rank; the bound it is
+# shown no better or slower on (a keep, an elimination) the signed-rank
+# test's (Walsh averages), nearly the t's power at normal noise; each exact,
+# and the paired t's where too few pairs reach the level (with n pairs
+# neither rejects below 2^-n). "paired" (version 2): the paired t on the
+# logs. "welch": all runs of each side, for files that record no rounds
+# (schema 3).
+METHODS = ("ranks", "paired", "welch")
 DESIGNS = ("race", "fixed")
-METHOD_TEXT = {"paired": "paired t on log per-run values, rounds as blocks",
+METHOD_TEXT = {"ranks": "log per-run ratios paired by round: their median, better shown by the sign test, no "
+                        "better by the signed-rank test (paired t where too few rounds reach the level)",
+               "paired": "paired t on log per-run values, rounds as blocks",
                "welch": "Welch t on log per-run values"}
 # The first look of a race, and the runs a setting needs before any
 # comparison: 2 give a variance; 3 is where a race starts.
@@ -34,10 +44,39 @@ LOOK_SCHEDULE = (3, 5, 8, 12, 18, 27, 40, 60, 90, 135, 200, 300, 450, 675, 1000,
 # of alpha goes where races end (8 to 60 runs a setting); the first looks,
 # with 3 and 5 runs, can settle only gross differences anyway.
 SPENDING = (0.01, 0.04, 0.15, 0.20, 0.20, 0.14, 0.10, 0.06, 0.05)
+# Keep (version 3) spends its alpha apart: KEEP_FINAL of it at the race's
+# last look (the budget spent: the one test a keep at the default budget can
+# pass, at 3 % noise about 10 runs a setting), the rest at the looks before
+# by KEEP_SPENDING (past the table what is left halves), so that a keep at
+# low noise need not wait for the budget's end. Nothing at the first look
+# (3 runs settle no 5 % margin) and little at the second.
+KEEP_FINAL = 0.8
+KEEP_SPENDING = (0.0, 0.02, 0.08, 0.04, 0.03, 0.02)
+# The confirmation (version 3) is sequential: its k-th look at the fresh
+# runs gets CONFIRM_SPENDING[k-1] of confirm_alpha (past the table what is
+# left halves), so a confirmation that cannot yet tell goes on with more
+# fresh runs while the budget allows, its false-change rate held over its
+# looks. Most of it at the first look, which is sized to settle the claim.
+CONFIRM_SPENDING = (0.6, 0.2, 0.1, 0.05)
+# Version 3: the level at which a race selects its candidate, one-sided,
+# uncorrected: no claim (the fresh runs make it), so loose enough that the
+# sign test's bound reaches it at the first look (3 rounds of 3 better by
+# the margin: 1/8) and a setting is picked while the budget can still
+# confirm it.
+SELECT_ALPHA = 0.2
+# Version 3: a race with a candidate races on while a setting might still
+# beat it (on the sign test's bounds, at SELECT_ALPHA) and no setting has
+# this many runs (the second look): a setting a hidden slowdown hit in its
+# first runs gets one more look, and the fresh runs keep the rest of the
+# budget (at 8, a 12 % winner among seven settings with a run in ten
+# slowed 2x was confirmed in 85 % of tunes; at 5, 87 %; with none, 81 %).
+CONTEND_RUNS = 5
 # A race stops running a setting shown behind its leader at this level,
 # uncorrected: that is racing, not a claim (a wrong call costs runs, never a
-# false change; analysis/decide.py, Decider.behind).
+# false change; analysis/decide.py, Decider.behind). Version 3: 20 %, on the
+# sign test's bounds, which a hidden slowdown in a few runs does not hold up.
 RACE_ALPHA = 0.05
+RACE_ALPHA_V3 = 0.2
 # Values are clamped to this before their log is taken: a CPU of 0 ms
 # compares as equal to another 0, not as minus infinity.
 FLOOR = 1e-6
@@ -58,8 +97,11 @@ CPU_FLOOR_CORES = 0.05
 # interval is the two-sided 1 - 2 x CONFIRM_ALPHA one.
 CONFIRM_ALPHA = 0.05
 # The version of this rule's text; a file whose rule says another is read by
-# the rule it names if this code knows it.
-RULE_VERSION = 2
+# the rule it names if this code knows it. 3: the "ranks" method, keep's
+# own spending with its last look, the sequential confirmation, look
+# brackets (a look past a schedule entry is the next look). 2: paired t,
+# keep at the look's share, one confirmation look.
+RULE_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -68,7 +110,7 @@ class Rule:
     margin: float = MARGIN
     alpha: float = ALPHA
     design: str = "race"           # race: alpha spent over looks; fixed: one look, all of alpha
-    method: str = "paired"
+    method: str = "ranks"
     confirm: bool = True           # a race's candidate is confirmed in fresh runs (the claim); False: the race claims
     disturbed_cores: float = DISTURBED_CORES
     cpu_floor_cores: float = CPU_FLOOR_CORES
@@ -98,9 +140,16 @@ class Rule:
         """The share of alpha the look-th look (1, 2, ...) gets."""
         if self.design == "fixed":
             return 1.0
-        if look <= len(SPENDING):
-            return SPENDING[look - 1]
-        return (1 - sum(SPENDING)) * 0.5 ** (look - len(SPENDING))
+        return _share(SPENDING, look)
+
+    def look_of(self, runs):
+        """The index of the race's look when its settings have at most
+        `runs` runs each. Version 3: the bracket of the schedule it falls in
+        (4 or 5 runs: look 2), so a last look short of the next entry (the
+        budget's end) is a look of its own; version 2: the entries reached."""
+        if self.version < 3:
+            return look_of(runs)
+        return max(1, 1 + sum(1 for n in LOOK_SCHEDULE if n < runs))
 
     def alpha_per_test(self, n_settings, look=1):
         """Bonferroni over the family behind a verdict: the settings compared
@@ -108,20 +157,40 @@ class Rule:
         alpha; one-sided."""
         return self.alpha * self.look_share(look) / (max(1, n_settings - 1) * self.claims)
 
-    def alpha_keep(self, look=1):
+    def alpha_keep(self, look=1, final=False):
         """The level of each one-sided test behind a keep: "every setting is
         shown unable to beat the baseline" is false only if one of its tests
         is, so each takes the look's share of alpha whole (an intersection of
-        tests needs no split over settings or claims; the looks still do)."""
-        return self.alpha * self.look_share(look)
+        tests needs no split over settings or claims; the looks still do).
+        Version 3: keep's own shares, KEEP_SPENDING at the looks a race
+        takes and KEEP_FINAL at its last (final: the file's last look, the
+        race over)."""
+        if self.design == "fixed" or self.version < 3:
+            return self.alpha * self.look_share(look)
+        return self.alpha * (KEEP_FINAL + _share(KEEP_SPENDING, look, 1 - KEEP_FINAL) if final
+                             else _share(KEEP_SPENDING, look, 1 - KEEP_FINAL))
+
+    def alpha_confirm(self, look=1):
+        """The level of each side of the confirmation at its look-th look
+        (version 3: CONFIRM_SPENDING of confirm_alpha; version 2: one look,
+        all of it)."""
+        if self.version < 3:
+            return self.confirm_alpha
+        return self.confirm_alpha * _share(CONFIRM_SPENDING, look)
 
     def alpha_select(self, n_settings):
         """The level at which a race selects its candidate (the setting fresh
-        runs then confirm), one-sided per comparison: alpha, uncorrected. A
-        selection is no claim: the confirmation, planned once on runs the
-        race did not see, is; a wrong selection costs runs, never a false
-        change. (n_settings: the same signature as alpha_per_test.)"""
-        return self.alpha
+        runs then confirm), one-sided per comparison, uncorrected: version
+        3 SELECT_ALPHA, version 2 alpha. A selection is no claim: the
+        confirmation, on runs the race did not see, is; a wrong selection
+        costs runs, never a false change. (n_settings: the same signature
+        as alpha_per_test.)"""
+        return SELECT_ALPHA if self.version >= 3 else self.alpha
+
+    @property
+    def race_alpha(self):
+        """The level of the race's eliminations (Decider.behind)."""
+        return RACE_ALPHA_V3 if self.version >= 3 else RACE_ALPHA
 
     @property
     def method_text(self):
@@ -159,7 +228,17 @@ def parse(text):
     values = {k: kinds.get(k, float)(v) for k, v in parts.items()}
     if values.get("version", RULE_VERSION) > RULE_VERSION:
         raise ValueError(f"rule version {values['version']}: newer than this threadburn knows ({RULE_VERSION})")
+    if values.get("version", RULE_VERSION) < 3:
+        values.setdefault("method", "paired")  # before the ranks, the paired t was the method
     return Rule(**values)
+
+
+def _share(table, look, whole=1.0):
+    """The look-th share of a spending table whose shares sum to `whole`:
+    its entries, then what is left halving at each look past it."""
+    if look <= len(table):
+        return table[look - 1]
+    return (whole - sum(table)) * 0.5 ** (look - len(table))
 
 
 def look_of(runs):

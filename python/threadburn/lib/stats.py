@@ -1,7 +1,8 @@
 """Statistics as pure functions on lists of floats. Every distribution comes
-from scipy.stats (Debian's python3-scipy): Student's t for the decision
-rule's intervals, the exact and normal Mann-Whitney U for compare, the
-binomial for a median's distribution-free interval."""
+from scipy.stats (Debian's python3-scipy): Student's t and the Wilcoxon
+signed-rank statistic for the decision rule's intervals, the exact and
+normal Mann-Whitney U for compare, the binomial for a median's
+distribution-free interval."""
 import functools
 import math
 import statistics
@@ -51,6 +52,62 @@ def t_quantile(p, df):
     if math.isinf(df):
         return float(_dist.norm.ppf(p))
     return float(_dist.t.ppf(p, df))
+
+
+# The signed-rank statistic's exact distribution for up to this many pairs
+# (scipy's own limit for it); beyond, its normal approximation.
+SIGNED_RANK_EXACT_MAX_N = 50
+
+
+@functools.lru_cache(maxsize=65536)
+def signed_rank_cdf(n, t):
+    """P(T+ <= t) for the Wilcoxon signed-rank statistic of n pairs without
+    ties or zeros, under the null (each sign a coin): scipy.stats.wilcoxon's
+    p-value for a sample whose positive ranks sum to t."""
+    sample, left = [], t
+    for rank in range(n, 0, -1):  # ranks n..1, positive while they fit in what t has left
+        sample.append(rank if rank <= left else -rank)
+        left -= rank if rank <= left else 0
+    method = "exact" if n <= SIGNED_RANK_EXACT_MAX_N else "approx"
+    return float(_dist.wilcoxon(sample, alternative="less", method=method, correction=method == "approx").pvalue)
+
+
+@functools.lru_cache(maxsize=65536)
+def signed_rank_depth(n, alpha):
+    """The depth k of the exact one-sided level-alpha bound from n pairs'
+    Walsh averages (the k-th smallest is the lower bound, the k-th largest
+    the upper): the largest k with P(T+ <= k - 1) <= alpha. 0 when no depth
+    reaches alpha: with n pairs the smallest level is 2^-n (3 pairs: 1/8)."""
+    if signed_rank_cdf(n, 0) > alpha:
+        return 0
+    lo, hi = 0, n * (n + 1) // 2  # P(T+ <= lo) <= alpha < P(T+ <= hi) = 1: bisect for the last t within alpha
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if signed_rank_cdf(n, mid) <= alpha:
+            lo = mid
+        else:
+            hi = mid
+    return lo + 1
+
+
+@functools.lru_cache(maxsize=65536)
+def sign_depth(n, alpha):
+    """The depth k of the exact one-sided level-alpha bound on the median
+    from n values (the k-th smallest is the lower bound, the k-th largest
+    the upper): the largest k with P(B <= k - 1) <= alpha, B binomial(n,
+    1/2) (the sign test). 0 when no depth reaches alpha (below 2^-n)."""
+    k = 0
+    while k < n and float(_dist.binom.cdf(k, n, 0.5)) <= alpha:
+        k += 1
+    return k
+
+
+def walsh_averages(values):
+    """Every (x_i + x_j) / 2, i <= j, sorted: their k-th smallest and
+    largest are the signed-rank test's bounds on the centre of a symmetric
+    distribution (signed_rank_depth)."""
+    n = len(values)
+    return sorted((values[i] + values[j]) / 2 for i in range(n) for j in range(i, n))
 
 
 def normal_quantile(p):

@@ -1,0 +1,115 @@
+#!/usr/bin/python3
+"""`threadburn tune` live on what a machine hides (docs/design.md, Decisions:
+rule version 3):
+
+    check_hidden.py tune_hidden --repo DIR --build-dir DIR
+
+A known-answer program does a fixed amount of work (a Python loop of HW_N
+steps); under the setting `fast` it does 12 % less (HW_WORK=0.88), under
+`same` exactly as much as plain; and in about one run of ten, drawn from its
+own random source (os.urandom: nothing /proc/stat or threadburn can see), it
+does all of it twice. The tune must change to `fast`, confirmed in fresh
+runs, with no evidence to set the doubled runs aside: the rule's ranks, not
+a disturbance filter, carry it. --budget 60 (20 runs a setting): on
+synthetic runs of this design at 3 % noise (bench/decisions.py's generator)
+the rule decides right in 97 % of tunes at 60 runs, 83 % at 45 and 57 % at
+30. The loop's length is set first so that a run does ~0.5 s of work (the
+interpreter's start-up jitter a few % of it); the run noise the tune met is
+printed (at 10 % the rule is rightly undecided: a busy shared machine is
+no quiet one). scripts/soak.sh -n 10 -R
+tune_hidden runs it ten times quiet and ten times with a core kept busy.
+Standard library only.
+"""
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_tune import PY, Fail, check, check_verdict, env_clean, read_csv, threadburn, write_points  # noqa: E402
+
+HIDDEN = r'''
+import os
+n = int(float(os.environ["HW_N"]) * float(os.environ.get("HW_WORK", "1")))
+times = 2 if os.urandom(1)[0] < 26 else 1   # 26 of 256: about one run in ten, from nothing /proc/stat sees
+x = 0
+for _ in range(times):
+    for i in range(n):
+        x += i
+'''
+TARGET_S = 0.5
+
+
+def program(tmp):
+    path = os.path.join(tmp, "hidden.py")
+    with open(path, "w") as f:
+        f.write(HIDDEN)
+    return path
+
+
+def loop_steps(path):
+    """HW_N for a run of about TARGET_S of work on this machine now: the
+    median of 3 timed runs at 10^6 steps (of the runs that were not doubled:
+    the shortest 3 of 5)."""
+    walls = []
+    for _ in range(5):
+        t0 = time.monotonic()
+        subprocess.run([PY, path], env=env_clean(HW_N="1000000"), check=True)
+        walls.append(time.monotonic() - t0)
+    per_step = statistics.median(sorted(walls)[:3]) / 1e6
+    return int(TARGET_S / per_step)
+
+
+def case_tune_hidden(a, tmp):
+    path = program(tmp)
+    n = loop_steps(path)
+    print(f"tune_hidden: {n} loop steps a run (~{TARGET_S} s)", flush=True)
+    points = [("plain", "gomp", {"HW_N": n}), ("fast", "gomp", {"HW_N": n, "HW_WORK": 0.88}),
+              ("same", "gomp", {"HW_N": n, "HW_SAME": 1})]
+    out = os.path.join(tmp, "hidden.csv")
+    p = threadburn(a, ["tune", "--build-dir", a.build_dir, "--points", write_points(tmp, points), "--budget", "60",
+                       "--out", out, "--", PY, path], timeout=900)
+    _, rows = read_csv(out)
+    # The program's own doubling, seen from its rows: a run over 1.6 x its setting's median.
+    by = {}
+    for r in rows:
+        by.setdefault((r["study"], r["phase"]), []).append(r)
+    doubled = {r["run_key"] for rs in by.values() for r in rs
+               if float(r["wall_ms"]) > 1.6 * statistics.median(float(x["wall_ms"]) for x in rs)}
+    spread = statistics.median(abs(math.log(float(r["wall_ms"]) / statistics.median(float(x["wall_ms"]) for x in rs)))
+                               for rs in by.values() for r in rs if r["run_key"] not in doubled) * 1.4826
+    print(f"tune_hidden: {len(rows)} runs, {len(doubled)} doubled ({', '.join(sorted(doubled))}); the others' run "
+          f"noise {spread:.1%} (1.4826 median absolute deviations of log wall time)", flush=True)
+    w = check_verdict(a, p, out, "change", "fast")
+    check(w["gain_from"] == "confirmation" and w["confirmation"]["holds"] == "yes",
+          f"the gain is not the fresh runs' or does not hold: {w['confirmation']}")
+    check(len(rows) <= 60, f"{len(rows)} runs for a budget of 60")
+    aside = {s["run_key"] for s in w["set_aside"]}
+    check(not doubled & aside, f"doubled runs set aside as disturbed ({sorted(doubled & aside)}): the program's "
+          "doubling left evidence, the test no longer shows what it is for")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("case", choices=["tune_hidden"])
+    ap.add_argument("--repo", required=True)
+    ap.add_argument("--build-dir", required=True)
+    ap.add_argument("--libomp", default="")
+    a = ap.parse_args()
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            globals()["case_" + a.case](a, tmp)
+        except Fail as e:
+            print(f"FAIL {a.case}: {e}")
+            return 1
+    print(f"OK {a.case} ({time.monotonic() - t0:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
