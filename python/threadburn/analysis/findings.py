@@ -20,9 +20,12 @@ def med(rows, column):
     return statistics.median(values) if values else None
 
 
-def setting(row):
-    """Runtime + environment, without the thread count (its own column)."""
-    label = re.sub(r"\s*OMP_NUM_THREADS=\S+", "", keys.env_label(row))
+def setting(row, flags=True):
+    """Runtime + environment, without the thread count (its own column);
+    flags=False: without the setting flags too, for a table that has a
+    column for each (the loader table's loader and workers)."""
+    label = keys.env_label(row) if flags else keys.env_label(row, flags=False)
+    label = re.sub(r"\s*OMP_NUM_THREADS=\S+", "", label)
     return label.replace("KMP_AFFINITY=granularity=fine,compact,1,0", "compact affinity")
 
 
@@ -78,7 +81,7 @@ def loader(rows):
     """Loader contention: per (threads, setting, loader, workers) the
     samples/s, step, data wait, cores busy, the loader's and OpenMP's CPU,
     the threads and involuntary context switches per step."""
-    by = groups(rows, lambda r: (r.OMP_NUM_THREADS, setting(r), r.loader, r.workers or 0))
+    by = groups(rows, lambda r: (r.OMP_NUM_THREADS, setting(r, flags=False), r.loader, r.workers or 0))
     return [key + (med(rs, Row.samples_per_s), med(rs, Row.step_ms), med(rs, Row.data_ms), med(rs, Row.cores_busy),
                    med(rs, Row.step_cpu_loader_ms), med(rs, Row.step_cpu_omp_ms), med(rs, Row.threads),
                    med(rs, Row.invol_ctxsw)) for key, rs in sorted(by.items())]

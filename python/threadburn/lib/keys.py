@@ -20,7 +20,7 @@ setting flags' components taken out of its name, every other program flag,
 the processes or world size): what was measured. Two rows compare only
 within one workload (docs/design.md, Setting and workload).
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import knobs
 
@@ -264,9 +264,11 @@ def labels(workloads):
     return {w: w.label({k for b, k in vary if b == w.benchmark}) for w in workloads}
 
 
-def env_label(row):
-    """A row's setting as people read it, with its processes or world size."""
-    label = setting_of(row).label
+def env_label(row, flags=True):
+    """A row's setting as people read it, with its processes or world size;
+    flags=False leaves out its setting flags (a table with their own columns)."""
+    s = setting_of(row)
+    label = (s if flags else replace(s, flags=())).label
     if row.world_size is not None:
         label += f" world_size={row.world_size}"
     elif row.processes != 1:
