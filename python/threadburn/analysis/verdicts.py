@@ -1,5 +1,5 @@
 """Per workload, one decision (decide.py) from a results file's run records
-(lib/records.py), under one rule (lib/rule.py): the Verdicts object every
+(lib/records.py, their figures analysis/runfigures.py's), under one rule (lib/rule.py): the Verdicts object every
 exporter (export/) renders and the race asks. Nothing here renders.
 
 The runs compared are the race's (phase race): a sweep run's figures are
@@ -22,7 +22,7 @@ own --points are never pruned).
 import statistics
 from dataclasses import dataclass, field
 
-from . import confirmation, decide, hostplan
+from . import confirmation, decide, hostplan, runfigures
 from ..lib import keys, paths, records, rule as rules, schema
 
 # Presets kept first among duplicates (engine/plans.py names them).
@@ -219,7 +219,7 @@ def gather(recs, rule, baseline=None):
             g["flags"][name] = {} if first.rows[0].is_tune else dict(first.setting.asked.flags_to_set(baseline))
             g["baseline_text"] = first.setting.asked.baseline_text(baseline)
             g["command"], g["benchmark"] = first.command, first.benchmark
-            if first.time_kind in records.HOST_KINDS:
+            if first.time_kind in runfigures.HOST_KINDS:
                 g["copies"] = first.copies
             if g["baseline"] is None and (name == "plain" if first.rows[0].is_tune
                                           else first.setting.asked.is_baseline(baseline)):
@@ -326,5 +326,6 @@ def decide_rows(rows, source="", asked=None, recorded_file=None, libomp=paths.LI
     at its last look (final); baseline: {setting flag: value} moving a
     sweep's baseline."""
     rule, where = rule_for(rows, asked, recorded_file)
-    return decide_records(records.run_records(rows, libomp), rule, source, rule_from=where, budget_runs=budget_runs,
+    recs = records.run_records(rows, libomp, runfigures.of_run)
+    return decide_records(recs, rule, source, rule_from=where, budget_runs=budget_runs,
                           baseline=baseline, final=True)

@@ -27,7 +27,7 @@ import time
 from datetime import datetime
 
 from . import options
-from ..analysis import confirmation, verdicts
+from ..analysis import confirmation, runfigures, verdicts
 from ..engine import campaign, exec_bench, exec_slurm, slurm
 from ..export import jsonfile, summary, text
 from ..lib import files, grid as gridmod, keys, paths, records, rule as rules, schema
@@ -238,8 +238,8 @@ class GridRace:
         self.out, self.by_key, self.rule, self.libomp = out, {p.key: p for p in points}, rule, libomp
 
     def verdicts(self):
-        return verdicts.decide_records(records.run_records(records.read_rows(self.out), self.libomp), self.rule,
-                                       os.path.basename(self.out), rule_from="the rows")
+        recs = records.run_records(records.read_rows(self.out), self.libomp, runfigures.of_run)
+        return verdicts.decide_records(recs, self.rule, os.path.basename(self.out), rule_from="the rows")
 
     def __call__(self):
         wanted = {}
@@ -300,7 +300,7 @@ def open_results(args, g, columns, rule):
     results_file = ResultsFile(out, columns, rule)
     done, file_seed = set(), None
     if args.resume or args.merge:
-        done, file_seed = results_file.repair_for_resume()
+        done, file_seed, _ = results_file.repair_for_resume()
         if args.slurm:
             if file_seed is None:  # submitted, nothing merged yet: the job's seed
                 file_seed = exec_slurm.plan_seed(out)
