@@ -185,7 +185,7 @@ def dry_run(g, args, seed, columns):
     if args.slurm:
         tasks = -(-runs // args.runs_per_task)
         print(f"--slurm: one job array of {tasks} tasks of up to {args.runs_per_task} runs; sbatch "
-              + (" ".join(exec_slurm.sbatch_options(args)) or "(no options)"))
+              + (" ".join(exec_slurm.sbatch_options(slurm_options(args))) or "(no options)"))
 
 
 def check_ready(g, args, out):
@@ -311,9 +311,19 @@ def open_results(args, g, columns, rule):
     return results_file, done, file_seed, out
 
 
+def slurm_options(args):
+    """The Slurm executor's options from the sweep's flags (exec_slurm.SlurmOptions)."""
+    return exec_slurm.SlurmOptions(
+        grid=args.grid, grid_file=args.grid_file, build_dir=args.build_dir, libomp=args.libomp,
+        repetitions=args.repetitions, timeout=args.timeout, timeline=args.timeline, match=args.match,
+        runs_per_task=args.runs_per_task, max_parallel=args.max_parallel, shared=args.shared,
+        partition=args.partition, nodelist=args.nodelist, constraint=args.constraint, time_limit=args.time_limit,
+        sbatch=tuple(args.sbatch))
+
+
 def executor_for(args, g, seed, out, columns):
     if args.slurm:
-        return exec_slurm.SlurmExecutor(args, g, seed, out)
+        return exec_slurm.SlurmExecutor(slurm_options(args), g, seed, out)
     stem = os.path.splitext(out)[0]
     work = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(stem) + ".work")
     shutil.rmtree(work, ignore_errors=True)
