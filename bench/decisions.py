@@ -50,7 +50,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
-from threadburn.analysis import confirmation, race as races, verdicts  # noqa: E402
+from threadburn.analysis import confirmation, race as races, runfigures, verdicts  # noqa: E402
 from threadburn.engine import campaign  # noqa: E402
 from threadburn.lib import records, rule as rules  # noqa: E402
 from threadburn.lib.records import Row  # noqa: E402
@@ -140,14 +140,14 @@ def run_case(sc, seed):
     quiet = lambda *a, **k: None
     c = campaign.Campaign(ex, memory, seed, budget=campaign.Budget(runs=budget - 2 * confirmation.CONFIRM_MIN),
                           say=quiet)
-    race = races.Race(lambda: memory.rows, items, rule, "libomp")
+    race = races.Race(lambda: records.run_records(memory.rows, "libomp", runfigures.of_run), items, rule)
     c.run(items.values(), {k: rules.START_RUNS for k in items}, race)
     last = race.last_look(budget - c.spent)  # no candidate: what is left goes to keep's last look
     if last:
         todo, each = last
         c.run(todo, {i.key: c.runs[i.key] + each for i in todo})
     fresh(race, items, ex, memory, seed, c, budget, quiet)
-    v = verdicts.decide_records(records.run_records(memory.rows, "libomp"), rule, final=True)
+    v = verdicts.decide_records(records.run_records(memory.rows, "libomp", runfigures.of_run), rule, final=True)
     e = v.entries[0]
     d, conf = e.decision, e.confirmation
     claim = d.candidate_claim or "time"

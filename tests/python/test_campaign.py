@@ -13,7 +13,7 @@ import unittest
 
 import helpers
 from synthetic import Truth, run_steps
-from threadburn.analysis import verdicts
+from threadburn.analysis import runfigures, verdicts
 from threadburn.engine import campaign
 from threadburn.lib import records, rule as rules
 from threadburn.lib.records import Row
@@ -147,7 +147,7 @@ class Race(unittest.TestCase):
         ex = decisions.Synthetic(random.Random(3), 0.02, 0.0, 0.0, 60)
         c = campaign.Campaign(ex, memory, 3, budget=campaign.Budget(runs=60), say=lambda *a, **k: None)
         from threadburn.analysis import race as races
-        race = races.Race(lambda: memory.rows, items, rules.Rule(), "libomp")
+        race = races.Race(lambda: records.run_records(memory.rows, "libomp", runfigures.of_run), items, rules.Rule())
         c.run(items.values(), {k: rules.START_RUNS for k in items}, race)
         runs = {k: sum(1 for r in memory.rows if r.study == k) for k in items}
         self.assertEqual(runs["bad"], rules.START_RUNS)
@@ -166,13 +166,13 @@ class Race(unittest.TestCase):
             rows += out
         slow = {r.run_key for r in rows if r.number("host_other_cpu_ms") > 0.3 * r.number("wall_ms")}
         self.assertTrue(slow)
-        v = verdicts.decide_records(records.run_records(rows, "libomp"), rules.Rule(design="fixed"))
+        v = verdicts.decide_records(records.run_records(rows, "libomp", runfigures.of_run), rules.Rule(design="fixed"))
         (e,) = v.entries
         self.assertEqual({k for _, k, _ in e.set_aside}, slow)
         self.assertEqual((e.verdict, e.chosen), ("change", "W"))
         # seen without the evidence, the same runs blur the comparison
         blind = [r.copy(host_other_cpu_ms="") for r in rows]
-        (e,) = verdicts.decide_records(records.run_records(blind, "libomp"), rules.Rule(design="fixed")).entries
+        (e,) = verdicts.decide_records(records.run_records(blind, "libomp", runfigures.of_run), rules.Rule(design="fixed")).entries
         self.assertEqual((e.set_aside, e.verdict), ([], "undecided"))
 
 

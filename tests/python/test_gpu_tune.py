@@ -74,14 +74,10 @@ class Training:
         return launch.Together(ends, max(e.end_s for e in ends), sum(e.cpu_ms for e in ends), 0.0, 0.0)
 
 
-def tune(test, training, *args, gpus=None):
-    """tune.main with its default settings on a host of one core (plain, the
-    launcher, T1-*: one thread, the same in force as plain) on the training;
-    (exit code, console, rows of its CSV)."""
-    out = test.path("tune.csv")
-    argv = ["tune", "--out", out, "--seed", "7", "--libomp", helpers.fake_libomp(test.tmp), *args, "--",
-            "/usr/bin/python3", "train.py"]
-    console = io.StringIO()
+@contextlib.contextmanager
+def faked(training, gpus=None):
+    """The training in place of the process launcher, on a host of one core
+    (and `gpus` GPUs by the test hook), the probe's files faked."""
     hook = {} if gpus is None else {machine.GPU_COUNT_VAR: str(gpus)}
     with cuda_knob(), mock.patch.object(launch, "run", training.run), \
             mock.patch.object(machine, "physical_cores", return_value=1), \
@@ -92,10 +88,24 @@ def tune(test, training, *args, gpus=None):
             mock.patch.object(probe, "cuda_sync_library", return_value=CUDA_LIB), \
             mock.patch.object(paths, "cuda_sync_library", return_value=CUDA_LIB), \
             mock.patch.object(probe, "describe", return_value=DESCRIBE), \
-            mock.patch.dict(os.environ, hook), contextlib.redirect_stdout(console):
+            mock.patch.dict(os.environ, hook):
         os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-        code = cli.main(argv)
-    return code, console.getvalue(), records.read_rows(out)
+        yield
+
+
+def tune_argv(test, *args):
+    return ["tune", "--out", test.path("tune.csv"), "--seed", "7", "--libomp", helpers.fake_libomp(test.tmp), *args,
+            "--", "/usr/bin/python3", "train.py"]
+
+
+def tune(test, training, *args, gpus=None):
+    """tune.main with its default settings on a host of one core (plain, the
+    launcher, T1-*: one thread, the same in force as plain) on the training;
+    (exit code, console, rows of its CSV)."""
+    console = io.StringIO()
+    with faked(training, gpus), contextlib.redirect_stdout(console):
+        code = cli.main(tune_argv(test, *args))
+    return code, console.getvalue(), records.read_rows(test.path("tune.csv"))
 
 
 class GpuTune(helpers.TempDir, unittest.TestCase):

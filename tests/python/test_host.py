@@ -9,7 +9,7 @@ import unittest
 from unittest import mock
 
 import helpers  # noqa: F401  (the package on sys.path)
-from threadburn.analysis import race as races, verdicts
+from threadburn.analysis import race as races, runfigures, verdicts
 from threadburn.engine import plans
 from threadburn.engine.points import TunePoint
 from threadburn.export import jsonfile, views
@@ -44,7 +44,7 @@ def copy_rows(name, n, rnd, phase="race", walls=None, cpus=None, metrics=None, s
 class OneValuePerRun(unittest.TestCase):
     def test_a_run_of_copies_is_one_record_of_the_host(self):
         rows = copy_rows("plain", 2, 0, walls=[400.0, 500.0], cpus=[300.0, 350.0])
-        (r,) = records.run_records(rows, "libomp")
+        (r,) = records.run_records(rows, "libomp", runfigures.of_run)
         self.assertEqual((r.time_kind, r.copies, r.higher_is_better), ("host", 2, True))
         self.assertAlmostEqual(r.time, 2 / 0.5)           # copies / the run's wall time (s)
         self.assertAlmostEqual(r.cpu, 650.0)               # every copy's CPU
@@ -52,23 +52,23 @@ class OneValuePerRun(unittest.TestCase):
         self.assertAlmostEqual(r.wall_ms, 500.0)
 
     def test_with_a_metric_the_copies_rates_add_up(self):
-        (r,) = records.run_records(copy_rows("plain", 3, 0, metrics=[10.0, 20.0, 30.0]), "libomp")
+        (r,) = records.run_records(copy_rows("plain", 3, 0, metrics=[10.0, 20.0, 30.0]), "libomp", runfigures.of_run)
         self.assertEqual((r.time_kind, r.time, r.per_copy, r.per_copy_higher), ("host_metric", 60.0, 20.0, True))
         # a lower-is-better figure (seconds per epoch) is a rate turned around: epochs/s summed
-        (r,) = records.run_records(copy_rows("plain", 2, 0, metrics=[2.0, 4.0], higher=False), "libomp")
+        (r,) = records.run_records(copy_rows("plain", 2, 0, metrics=[2.0, 4.0], higher=False), "libomp", runfigures.of_run)
         self.assertAlmostEqual(r.time, 0.5 + 0.25)
         self.assertTrue(r.higher_is_better)
         self.assertFalse(r.per_copy_higher)
 
     def test_a_failed_or_missing_copy_measures_no_host(self):
-        (r,) = records.run_records(copy_rows("plain", 2, 0, status=["ok", "failed"]), "libomp")
+        (r,) = records.run_records(copy_rows("plain", 2, 0, status=["ok", "failed"]), "libomp", runfigures.of_run)
         self.assertEqual((r.status, r.time), ("failed", None))
-        (r,) = records.run_records(copy_rows("plain", 2, 0)[:1], "libomp")
+        (r,) = records.run_records(copy_rows("plain", 2, 0)[:1], "libomp", runfigures.of_run)
         self.assertIsNone(r.time)
 
     def test_a_plain_tune_run_is_as_before(self):
         row = copy_rows("plain", 1, 0)[0].copy(copy_start_ms="")
-        (r,) = records.run_records([row], "libomp")
+        (r,) = records.run_records([row], "libomp", runfigures.of_run)
         self.assertEqual((r.time_kind, r.time, r.copies), ("wall_ms", 1000.0, 1))
 
     def test_copies_pooled_as_runs_would_shrink_the_interval(self):
@@ -81,7 +81,7 @@ class OneValuePerRun(unittest.TestCase):
             for name in ("plain", "T1"):
                 luck = math.exp(rng.gauss(0, 0.1))
                 rows += copy_rows(name, 2, rnd, walls=[1000 * luck, 1000 * luck], rep=rnd)
-        recs = records.run_records(rows, "libomp")
+        recs = records.run_records(rows, "libomp", runfigures.of_run)
         self.assertEqual(len(recs), 8)
         v = verdicts.decide_records(recs, rules.Rule(design="fixed"))
         self.assertEqual(v.entries[0].decision.vs_baseline["T1"].time.n, 4)
@@ -111,7 +111,7 @@ def host_tune(gain_2=1.5, rounds=6, noise=0.01, seed=1, fresh=8, alone_ms=800.0)
 
 class FreshRuns(unittest.TestCase):
     def test_each_copy_against_alone_and_how_many_fit(self):
-        v = verdicts.decide_records(records.run_records(host_tune(), "libomp"), rules.Rule())
+        v = verdicts.decide_records(records.run_records(host_tune(), "libomp", runfigures.of_run), rules.Rule())
         one, two = v.entries
         self.assertEqual((one.copies, one.verdict, one.chosen), (1, "change", "T2"))
         self.assertEqual((two.copies, two.verdict, two.chosen), (2, "change", "T1"))
@@ -134,26 +134,26 @@ class FreshRuns(unittest.TestCase):
         self.assertEqual(data["workloads"][1]["alone"]["setting"], "T1")
 
     def test_a_second_copy_that_adds_nothing_does_not_fit(self):
-        v = verdicts.decide_records(records.run_records(host_tune(gain_2=1.01), "libomp"), rules.Rule())
+        v = verdicts.decide_records(records.run_records(host_tune(gain_2=1.01), "libomp", runfigures.of_run), rules.Rule())
         self.assertEqual((v.fit.fits, v.fit.settled, v.fit.steps[0].word), (1, True, "adds less"))
         self.assertIn("this host fits 1 of these", "\n".join(views.fit_lines(v)))
 
     def test_at_the_margin_the_fit_stays_open(self):
-        v = verdicts.decide_records(records.run_records(host_tune(gain_2=1.05, noise=0.04, fresh=3), "libomp"),
+        v = verdicts.decide_records(records.run_records(host_tune(gain_2=1.05, noise=0.04, fresh=3), "libomp", runfigures.of_run),
                                     rules.Rule())
         self.assertEqual((v.fit.fits, v.fit.settled, v.fit.steps[0].word), (1, False, "open"))
 
     def test_without_the_fit_the_steps_would_be_claims_from_the_race(self):
         # The fit reads fresh runs only: a tune without them says nothing about how many fit.
         rows = [r for r in host_tune() if r.phase == "race"]
-        v = verdicts.decide_records(records.run_records(rows, "libomp"), rules.Rule())
+        v = verdicts.decide_records(records.run_records(rows, "libomp", runfigures.of_run), rules.Rule())
         self.assertEqual(v.fit.steps[0].word, "open")
         self.assertIsNone(v.entries[1].alone)
 
     def test_the_race_asks_for_every_count_and_a_copy_alone(self):
         rows = [r for r in host_tune() if r.phase == "race"]
         items = {k: k for k in ("c1-plain", "c1-T2", "c2-plain", "c2-T1")}
-        race = races.Race(lambda: rows, items, rules.Rule(), "libomp")
+        race = races.Race(lambda: records.run_records(rows, "libomp", runfigures.of_run), items, rules.Rule())
         wanted, n = race.confirmation_plan(20, host=True)
         self.assertEqual(sorted(wanted), sorted([("c1-plain", "confirm"), ("c1-T2", "confirm"),
                                                  ("c2-plain", "confirm"), ("c2-T1", "confirm"), ("c2-T1", "alone")]))
@@ -172,7 +172,7 @@ class FreshRuns(unittest.TestCase):
                          for r in copy_rows("plain", n, rnd, rep=rnd, threads="2")]
         for r in rows:
             r.set("preset", "default")  # tune's own settings (a user's --points are never pruned)
-        dropped = verdicts.duplicates(records.run_records(rows, "libomp"))
+        dropped = verdicts.duplicates(records.run_records(rows, "libomp", runfigures.of_run))
         self.assertEqual(len(dropped), 2)  # one per workload
         for by_name in dropped.values():
             self.assertEqual(by_name, {"T1-gomp": "torchrun"})  # the preset's name is kept
@@ -188,7 +188,7 @@ class FreshRuns(unittest.TestCase):
                            KMP_BLOCKTIME=env.get("bt", "unset"))
                     for r in copy_rows(name, 1, 0, threads="2")]
         rows = team("T2-gomp", "gomp") + team("T2-llvm-bt0", "llvm", bt="0") + team("T2-llvm-bt1", "llvm", bt="1")
-        self.assertEqual(verdicts.duplicates(records.run_records(rows, "libomp")), {})
+        self.assertEqual(verdicts.duplicates(records.run_records(rows, "libomp", runfigures.of_run)), {})
 
 
 class Plans(unittest.TestCase):

@@ -13,7 +13,6 @@ process had mapped, the truth the rows and the output are checked against.
 """
 import os
 import sys
-import types
 import unittest
 
 import helpers
@@ -75,8 +74,9 @@ class FindsAbsolute(helpers.TempDir, unittest.TestCase):
 
     def test_fresh_runs_preload_the_cuda_library_by_its_absolute_path(self):
         # tune's fresh runs without the probe: a CUDA wait policy comes from libthreadburn_cuda_sync.so.
-        args = types.SimpleNamespace(build_dir="../b", libomp="../omp/libomp.so.5", gap_min_ms=1.0)
-        ex = exec_probe.ProbeExecutor(args, ["true"], None, "work", 1)
+        options = exec_probe.ProbeOptions(build_dir="../b", libomp="../omp/libomp.so.5",
+                                          probe_env=(("THREADBURN_PROBE_GAP_MIN_US", "1000"),))
+        ex = exec_probe.ProbeExecutor(options, ["true"], None, "work", 1)
         point = points.TunePoint("cuda-blocking_sync", "llvm", {paths.CUDA_SYNC: "blocking_sync"}, phase="confirm")
         env = ex.environment(point, "out")
         preload = env["LD_PRELOAD"].split()

@@ -9,7 +9,7 @@ repetitions of a setting pooled), as the tables' titles say."""
 import re
 import statistics
 
-from . import results, verdicts
+from . import results, runfigures, verdicts
 from ..lib import keys, paths, records, stats
 from ..lib.records import Row, metric_values
 
@@ -123,7 +123,8 @@ def tune(rows):
     time figure (the --metric column when the tune had one, else the wall
     time) and of the CPU, the workers' median CPU between regions; best
     figure first."""
-    dropped = {name for by_name in verdicts.duplicates(records.run_records(rows, paths.LIBOMP)).values() for name in by_name}
+    recs = records.run_records(rows, paths.LIBOMP, runfigures.of_run)
+    dropped = {name for by_name in verdicts.duplicates(recs).values() for name in by_name}
     rows = [r for r in rows if r.phase == "race" and r.study not in dropped]
     has_metric = any(r.metric is not None for r in rows)
     higher = has_metric and any(r.metric_higher for r in rows)
@@ -227,7 +228,8 @@ def host(rows):
     duplicates left out) the race's runs, the medians of the host's
     throughput, of each copy's own figure and of the CPU of all copies per
     run; by copies, then the highest throughput first."""
-    recs = [r for r in records.run_records(rows, paths.LIBOMP) if r.phase == "race" and r.status == "ok" and r.time is not None]
+    recs = [r for r in records.run_records(rows, paths.LIBOMP, runfigures.of_run)
+            if r.phase == "race" and r.status == "ok" and r.time is not None]
     dropped = verdicts.duplicates(recs)
     by = {}
     for r in recs:

@@ -9,21 +9,21 @@ baseline, raced side by side) and by the decision rule's benchmark
 import os
 
 from . import confirmation, verdicts
-from ..lib import records
 
 
 class Race:
-    """rows(): the results so far (records.Row); items: {point key: the
-    campaign item that runs it (the race's)}; rule: the campaign's."""
+    """records(): the run records so far (lib/records.RunRecord: a tune's
+    runlog.RunLog.records, its runs in memory); items: {point key: the campaign
+    item that runs it (the race's)}; rule: the campaign's."""
 
-    def __init__(self, rows, items, rule, libomp, source=""):
-        self.rows, self.items, self.rule, self.libomp, self.source = rows, dict(items), rule, libomp, source
+    def __init__(self, records, items, rule, source=""):
+        self.records, self.items, self.rule, self.source = records, dict(items), rule, source
 
     def verdicts(self, final=False):
-        """The verdicts on the rows so far; final: the race is over (its last
+        """The verdicts on the runs so far; final: the race is over (its last
         look is keep's last test), else a look that decides what runs next."""
-        return verdicts.decide_records(records.run_records(self.rows(), self.libomp), self.rule,
-                                       os.path.basename(self.source), rule_from="the rows", final=final)
+        return verdicts.decide_records(self.records(), self.rule, os.path.basename(self.source),
+                                       rule_from="the rows", final=final)
 
     def verdict(self):
         """The first workload's Verdict on the rows so far (None without rows)."""

@@ -1,5 +1,5 @@
 """Per workload, one decision (decide.py) from a results file's run records
-(lib/records.py), under one rule (lib/rule.py): the Verdicts object every
+(lib/records.py, their figures analysis/runfigures.py's), under one rule (lib/rule.py): the Verdicts object every
 exporter (export/) renders and the race asks. Nothing here renders.
 
 The runs compared are the race's (phase race): a sweep run's figures are
@@ -22,7 +22,7 @@ own --points are never pruned).
 import statistics
 from dataclasses import dataclass, field
 
-from . import confirmation, decide, hostplan
+from . import confirmation, decide, hostplan, runfigures
 from ..lib import keys, paths, records, rule as rules, schema
 
 # Presets kept first among duplicates (engine/plans.py names them).
@@ -178,12 +178,83 @@ def _cpu_margin(rule, base_recs):
     return rule.cpu_floor_cores * ms / cpu
 
 
+@dataclass
+class Gathered:
+    """One workload's runs as decide needs them (gather): the race's, by
+    setting; the fresh runs (confirm, alone); what a verdict says of them."""
+    duplicates: dict                                  # dropped setting -> the one kept (same settings in force)
+    alone: list                                       # records of a copy alone (a host tune), every workload's
+    settings: dict = field(default_factory=dict)      # name -> decide.Runs of its usable race runs
+    baseline: str = None                              # the baseline's name (None: no run of it)
+    baseline_text: str = ""                           # a sweep's default setting, in words
+    env: dict = field(default_factory=dict)           # name -> the variables a user sets
+    points: dict = field(default_factory=dict)        # name -> the point keys behind it
+    failed: list = field(default_factory=list)        # settings with a failed run
+    set_aside: list = field(default_factory=list)     # [(setting, run key, why)]: disturbed runs
+    time_kind: str = "step_ms"
+    higher: bool = False                              # the time figure is better higher
+    command: str = ""
+    benchmark: str = ""
+    repro: dict = field(default_factory=dict)         # name -> one run's command line
+    base_recs: list = field(default_factory=list)     # the baseline's usable race records (its CPU floor)
+    confirm: list = field(default_factory=list)       # fresh runs (phase confirm) not set aside
+    look: int = 1                                     # the race's look
+    between: dict = field(default_factory=dict)       # name -> median CPU ms of the workers between regions
+    copies: int = None                                # a host tune's copies a run
+    params: dict = field(default_factory=dict)        # name -> {param: value}
+    pins: dict = field(default_factory=dict)          # name -> each copy's CPUs (a pinned plan), or ()
+    benchmarks: dict = field(default_factory=dict)    # name -> the benchmark names its runs reported
+    flags: dict = field(default_factory=dict)         # name -> {setting flag: value} away from its baseline
+
+
+def _gather_setting(g, name, srecs, aside, baseline):
+    """One setting's race records into g: its identity, and its usable runs
+    (ok, measured, not set aside) as decide.Runs; a failed run: none."""
+    first = next((r for r in srecs if r.status == "ok"), srecs[0])
+    tune = first.rows[0].is_tune
+    g.points[name] = {r.point_key for r in srecs}
+    g.benchmarks[name] = {r.benchmark for r in srecs}
+    # A program's flags to set; a tune's cuda_sync column holds its
+    # THREADBURN_CUDA_SYNC (the knob table's column), set as a variable.
+    g.flags[name] = {} if tune else dict(first.setting.asked.flags_to_set(baseline))
+    g.baseline_text = first.setting.asked.baseline_text(baseline)
+    g.command, g.benchmark = first.command, first.benchmark
+    if first.time_kind in runfigures.HOST_KINDS:
+        g.copies = first.copies
+    if g.baseline is None and (name == "plain" if tune else first.setting.asked.is_baseline(baseline)):
+        g.baseline = name
+    if any(r.status == "failed" for r in srecs):
+        g.failed.append(name)  # a setting whose runs fail is no answer
+        return
+    usable = []
+    for r in srecs:
+        if r.status != "ok" or r.time is None or r.cpu is None:
+            continue
+        if r.run_key in aside:
+            g.set_aside.append((name, r.run_key, aside[r.run_key]))
+            continue
+        usable.append(r)
+    if usable:
+        t, c = _runs(usable)
+        g.settings[name] = decide.Runs(name, t, c)
+        g.env[name] = first.env
+        g.params[name] = dict(first.setting.asked.params)
+        g.pins[name] = first.pins
+        g.time_kind, g.higher = first.time_kind, first.higher_is_better
+        g.repro[name] = first.repro
+        burn = [r.between_ms for r in usable if r.between_ms is not None]
+        if burn:
+            g.between[name] = statistics.median(burn)
+        if name == g.baseline:
+            g.base_recs = usable
+
+
 def gather(recs, rule, baseline=None):
-    """{workload: dict of what decide needs} from run records. The race's
-    runs (phase race) are compared; a confirmation's (confirm) confirm; a
-    copy alone's (alone: one copy of a host plan by itself) are what each
-    copy is compared with (analysis/hostplan.py). baseline: {setting flag:
-    value} moving a sweep's baseline (keys.Setting.is_baseline)."""
+    """{workload: Gathered} from run records. The race's runs (phase race)
+    are compared; a confirmation's (confirm) confirm; a copy alone's
+    (alone: one copy of a host plan by itself) are what each copy is
+    compared with (analysis/hostplan.py). baseline: {setting flag: value}
+    moving a sweep's baseline (keys.Setting.is_baseline)."""
     dropped = duplicates(recs) if recs and recs[0].rows[0].is_tune else {}
     aside = disturbed(recs, rule)
     aside.update({k: why for k, why in poorly_overlapped(recs).items() if k not in aside})
@@ -193,62 +264,22 @@ def gather(recs, rule, baseline=None):
     alone = [r for r in recs if r.phase == "alone" and r.run_key not in aside]
     out = {}
     for w, wrecs in by_w.items():
-        g = {"settings": {}, "baseline": None, "env": {}, "points": {}, "failed": [], "set_aside": [],
-             "time_kind": "step_ms", "higher": False, "command": "", "benchmark": "", "repro": {},
-             "duplicates": dropped.get(w, {}), "base_recs": [], "confirm": [], "look": 1, "between": {},
-             "copies": None, "params": {}, "pins": {}, "alone": alone, "benchmarks": {}, "flags": {},
-             "baseline_text": ""}
+        g = Gathered(duplicates=dropped.get(w, {}), alone=alone)
         by_s = {}
         for r in wrecs:
-            if r.name in g["duplicates"] or r.phase == "alone":
+            if r.name in g.duplicates or r.phase == "alone":
                 continue
             if r.phase == "race":
                 by_s.setdefault(r.name, []).append(r)
             elif r.run_key in aside:
-                g["set_aside"].append((r.name, r.run_key, aside[r.run_key]))
+                g.set_aside.append((r.name, r.run_key, aside[r.run_key]))
             else:
-                g["confirm"].append(r)
+                g.confirm.append(r)
         # The race's look: the schedule's entries up to the most runs a setting has.
-        g["look"] = rule.look_of(max((len(v) for v in by_s.values()), default=0))
+        g.look = rule.look_of(max((len(v) for v in by_s.values()), default=0))
         for name, srecs in by_s.items():
-            first = next((r for r in srecs if r.status == "ok"), srecs[0])
-            g["points"][name] = {r.point_key for r in srecs}
-            g["benchmarks"][name] = {r.benchmark for r in srecs}
-            # A program's flags to set; a tune's cuda_sync column holds its
-            # THREADBURN_CUDA_SYNC (the knob table's column), set as a variable.
-            g["flags"][name] = {} if first.rows[0].is_tune else dict(first.setting.asked.flags_to_set(baseline))
-            g["baseline_text"] = first.setting.asked.baseline_text(baseline)
-            g["command"], g["benchmark"] = first.command, first.benchmark
-            if first.time_kind in records.HOST_KINDS:
-                g["copies"] = first.copies
-            if g["baseline"] is None and (name == "plain" if first.rows[0].is_tune
-                                          else first.setting.asked.is_baseline(baseline)):
-                g["baseline"] = name
-            if any(r.status == "failed" for r in srecs):
-                g["failed"].append(name)  # a setting whose runs fail is no answer
-                continue
-            usable = []
-            for r in srecs:
-                if r.status != "ok" or r.time is None or r.cpu is None:
-                    continue
-                if r.run_key in aside:
-                    g["set_aside"].append((name, r.run_key, aside[r.run_key]))
-                    continue
-                usable.append(r)
-            if usable:
-                t, c = _runs(usable)
-                g["settings"][name] = decide.Runs(name, t, c)
-                g["env"][name] = first.env
-                g["params"][name] = dict(first.setting.asked.params)
-                g["pins"][name] = first.pins
-                g["time_kind"], g["higher"] = first.time_kind, first.higher_is_better
-                g["repro"][name] = first.repro
-                burn = [r.between_ms for r in usable if r.between_ms is not None]
-                if burn:
-                    g["between"][name] = statistics.median(burn)
-                if name == g["baseline"]:
-                    g["base_recs"] = usable
-        if g["settings"] or g["failed"]:
+            _gather_setting(g, name, srecs, aside, baseline)
+        if g.settings or g.failed:
             out[w] = g
     return out
 
@@ -265,31 +296,30 @@ def decide_records(recs, rule, source="", kind=None, rule_from="asked", budget_r
     labels = keys.labels(list(gathered))
     entries = []
     for w, g in gathered.items():
-        base = g["baseline"]
-        settings = list(g["settings"].values())
-        if base is None or base not in g["settings"]:
-            d = decide.Decision("undecided", rule, g["look"], rule.alpha, base or "", rule.margin,
-                                settings=g["settings"], higher_is_better=g["higher"])
-            d.why = ("the baseline (" + ("plain" if kind == "tune" else "the default setting: " + g["baseline_text"]) +
-                     ") has " + ("failed runs" if (base or "plain") in g["failed"] else "no complete run") +
+        base = g.baseline
+        settings = list(g.settings.values())
+        if base is None or base not in g.settings:
+            d = decide.Decision("undecided", rule, g.look, rule.alpha, base or "", rule.margin,
+                                settings=g.settings, higher_is_better=g.higher)
+            d.why = ("the baseline (" + ("plain" if kind == "tune" else "the default setting: " + g.baseline_text) +
+                     ") has " + ("failed runs" if (base or "plain") in g.failed else "no complete run") +
                      " in this file" + (" (`threadburn verdict --baseline FLAG=VALUE` compares with another)"
-                                        if kind == "sweep" and any(g["flags"].values()) else ""))
+                                        if kind == "sweep" and any(g.flags.values()) else ""))
         else:
-            d = decide.decide(rule, settings, base, g["higher"], _cpu_margin(rule, g["base_recs"]), g["look"], final)
-        if g["failed"]:
-            d.why += f" (left out, a run failed: {', '.join(g['failed'])})"
+            d = decide.decide(rule, settings, base, g.higher, _cpu_margin(rule, g.base_recs), g.look, final)
+        if g.failed:
+            d.why += f" (left out, a run failed: {', '.join(g.failed)})"
         label = labels[w]
         if kind == "tune":
-            label = g["command"] + (f" ({g['copies']} cop{'y' if g['copies'] == 1 else 'ies'})" if g["copies"] else "")
-        e = Verdict(label, d, sum(s.n for s in settings), g["time_kind"],
-                    g["env"], g["points"], g["duplicates"], g["failed"], g["set_aside"], g["benchmark"],
-                    g["command"], g["repro"], g["between"], copies=g["copies"], params=g["params"], pins=g["pins"],
-                    benchmarks=g["benchmarks"], flags=g["flags"])
+            label = g.command + (f" ({g.copies} cop{'y' if g.copies == 1 else 'ies'})" if g.copies else "")
+        e = Verdict(label, d, sum(s.n for s in settings), g.time_kind, g.env, g.points, g.duplicates, g.failed,
+                    g.set_aside, g.benchmark, g.command, g.repro, g.between, copies=g.copies, params=g.params,
+                    pins=g.pins, benchmarks=g.benchmarks, flags=g.flags)
         if d.candidate is not None:
-            e.confirmation = confirmation.analyse(g["confirm"], d, rule)
-        if g["copies"]:
-            e.alone = hostplan.alone(e, g["confirm"], g["alone"], rule)
-            e.fresh = hostplan.fresh(e, g["confirm"])
+            e.confirmation = confirmation.analyse(g.confirm, d, rule)
+        if g.copies:
+            e.alone = hostplan.alone(e, g.confirm, g.alone, rule)
+            e.fresh = hostplan.fresh(e, g.confirm)
         entries.append(e)
     entries.sort(key=lambda e: (e.command if e.copies else e.label, e.copies or 0, e.label))
     return Verdicts(source, kind, rule, rule_from, entries, budget_runs, fit=hostplan.fit(entries, rule))
@@ -326,5 +356,6 @@ def decide_rows(rows, source="", asked=None, recorded_file=None, libomp=paths.LI
     at its last look (final); baseline: {setting flag: value} moving a
     sweep's baseline."""
     rule, where = rule_for(rows, asked, recorded_file)
-    return decide_records(records.run_records(rows, libomp), rule, source, rule_from=where, budget_runs=budget_runs,
+    recs = records.run_records(rows, libomp, runfigures.of_run)
+    return decide_records(recs, rule, source, rule_from=where, budget_runs=budget_runs,
                           baseline=baseline, final=True)

@@ -27,7 +27,7 @@ import time
 from datetime import datetime
 
 from . import options
-from ..analysis import confirmation, verdicts
+from ..analysis import confirmation, runfigures, verdicts
 from ..engine import campaign, exec_bench, exec_slurm, slurm
 from ..export import jsonfile, summary, text
 from ..lib import files, grid as gridmod, keys, paths, records, rule as rules, schema
@@ -185,7 +185,7 @@ def dry_run(g, args, seed, columns):
     if args.slurm:
         tasks = -(-runs // args.runs_per_task)
         print(f"--slurm: one job array of {tasks} tasks of up to {args.runs_per_task} runs; sbatch "
-              + (" ".join(exec_slurm.sbatch_options(args)) or "(no options)"))
+              + (" ".join(exec_slurm.sbatch_options(slurm_options(args))) or "(no options)"))
 
 
 def check_ready(g, args, out):
@@ -238,8 +238,8 @@ class GridRace:
         self.out, self.by_key, self.rule, self.libomp = out, {p.key: p for p in points}, rule, libomp
 
     def verdicts(self):
-        return verdicts.decide_records(records.run_records(records.read_rows(self.out), self.libomp), self.rule,
-                                       os.path.basename(self.out), rule_from="the rows")
+        recs = records.run_records(records.read_rows(self.out), self.libomp, runfigures.of_run)
+        return verdicts.decide_records(recs, self.rule, os.path.basename(self.out), rule_from="the rows")
 
     def __call__(self):
         wanted = {}
@@ -300,7 +300,7 @@ def open_results(args, g, columns, rule):
     results_file = ResultsFile(out, columns, rule)
     done, file_seed = set(), None
     if args.resume or args.merge:
-        done, file_seed = results_file.repair_for_resume()
+        done, file_seed, _ = results_file.repair_for_resume()
         if args.slurm:
             if file_seed is None:  # submitted, nothing merged yet: the job's seed
                 file_seed = exec_slurm.plan_seed(out)
@@ -311,9 +311,19 @@ def open_results(args, g, columns, rule):
     return results_file, done, file_seed, out
 
 
+def slurm_options(args):
+    """The Slurm executor's options from the sweep's flags (exec_slurm.SlurmOptions)."""
+    return exec_slurm.SlurmOptions(
+        grid=args.grid, grid_file=args.grid_file, build_dir=args.build_dir, libomp=args.libomp,
+        repetitions=args.repetitions, timeout=args.timeout, timeline=args.timeline, match=args.match,
+        runs_per_task=args.runs_per_task, max_parallel=args.max_parallel, shared=args.shared,
+        partition=args.partition, nodelist=args.nodelist, constraint=args.constraint, time_limit=args.time_limit,
+        sbatch=tuple(args.sbatch))
+
+
 def executor_for(args, g, seed, out, columns):
     if args.slurm:
-        return exec_slurm.SlurmExecutor(args, g, seed, out)
+        return exec_slurm.SlurmExecutor(slurm_options(args), g, seed, out)
     stem = os.path.splitext(out)[0]
     work = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(stem) + ".work")
     shutil.rmtree(work, ignore_errors=True)

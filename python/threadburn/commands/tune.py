@@ -66,16 +66,17 @@ import random
 import re
 import shutil
 import time
+from dataclasses import dataclass
 
 from . import options
-from ..analysis import confirmation, race as races, verdicts
+from ..analysis import confirmation, race as races, runlog, verdicts
 from ..engine import campaign, plans
-from ..engine.exec_probe import ProbeExecutor
+from ..engine.exec_probe import ProbeExecutor, ProbeOptions
 from ..export import jsonfile, text
-from ..lib import files, machine, probe, records, rule as rules
+from ..lib import files, machine, probe, rule as rules
 from ..lib.errors import ThreadburnError
-from ..lib.records import ResultsFile
-from ..lib.usercmd import add_run_options, command_of, default_out, parse_env
+from ..lib.records import ResultsFile, Resumed
+from ..lib.usercmd import add_run_options, command_of, default_out, parse_env, probe_extra
 
 RUNS_PER_SETTING_BUDGET = 10   # the default budget: this many runs a setting, on average
 # With a duration budget, the share of it the race may use; the rest is the confirmation's.
@@ -119,9 +120,9 @@ def add_parser(sub):
     return p
 
 
-def new_race(out, points, args, rule):
-    """The race of the settings `points` on the rows of `out` so far."""
-    return races.Race(lambda: records.read_rows(out), {p.key: p for p in points}, rule, args.libomp, out)
+def new_race(t, points):
+    """The race of the settings `points` on the tune's runs so far (in memory)."""
+    return races.Race(t.log.records, {p.key: p for p in points}, t.rule, t.out)
 
 
 def plan_text(points, args, budget, rule):
@@ -149,18 +150,18 @@ def plan_text(points, args, budget, rule):
 
 
 def open_out(args, cmd, columns, rule):
+    """(the results file, what it holds: records.Resumed): with --resume the
+    file's finished runs, read here once (the tune keeps them in memory)."""
     out = args.out or default_out("tune", cmd) + ".csv"
     results_file = ResultsFile(out, columns, rule)
-    done, file_seed = set(), None
     if args.resume:
         if not os.path.exists(out):
             raise ThreadburnError(f"{out}: --resume: no such file")
-        done, file_seed = results_file.repair_for_resume()
-    elif os.path.exists(out) and not args.force:
+        return results_file, results_file.repair_for_resume()
+    if os.path.exists(out) and not args.force:
         raise ThreadburnError(f"{out}: exists; pass --resume to continue it or --force to replace it")
-    else:
-        results_file.create()
-    return out, results_file, done, file_seed
+    results_file.create()
+    return results_file, Resumed(set(), None, [])
 
 
 def check_args(args, points, params):
@@ -217,6 +218,37 @@ def budgets(args, points):
     return whole, campaign.Budget(seconds=whole.seconds * (RACE_SHARE_OF_TIME if confirm else 1.0)), confirm
 
 
+def probe_options(args):
+    """The executor's options from tune's flags (exec_probe.ProbeOptions)."""
+    return ProbeOptions(build_dir=args.build_dir, libomp=args.libomp, timeout=args.timeout, metric=args.metric,
+                        metric_better=args.metric_better, probe_env=tuple(probe_extra(args).items()))
+
+
+@dataclass
+class Tune:
+    """What the steps of one tune share: its flags, command and settings,
+    its rule and budget, its results file (the resume log) and its runs in
+    memory (log: what the race, the fresh runs and the report read)."""
+    args: argparse.Namespace
+    cmd: list
+    columns: object
+    points: list
+    rule: rules.Rule
+    whole: campaign.Budget
+    results_file: ResultsFile
+    log: runlog.RunLog
+    seed: int
+    work: str
+
+    out = property(lambda self: self.results_file.path)
+
+    def executor(self):
+        return ProbeExecutor(probe_options(self.args), self.cmd, self.columns, self.work, self.seed)
+
+    def campaign(self, executor, done, budget=None, name="tune"):
+        return campaign.Campaign(executor, self.results_file, self.seed, done, budget, name=name, log=self.log)
+
+
 def main(args):
     cmd = command_of(args)
     user_env = parse_env(args.env)
@@ -239,41 +271,44 @@ def main(args):
     for p in points:
         variables += [k for k in p.env if k not in variables]
     columns = probe.columns(desc, variables, list(params))
-    out, results_file, done, file_seed = open_out(args, cmd, columns, rule)
-    seed = next(s for s in (args.seed, file_seed, random.SystemRandom().randrange(1, 2 ** 31)) if s is not None)
+    results_file, held = open_out(args, cmd, columns, rule)
+    out = results_file.path
+    seed = next(s for s in (args.seed, held.seed, random.SystemRandom().randrange(1, 2 ** 31)) if s is not None)
     work = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".work")
-    executor = ProbeExecutor(args, cmd, columns, work, seed)
-    c = campaign.Campaign(executor, results_file, seed, done, race_budget, name="tune")
+    t = Tune(args, cmd, columns, points, rule, whole, results_file, runlog.RunLog(args.libomp, held.rows), seed,
+             work)
+    executor = t.executor()
+    c = t.campaign(executor, held.done, race_budget)
     print("\n".join(plan_text(points, args, whole, rule) + gpu_text(args.copies, gpus)))
-    print(f"tune: {' '.join(cmd)}; {len(done)} runs already in {out}; seed {seed}", flush=True)
+    print(f"tune: {' '.join(cmd)}; {len(held.done)} runs already in {out}; seed {seed}", flush=True)
 
     def body():
         c.run(points, {p.key: 1 for p in points})  # one round, then drop the duplicates
-        gone = drop_duplicates(out, args, set())
-        added = add_cuda(args, out, points, c, executor, whole)
+        gone = drop_duplicates(t, set())
+        added = add_cuda(t, c, executor)
         if added:
             points.extend(added)
-            gone |= drop_duplicates(out, args, gone)
+            gone |= drop_duplicates(t, gone)
         kept = [p for p in points if p.key not in gone]
-        race = None if args.repetitions else new_race(out, kept, args, rule)
+        race = None if args.repetitions else new_race(t, kept)
         ended = c.run(kept, {p.key: args.repetitions or rules.START_RUNS for p in kept}, race)
-        confirm(args, work, seed, out, results_file, c, points, rule, whole, columns, cmd)
+        confirm(t, c)
         return ended
     ended = campaign.guarded(c, body, lambda: print(
         f"tune: interrupted; {out} holds every finished run; continue with --resume --out {out}"))
     shutil.rmtree(work, ignore_errors=True)
     if ended == 130:
         return 130
-    return report(args, out, ended, rule)
+    return report(t, ended)
 
 
-def drop_duplicates(out, args, said_before):
+def drop_duplicates(t, said_before):
     """The point keys of tune's own settings whose settings in force (after
     their first round) equal another's; says those not in said_before."""
-    recs = records.run_records(records.read_rows(out), args.libomp)
+    recs = t.log.records()
     dropped = verdicts.duplicates(recs)
     said = {r.point_key: f"{r.name} (= {dropped[r.workload][r.name]})" + (
-                f" at {r.copies} cop{'y' if r.copies == 1 else 'ies'}" if args.copies else "")
+                f" at {r.copies} cop{'y' if r.copies == 1 else 'ies'}" if t.args.copies else "")
             for r in recs if r.name in dropped.get(r.workload, {})}
     new = sorted(k for k in said if k not in said_before)
     if new:
@@ -281,22 +316,22 @@ def drop_duplicates(out, args, said_before):
     return set(said)
 
 
-def add_cuda(args, out, points, c, executor, whole):
+def add_cuda(t, c, executor):
     """After the first round: when a run's probe says the program used CUDA
     (cuda_used), the CUDA host wait policies on top of plain
     (plans.cuda_points), with a round of their own and, under the default
     budget, its runs a setting more. The fresh runs without the probe need
     libthreadburn_cuda_sync.so: found now, or one line."""
-    if not any(r.phase == "race" and probe.used_cuda(r) for r in records.read_rows(out)):
+    if not any(r.phase == "race" and probe.used_cuda(r) for r in t.log.rows):
         return []
-    added = plans.cuda_points(points)
+    added = plans.cuda_points(t.points)
     if not added:
         return []
     executor.cuda_lib  # noqa: B018  (raises its one line now, not after the race)
     extra = ""
-    if args.budget is None and whole is not None and whole.runs is not None:
+    if t.args.budget is None and t.whole is not None and t.whole.runs is not None:
         more = RUNS_PER_SETTING_BUDGET * len(added)
-        whole.runs += more
+        t.whole.runs += more
         c.budget.runs += more
         extra = f"; the budget grows by {more} runs"
     names = sorted({p.name.split(",")[0] for p in added})
@@ -322,7 +357,7 @@ def gpu_text(copies, gpus):
     return ["tune: GPUs: " + "; ".join(parts)]
 
 
-def confirm(args, work, seed, out, results_file, race_campaign, points, rule, whole, columns, cmd):
+def confirm(t, race_campaign):
     """After the race, what is left of the budget. A race that ended with
     no candidate and keep not shown takes a last look with it (race.last_look:
     keep's last test sees every run the budget allows). A candidate gets
@@ -337,10 +372,10 @@ def confirm(args, work, seed, out, results_file, race_campaign, points, rule, wh
     with it the race's candidate: then the new one gets fresh runs of its
     own, budget allowing. The rule says whether there are fresh runs at all
     (rule.confirm: --confirm 0, or a budget without room for them)."""
-    done_fresh = len({r.run_key for r in records.read_rows(out) if r.phase != "race"})
-    by = {p.key: p for p in points}
-    c = campaign.Campaign(ProbeExecutor(args, cmd, columns, work, seed), results_file, seed, race_campaign.done,
-                          name="confirm")
+    args, rule, whole = t.args, t.rule, t.whole
+    done_fresh = len({r.run_key for r in t.log.rows if r.phase != "race"})
+    by = {p.key: p for p in t.points}
+    c = t.campaign(t.executor(), race_campaign.done, name="confirm")
 
     def left():  # runs the budget has left (None: no budget); the file's fresh runs count once resumed
         if whole is None:
@@ -349,7 +384,7 @@ def confirm(args, work, seed, out, results_file, race_campaign, points, rule, wh
             return max(0, whole.runs - race_campaign.spent - max(c.spent, done_fresh))
         per_run = sum(race_campaign.run_seconds) / max(1, len(race_campaign.run_seconds))
         return int(max(0.0, whole.seconds - (time.monotonic() - race_campaign.t0)) / max(per_run, 1e-3))
-    last = new_race(out, points, args, rule).last_look(left()) if left() is not None and not args.repetitions \
+    last = new_race(t, t.points).last_look(left()) if left() is not None and not args.repetitions \
         else None
     if last:
         todo, each = last
@@ -361,7 +396,7 @@ def confirm(args, work, seed, out, results_file, race_campaign, points, rule, wh
     asked = set()
     for look in range(1, MAX_FRESH_LOOKS + 1):
         available = 10 ** 6 if left() is None or args.confirm != "auto" else left() // 2
-        race = new_race(out, points, args, rule)
+        race = new_race(t, t.points)
         plan = race.confirmation_plan(available, host=bool(args.copies))
         first = plan is not None and not set(plan[0]) <= asked
         if not first:  # the candidates have their fresh runs: more looks while they cannot yet tell
@@ -388,10 +423,9 @@ def confirm(args, work, seed, out, results_file, race_campaign, points, rule, wh
             asked |= set(wanted)
 
 
-def report(args, out, ended, rule):
-    rows = records.read_rows(out)
-    v = verdicts.decide_records(records.run_records(rows, args.libomp), rule, os.path.basename(out),
-                                rule_from="the rows", final=True)
+def report(t, ended):
+    args, out, rows = t.args, t.out, t.log.rows
+    v = verdicts.decide_records(t.log.records(), t.rule, os.path.basename(out), rule_from="the rows", final=True)
     ended_text = {"decided": "the race stopped: nothing left for it to run (a candidate for fresh runs, or "
                              "every comparison settled)",
                   "budget": "the race ended with its budget spent", "planned": "a fixed design"}.get(ended, ended)

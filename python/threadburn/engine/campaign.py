@@ -20,6 +20,11 @@ the next round needs; it is asked at looks (rule.LOOK_SCHEDULE: when the
 items it named have that many runs) and stops the campaign by naming none.
 The budget (runs, or seconds) bounds the whole campaign: the rounds to the
 next look are started only when all of them fit.
+
+The results file is the campaign's log, for resuming; each run's rows, as
+the file holds them (ResultsFile.append returns them), also go to `log`
+when one is given (a tune's runs in memory, analysis/runlog.py, RunLog:
+what its race, fresh runs and verdict read instead of the file).
 """
 import random
 import sys
@@ -85,8 +90,8 @@ def parse_budget(text):
 
 
 class Campaign:
-    def __init__(self, executor, results_file, seed, done=(), budget=None, say=print, name="campaign"):
-        self.executor, self.results_file, self.seed = executor, results_file, seed
+    def __init__(self, executor, results_file, seed, done=(), budget=None, say=print, name="campaign", log=None):
+        self.executor, self.results_file, self.seed, self.log = executor, results_file, seed, log
         self.done = set(done)
         self.budget = budget or Budget()
         self.say, self.name = say, name
@@ -137,7 +142,9 @@ class Campaign:
         self.spent += len(specs)
         self.position += sum(1 for s in specs if s.key in self.done)
         for spec, rows in self.executor.execute([s for s in specs if s.key not in self.done]):
-            self.results_file.append(rows)
+            held = self.results_file.append(rows)
+            if self.log is not None:
+                self.log.append(held)
             self.done.add(spec.key)
             self.ran += 1
             self.position += 1

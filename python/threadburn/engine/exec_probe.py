@@ -19,6 +19,7 @@ import os
 import re
 import shlex
 import shutil
+from dataclasses import dataclass
 
 from . import campaign
 from ..lib import launch, probe, schema, usercmd
@@ -30,13 +31,25 @@ from ..lib.records import Row
 GPU_KEY = "cuda_visible_devices"
 
 
+@dataclass(frozen=True)
+class ProbeOptions:
+    """What the executor takes of tune's flags, built once by the command
+    (commands/tune.py, probe_options), never read from its namespace."""
+    build_dir: str = None           # the build whose probe and CUDA library it preloads (None: found)
+    libomp: str = ""                # LLVM's runtime, preloaded for a setting whose runtime is llvm
+    timeout: float = None           # per run, in s
+    metric: str = None              # the regex of the user's figure (None: no figure of theirs)
+    metric_better: str = "higher"   # which way that figure is better
+    probe_env: tuple = ()           # (variable, value) the probe reads (usercmd.probe_extra)
+
+
 class ProbeExecutor(campaign.Executor):
     """Runs tune points: a race's under the probe, the others' (confirm,
     alone) without it."""
 
-    def __init__(self, args, cmd, columns, work, seed):
-        self.args, self.cmd, self.columns, self.work, self.seed = args, cmd, columns, work, seed
-        self.lib = probe.library(args.build_dir)
+    def __init__(self, options, cmd, columns, work, seed):
+        self.options, self.cmd, self.columns, self.work, self.seed = options, cmd, columns, work, seed
+        self.lib = probe.library(options.build_dir)
         self._cuda_lib = None
 
     @property
@@ -44,7 +57,7 @@ class ProbeExecutor(campaign.Executor):
         """libthreadburn_cuda_sync.so, found when a setting first needs it
         (a tune of a program that does not use CUDA never does)."""
         if self._cuda_lib is None:
-            self._cuda_lib = probe.cuda_sync_library(self.args.build_dir)
+            self._cuda_lib = probe.cuda_sync_library(self.options.build_dir)
         return self._cuda_lib
 
     def execute(self, specs):
@@ -65,14 +78,14 @@ class ProbeExecutor(campaign.Executor):
         row = Row(schema_version=schema.SCHEMA_VERSION, run_key=spec.key, grid="tune", study=point.name,
                   preset="default" if point.builtin else "", benchmark=os.path.basename(self.cmd[0]),
                   bench="command", runtime=point.runtime, processes=point.copies or 1, command=" ".join(self.cmd),
-                  metric_better=self.args.metric_better if self.args.metric else "", repetition=spec.rep,
+                  metric_better=self.options.metric_better if self.options.metric else "", repetition=spec.rep,
                   proc_index=0, seed=self.seed, order_index=spec.order_index, round=spec.round, phase=point.phase,
                   run_rows=point.copies or 1, point_key=point.base_key)
         # What the process got: the point's value, or the user's own for a knob the point leaves alone.
         row.update(probe.setting_cells(self.columns, env))
         row.update({schema.param_column(k): v for k, v in point.params.items()})
         cuda_lib = self.cuda_lib if probe.sets_cuda_sync(point.env) else None
-        row.repro = (point.env_line(self.args.libomp, cuda_lib).replace("(no change)", "") + " " +
+        row.repro = (point.env_line(self.options.libomp, cuda_lib).replace("(no change)", "") + " " +
                      " ".join(shlex.quote(c) for c in cmd)).strip()
         return row
 
@@ -80,8 +93,8 @@ class ProbeExecutor(campaign.Executor):
         lib = self.lib if point.phase == "race" else None
         env = point.copy_env(index)
         cuda_lib = self.cuda_lib if lib is None and probe.sets_cuda_sync(dict(os.environ, **env)) else None
-        return probe.environment(os.environ, lib, out, point.runtime, env, self.args.libomp,
-                                 usercmd.probe_extra(self.args), cuda_lib)
+        return probe.environment(os.environ, lib, out, point.runtime, env, self.options.libomp,
+                                 dict(self.options.probe_env), cuda_lib)
 
     def run_once(self, spec):
         point = spec.item
@@ -92,7 +105,7 @@ class ProbeExecutor(campaign.Executor):
         cmd = point.command(self.cmd)
         row = self.row_base(spec, env, cmd)
         row.started_at = utc_now()
-        done = launch.run(cmd, env, self.args.timeout)
+        done = launch.run(cmd, env, self.options.timeout)
         row.update(finished_at=utc_now(), wall_s=round(done.wall_s, 3), exit_code=done.code, **done.evidence())
         if done.code != 0:
             row.update(status="failed", reason=(f"{describe_exit(done.code)}: {done.last_err}" if done.code is not None
@@ -116,10 +129,10 @@ class ProbeExecutor(campaign.Executor):
             row.update(status="ok", reason="" if report.regions else "note: no OpenMP region")
         else:  # no probe: the wall time, and the CPU of the process tree from the kernel's accounting
             row.update(status="ok", reason="", wall_ms=round(wall_s * 1000, 3), cpu_ms=round(cpu_ms, 3))
-        if self.args.metric:
-            value = usercmd.parse_metric(self.args.metric, stdout)
+        if self.options.metric:
+            value = usercmd.parse_metric(self.options.metric, stdout)
             if value is None:
-                raise ThreadburnError(f"--metric {self.args.metric!r}: no match (with a number in its first group) "
+                raise ThreadburnError(f"--metric {self.options.metric!r}: no match (with a number in its first group) "
                                       f"in the output of {point.name} run {spec.rep}{' ' + who.strip(': ') if who else ''}; "
                                       "nothing after this run was measured")
             row.metric = value
@@ -140,7 +153,7 @@ class ProbeExecutor(campaign.Executor):
         envs = [self.environment(point, outs[i], i) for i in range(n)]
         cmd = point.command(self.cmd)
         started = utc_now()
-        done = launch.run_together(cmd, envs, base, self.args.timeout, point.core_sets)
+        done = launch.run_together(cmd, envs, base, self.options.timeout, point.core_sets)
         finished = utc_now()
         rows = []
         for c in done.copies:

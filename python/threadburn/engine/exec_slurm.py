@@ -21,12 +21,36 @@ import shlex
 import socket
 import sys
 import time
+from dataclasses import dataclass
 
 from . import campaign, exec_bench, slurm
 from ..lib import fmt, paths, records, schema
 from ..lib.errors import ThreadburnError
 
 PLAN = "plan.json"
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """What a sweep --slurm's executor takes of the sweep's flags, built once
+    by the command (commands/sweep.py, slurm_options), never read from its
+    namespace."""
+    grid: str                   # the grid as the user named it (the --merge hint repeats it)
+    grid_file: str              # its TOML file (each task loads it)
+    build_dir: str = None       # the programs' build (None: found)
+    libomp: str = ""            # LLVM's runtime for points whose runtime is llvm
+    repetitions: int = None     # overrides the grid's (None: the grid's)
+    timeout: float = None       # per run, in s (None: the grid's)
+    timeline: bool = False      # burn timelines for every point
+    match: str = None           # only the points matching this regex
+    runs_per_task: int = 1
+    max_parallel: int = None    # tasks at once (array %N)
+    shared: bool = False        # no --exclusive
+    partition: str = None
+    nodelist: str = None
+    constraint: str = None
+    time_limit: str = None      # sbatch --time
+    sbatch: tuple = ()          # more sbatch options, as typed
 
 
 def job_dir(out):
@@ -43,15 +67,16 @@ def plan_seed(out):
         return None
 
 
-def sbatch_options(args):
+def sbatch_options(options):
+    """The sbatch options of a SlurmOptions."""
     opts = []
-    if not args.shared:
+    if not options.shared:
         opts.append("--exclusive")
-    for flag, value in (("--partition", args.partition), ("--nodelist", args.nodelist),
-                        ("--constraint", args.constraint), ("--time", args.time_limit)):
+    for flag, value in (("--partition", options.partition), ("--nodelist", options.nodelist),
+                        ("--constraint", options.constraint), ("--time", options.time_limit)):
         if value:
             opts.append(f"{flag}={value}")
-    for extra in args.sbatch:
+    for extra in options.sbatch:
         opts += shlex.split(extra)
     return opts
 
@@ -61,12 +86,12 @@ def deal(runs, per_task):
     return [runs[i:i + per_task] for i in range(0, len(runs), per_task)]
 
 
-def write_plan(jdir, args, g, seed, tasks, attempt):
+def write_plan(jdir, options, g, seed, tasks, attempt):
     os.makedirs(os.path.join(jdir, "rows"), exist_ok=True)
-    plan = {"grid": os.path.abspath(args.grid_file), "grid_name": g.name, "schema_version": schema.SCHEMA_VERSION,
-            "build_dir": os.path.abspath(args.build_dir) if args.build_dir else None, "libomp": args.libomp,
-            "repetitions": args.repetitions, "timeout": args.timeout, "timeline": args.timeline,
-            "match": args.match, "seed": seed, "attempt": attempt,
+    plan = {"grid": os.path.abspath(options.grid_file), "grid_name": g.name, "schema_version": schema.SCHEMA_VERSION,
+            "build_dir": os.path.abspath(options.build_dir) if options.build_dir else None, "libomp": options.libomp,
+            "repetitions": options.repetitions, "timeout": options.timeout, "timeline": options.timeline,
+            "match": options.match, "seed": seed, "attempt": attempt,
             "tasks": [[{"order_index": sp.order_index, "round": sp.round, "rep": sp.rep,
                         "point_key": exec_bench.point_and_filter(sp.item)[0].key,
                         "only": list(exec_bench.point_and_filter(sp.item)[1] or []),
@@ -84,15 +109,15 @@ def write_plan(jdir, args, g, seed, tasks, attempt):
     return script
 
 
-def submit(args, g, seed, todo, jdir, attempt):
-    tasks = deal(todo, args.runs_per_task)
-    script = write_plan(jdir, args, g, seed, tasks, attempt)
-    job = slurm.sbatch_array(script, len(tasks), job_name=f"threadburn-{g.name}", options=sbatch_options(args),
-                             max_parallel=args.max_parallel, cwd=jdir)
+def submit(options, g, seed, todo, jdir, attempt):
+    tasks = deal(todo, options.runs_per_task)
+    script = write_plan(jdir, options, g, seed, tasks, attempt)
+    job = slurm.sbatch_array(script, len(tasks), job_name=f"threadburn-{g.name}", options=sbatch_options(options),
+                             max_parallel=options.max_parallel, cwd=jdir)
     with open(os.path.join(jdir, "jobs.txt"), "a") as f:
         f.write(f"{job} {len(tasks)} attempt {attempt}\n")
-    print(f"sweep: submitted job array {job}: {len(tasks)} tasks of up to {args.runs_per_task} runs "
-          f"({len(todo)} runs), sbatch {' '.join(sbatch_options(args)) or '(no options)'}", flush=True)
+    print(f"sweep: submitted job array {job}: {len(tasks)} tasks of up to {options.runs_per_task} runs "
+          f"({len(todo)} runs), sbatch {' '.join(sbatch_options(options)) or '(no options)'}", flush=True)
     return job, len(tasks)
 
 
@@ -137,8 +162,8 @@ class SlurmExecutor(campaign.Executor):
     array each."""
     whole_plan = True
 
-    def __init__(self, args, g, seed, out):
-        self.args, self.g, self.seed, self.out = args, g, seed, out
+    def __init__(self, options, g, seed, out):
+        self.options, self.g, self.seed, self.out = options, g, seed, out
         self.jdir = job_dir(out)
         self.job = None
 
@@ -147,7 +172,7 @@ class SlurmExecutor(campaign.Executor):
         return sum(1 for _ in open(jobs)) if os.path.exists(jobs) else 0
 
     def submit(self, specs):
-        self.job, n_tasks = submit(self.args, self.g, self.seed, specs, self.jdir, self.attempt())
+        self.job, n_tasks = submit(self.options, self.g, self.seed, specs, self.jdir, self.attempt())
         return n_tasks
 
     def execute(self, specs):
@@ -167,7 +192,7 @@ class SlurmExecutor(campaign.Executor):
     def stop(self):
         if self.job:
             print(f"sweep: stopped waiting; job {self.job} keeps running (scancel {self.job} stops it). Collect "
-                  f"its rows with: threadburn sweep {self.args.grid} --slurm --merge --out {self.out}",
+                  f"its rows with: threadburn sweep {self.options.grid} --slurm --merge --out {self.out}",
                   file=sys.stderr)
 
 
@@ -180,23 +205,24 @@ def read_rows_file(jdir, run_key):
 
 # --- inside a task ------------------------------------------------------------------
 
-def task_main(args):
-    """Runs this task's runs; each run's rows go to rows/<run_key>.csv, put in
-    place whole (written aside, then renamed)."""
+def task_main(job_dir, task):
+    """Runs task `task` of the job in job_dir (commands/slurm_task.py);
+    each run's rows go to rows/<run_key>.csv, put in place whole (written
+    aside, then renamed)."""
     from ..lib import grid as gridmod
     from ..lib.programs import programs as build_programs
-    with open(os.path.join(args.job_dir, PLAN)) as f:
+    with open(os.path.join(job_dir, PLAN)) as f:
         plan = json.load(f)
-    if args.task >= len(plan["tasks"]):
-        raise ThreadburnError(f"task {args.task}: the plan has {len(plan['tasks'])} tasks")
+    if task >= len(plan["tasks"]):
+        raise ThreadburnError(f"task {task}: the plan has {len(plan['tasks'])} tasks")
     progs = build_programs(plan["build_dir"])
     g = gridmod.load(plan["grid"], progs)
     by_key = {p.key: p for p in g.points}
     columns = schema.Columns(p.describe() for p in progs.values())
-    tag = f"{os.environ.get('SLURM_ARRAY_JOB_ID', '?')}_{args.task}"
+    tag = f"{os.environ.get('SLURM_ARRAY_JOB_ID', '?')}_{task}"
     host = socket.gethostname()
-    rows_dir = os.path.join(args.job_dir, "rows")
-    for run in plan["tasks"][args.task]:
+    rows_dir = os.path.join(job_dir, "rows")
+    for run in plan["tasks"][task]:
         point = by_key.get(run["point_key"])
         if point is None:
             raise ThreadburnError(f"point {run['point_key']} is not in {plan['grid']} any more: it changed since "
@@ -206,8 +232,8 @@ def task_main(args):
                 setattr(point, attr, plan[key])
         if plan["timeline"]:
             point.timeline = True
-        work = os.path.join(args.job_dir, "work", f"task{args.task}")
-        ctx = exec_bench.RunContext.beside(os.path.splitext(args.job_dir)[0], plan["libomp"], plan["seed"], columns,
+        work = os.path.join(job_dir, "work", f"task{task}")
+        ctx = exec_bench.RunContext.beside(os.path.splitext(job_dir)[0], plan["libomp"], plan["seed"], columns,
                                            work).at(run["order_index"], run.get("round", ""))
         this = exec_bench.Run(point, run["rep"], ctx, run.get("only") or None, run.get("phase", "race"))
         rows = this.execute()

@@ -9,7 +9,8 @@ import re
 
 from ..lib import keys, fmt, knobs, schema, stats
 from ..analysis import results
-from ..lib.records import HOST_KINDS, Row, run_records, world_rows
+from ..analysis.runfigures import HOST_KINDS, of_run
+from ..lib.records import Row, run_records, world_rows
 from .drawing import pyplot, save_figure, timeline_figure
 from ..lib.errors import ThreadburnError
 
@@ -317,7 +318,7 @@ def host_entries(rows):
     plans dropped as duplicates left out)."""
     from ..analysis.verdicts import duplicates
     groups, kinds = {}, {}
-    recs = run_records(rows, "")
+    recs = run_records(rows, "", of_run)
     dropped = duplicates(recs)  # raced once only: no line of their own
     for r in recs:
         if r.phase == "race" and r.status == "ok" and r.time_kind in HOST_KINDS and r.time is not None \

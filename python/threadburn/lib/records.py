@@ -6,24 +6,26 @@ side names is an attribute of Row, made from the schema's table of kinds
 (schema.column_kinds: row.status as text, row.step_ms as a float, row.gap_ms
 as an int), converted here and nowhere else; a column whose name comes from
 data (a program's loop counters, a file's knob layout) reads through
-text/number/integer(name). RunRecord is one run of one setting for one workload (a fresh
-process, or P copies, or the W ranks of a world), with the figures the
-decision rule compares: the loop's time per iteration (or the wall time, or
-the user's figure) and the CPU, the settings asked for and in force, and
-the evidence of disturbance the run carried. analysis/ reads RunRecords,
-export/ and the commands read Rows; none of them reads a cell by a name of
-its own spelling.
+text/number/integer(name). RunRecord is one run of one setting for one
+workload (a fresh process, or P copies, or the W ranks of a world): which
+run, which setting, its status; its figures (the time and CPU the decision
+rule compares, the evidence of disturbance) are analysis's definitions
+(analysis/runfigures.py), handed to run_records. analysis/ reads
+RunRecords, export/ and the commands read Rows; none of them reads a cell
+by a name of its own spelling.
 
 ResultsFile appends whole runs atomically, so a campaign killed at any
 moment leaves either all of a run's rows or, at worst, a partial last line
 that repair_for_resume drops (with any run that has fewer rows than it
-announced, run_rows).
+announced, run_rows). Appending returns the run's rows as the file now
+holds them (every column, as text: what reading the file back would give),
+so a campaign can keep its runs in memory and read the file only to resume.
 """
 import csv
 import io
 import os
 import signal
-import statistics
+from collections import namedtuple
 from dataclasses import dataclass, field
 
 from . import keys, knobs, rule as rules, schema
@@ -55,13 +57,8 @@ def _reader(name, kind, default):
             return value if value.__class__ is str else schema.fmt_value(value)
     elif kind == schema.NUMBER:
         def read(row):
-            value = row._cells.get(name)
-            if value is None or value == "":
-                return default
-            try:
-                return float(value)
-            except (TypeError, ValueError):
-                return default
+            value = _float(row._cells.get(name))
+            return default if value is None else value
     else:
         def read(row):
             value = _float(row._cells.get(name))
@@ -293,27 +290,9 @@ def world_rows(rows):
 # --- run records --------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Disturbance:
-    """What else ran during a run, by the run's own evidence: the CPU other
-    processes used plus the time the hypervisor stole (ms), its wall time,
-    its involuntary context switches (summed over its rows, where the
-    program counts them). None where a file predates the columns."""
-    other_ms: float = None
-    wall_ms: float = None
-    invol_ctxsw: float = None
-
-    @property
-    def known(self):
-        return self.other_ms is not None and bool(self.wall_ms)
-
-    @property
-    def cores(self):
-        return self.other_ms / self.wall_ms if self.known else None
-
-
-@dataclass(frozen=True)
 class RunRecord:
-    """One run of one setting for one workload."""
+    """One run of one setting for one workload: which run it is (here),
+    and its figures (what they are is analysis/runfigures.py's)."""
     run_key: str
     point_key: str
     workload: object            # keys.Workload
@@ -328,7 +307,7 @@ class RunRecord:
     higher_is_better: bool
     cpu: float                  # CPU ms of the run per iteration (sweep) or in all (tune); None without
     wall_ms: float
-    disturbance: Disturbance
+    disturbance: object         # analysis/runfigures.Disturbance: what else ran
     env: dict                   # the variables a user sets for this setting
     rule: object                # lib.rule.Rule the rows recorded, or None
     command: str = ""
@@ -348,73 +327,6 @@ class RunRecord:
     pins: tuple = ()            # each copy's CPUs as taskset lists them (a pinned plan), or ()
 
 
-def _loop_time(row):
-    """The time of one iteration of the program's loop: the sum of the
-    counters the program names in its loop_counters context (the step and
-    the gap after it); files that predate the rule: the step alone."""
-    names = row.loop_counters.split()
-    if names:
-        values = [row.number(n) for n in names]
-        return (None if None in values else sum(values)), "loop_ms"
-    return row.step_ms, "step_ms"
-
-
-def _sweep_figures(run_rows):
-    """(time, kind, cpu) of one run's rows of one workload (its copies, or a
-    world made one row): the mean loop time of the copies, the CPU of all
-    copies per iteration (step + residual)."""
-    times, kinds, cpu = [], set(), 0.0
-    for r in run_rows:
-        t, kind = _loop_time(r)
-        a, b = r.step_cpu_ms, r.residual_cpu_ms
-        if t is None or a is None or b is None:
-            return None, "step_ms", None
-        times.append(t)
-        kinds.add(kind)
-        cpu += a + b
-    return statistics.fmean(times), ("loop_ms" if kinds == {"loop_ms"} else "step_ms"), cpu
-
-
-# The figures of a host's run (tune --copies): throughput, higher is better.
-HOST_KINDS = ("host", "host_metric")
-
-
-def _host_figures(run_rows):
-    """(time, kind, cpu, per copy, overlap, wall ms) of one run of N copies
-    started together: the host's throughput, every copy's CPU, the mean of
-    the copies' own figures, their least overlap, the run's wall time (from
-    the release to the last end). None figures when a copy is missing or
-    failed, or a figure is absent."""
-    first = run_rows[0]
-    n = first.processes
-    wall_s = first.wall_s
-    wall_ms = None if wall_s is None else wall_s * 1000
-    metric = first.metric is not None
-    laps = metric_values(run_rows, Row.overlap)
-    overlap = min(laps) if laps and n > 1 else None
-    if len(run_rows) != n or any(not r.ok for r in run_rows):
-        return None, "host_metric" if metric else "host", None, None, overlap, wall_ms
-    cpus = [r.cpu_ms for r in run_rows]
-    cpu = None if None in cpus else sum(cpus)
-    if metric:
-        values = [r.metric for r in run_rows]
-        if None in values or min(values) <= 0:
-            return None, "host_metric", cpu, None, overlap, wall_ms
-        rates = values if first.metric_higher else [1.0 / v for v in values]
-        return sum(rates), "host_metric", cpu, statistics.fmean(values), overlap, wall_ms
-    walls = [r.wall_ms for r in run_rows]
-    per_copy = None if None in walls else statistics.fmean(walls)
-    host = n / wall_s if wall_s else None
-    return host, "host", cpu, per_copy, overlap, wall_ms
-
-
-def _disturbance(run_rows, wall_ms):
-    first = run_rows[0]
-    other, steal = first.host_other_cpu_ms, first.host_steal_ms
-    invol = metric_values(run_rows, Row.invol_ctxsw)
-    return Disturbance(None if other is None else other + (steal or 0.0), wall_ms, sum(invol) if invol else None)
-
-
 def user_env(row, libomp):
     """The variables that give a row's setting (LD_PRELOAD for LLVM's runtime;
     a tune's CUDA wait policy, from its cuda_sync column, as the knob the
@@ -432,12 +344,14 @@ def setting_name(row):
     return row.study if row.is_tune else row.setting.label
 
 
-def run_records(rows, libomp):
+def run_records(rows, libomp, figures):
     """One RunRecord per (workload, setting, run) of the rows: copies of a run are
-    one record (the mean of their loop times, the sum of their CPU), the
-    ranks of a world one record (world_rows), a tune's run its one row, a
-    tune's run of N copies started together one record of the host
-    (_host_figures)."""
+    one record, the ranks of a world one record (world_rows), a tune's run
+    its one row or, of N copies started together, one record of the host.
+    figures(first, run_rows): the run's figures, a dict of RunRecord's
+    figure fields (time, time_kind, cpu, ..., rows: the run's rows in their
+    order); what a run's figure is is analysis's (analysis/runfigures.py,
+    of_run), handed in because this library imports nothing above it."""
     groups = {}
     source = rows if rows and rows[0].is_tune else world_rows(rows)
     for r in source:  # one process may run several settings of a workload (a setting flag's values)
@@ -447,32 +361,12 @@ def run_records(rows, libomp):
         first = next((r for r in run_rows if r.ok), run_rows[0])
         bad = [r for r in run_rows if not r.ok]
         status = "failed" if any(r.status == "failed" for r in bad) else ("skipped" if bad else "ok")
-        wall_ms = first.wall_ms
-        if wall_ms is None and first.wall_s is not None:
-            wall_ms = first.wall_s * 1000
-        host = {}
-        if first.is_tune and first.host_run:
-            run_rows = sorted(run_rows, key=lambda r: r.proc_index)
-            time, kind, cpu, per_copy, overlap, wall_ms = _host_figures(run_rows)
-            burns = [r.omp_between_regions_ms for r in run_rows]
-            pins = tuple(r.pinned_cpus for r in run_rows)
-            host = dict(copies=first.processes, per_copy=per_copy, per_copy_higher=first.metric_higher,
-                        overlap=overlap, between_ms=None if None in burns else sum(burns),
-                        pins=pins if any(pins) else ())
-        elif first.is_tune:
-            time, kind = (first.metric, "metric") if first.metric is not None else (wall_ms, "wall_ms")
-            cpu = first.cpu_ms
-            host = dict(between_ms=first.omp_between_regions_ms)
-        else:
-            time, kind, cpu = _sweep_figures(run_rows) if status == "ok" else (None, "step_ms", None)
         out.append(RunRecord(
             run_key=run_key, point_key=first.point_key, workload=workload, setting=keys.setting_id(first),
             name=setting_name(first), round=first.round, phase=first.phase, status=status,
             reason="; ".join(dict.fromkeys(r.reason for r in bad if r.reason)) or first.reason,
-            time=time, time_kind=kind, higher_is_better=kind in HOST_KINDS or first.metric_higher, cpu=cpu,
-            wall_ms=wall_ms,
-            disturbance=_disturbance(run_rows, wall_ms), env=user_env(first, libomp), rule=first.rule,
-            command=first.command, benchmark=first.benchmark, repro=first.repro, rows=tuple(run_rows), **host))
+            env=user_env(first, libomp), rule=first.rule, command=first.command, benchmark=first.benchmark,
+            repro=first.repro, **figures(first, run_rows, status)))
     return out
 
 
@@ -488,6 +382,10 @@ class SignalsHeld:
 
     def __exit__(self, *exc):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, self.SIGNALS)
+
+
+# What resuming a results file gives back (ResultsFile.repair_for_resume).
+Resumed = namedtuple("Resumed", "done seed rows")
 
 
 class ResultsFile:
@@ -513,7 +411,9 @@ class ResultsFile:
 
     def repair_for_resume(self):
         """Drops a trailing partial line and any run with fewer rows than it
-        announced (run_rows); returns (finished run keys, seed of the file)."""
+        announced (run_rows); returns a Resumed: the finished run keys, the
+        seed of the file, the Rows it kept (read this once: a campaign keeps
+        its runs in memory from here on)."""
         with open(self.path, "rb") as f:
             data = f.read()
         if not data.startswith(self.header.encode()):
@@ -543,20 +443,29 @@ class ResultsFile:
             raise ThreadburnError(f"{self.path}: its runs were made under another rule ({sorted(rules_seen)[0]}) than "
                                   f"this one ({self.rule.text()}); resume with the same --margin, --objective and "
                                   "--budget, or write to a new --out")
-        return done, (int(seeds.pop()) if len(seeds) == 1 else None)
+        kept_rows = [self.held(fields) for fields in parsed if fields[idx["run_key"]] in done]
+        return Resumed(done, int(seeds.pop()) if len(seeds) == 1 else None, kept_rows)
+
+    def held(self, cells):
+        """The Row the file holds for a line of cells (text, in the file's column order)."""
+        return Row(dict(zip(self.columns.all, cells)))
 
     def append(self, rows):
         """All rows of one run with a single write + fsync: a kill leaves
-        either all of them or (at worst) a partial last line that resume drops."""
+        either all of them or (at worst) a partial last line that resume drops.
+        Returns the run's Rows as the file now holds them (held)."""
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         layout = self.columns.layout_text()
+        held = []
         for row in rows:
             if not row.knob_layout:
                 row.knob_layout = layout
             if self.rule is not None and not row.has("rule"):  # a Slurm task's rows get the sweep's here
                 row.set("rule", self.rule.text())
-            writer.writerow(row.cells(self.columns.all))
+            cells = row.cells(self.columns.all)
+            writer.writerow(cells)
+            held.append(self.held(cells))
         data = memoryview(buf.getvalue().encode())
         with SignalsHeld():
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
@@ -566,3 +475,4 @@ class ResultsFile:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+        return held
