@@ -83,6 +83,8 @@ TABLES = {
     "fleet": Spec("fleet", lambda s: layout.fleet_table(computed.fleet(s.rows))),
     "fleet_ddp": Spec("fleet_ddp", lambda s: layout.fleet_ddp_table(computed.fleet_ddp(s.rows))),
     "verdict_default": verdict_spec("default", "Verdicts of the default study (default.csv)"),
+    "verdict_loader_settings": verdict_spec("loader-settings", "Verdict of the loader grid with its loader and "
+                                                               "workers as settings (loader-settings.csv)"),
     "verdict_tune_sleep": verdict_spec("tune-sleep_step_sleep", "Verdict of the tune on sleep_step_sleep.py"),
     "verdict_tune_mnist": verdict_spec("tune-mnist_adadelta", "Verdict of the tune on mnist_adadelta.py"),
     "verdict_host_mnist": verdict_spec("tune-host-mnist", "Verdicts of the host tune on the MNIST training "
