@@ -50,7 +50,7 @@ def probed(a, tmp, cmd, env, llvm=None):
     p = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=300)
     sys.stdout.write(p.stdout + p.stderr)
     check(p.returncode == 0, f"{cmd[0]} exited {p.returncode}")
-    probed.stdout = p.stdout
+    probed.stdout, probed.stderr = p.stdout, p.stderr
     summaries = []
     for path in glob.glob(os.path.join(out, "probe-*.json")):
         with open(path) as f:
@@ -264,15 +264,16 @@ def case_placement(a, tmp):
 # processes whose CPU is at least what they measured spinning on items.
 # CPU-time facts, so they hold on a busy machine (the team sleeps at once:
 # OMP_WAIT_POLICY=passive, no spin that a busy core would lengthen).
-def cpu_of_time(cmd, env):
-    p = subprocess.run(["/usr/bin/time", "-f", "time: %U %S", *cmd], env=env, capture_output=True, text=True,
-                       timeout=300)
-    check(p.returncode == 0, f"{cmd[0]} without the probe exited {p.returncode}: {p.stderr[-300:]}")
-    user, sys_ = [ln for ln in p.stderr.splitlines() if ln.startswith("time: ")][-1].split()[1:]
-    return (float(user) + float(sys_)) * 1000
-
-
 def case_children(a, tmp):
+    """The probe's cpu_ms (every thread and the DataLoader's worker
+    processes) against the kernel's own count of the same run: /usr/bin/time
+    around the probed program reports the user + system time of it and every
+    child it waited for. The two differ by the sampler (reported apart, added
+    back), time's two 10 ms roundings and what the probe cannot see (its own
+    start before its first read, the workers' own sampler at their exit: about
+    1 % here). Comparing with another, unprobed run instead would measure the
+    program's own run-to-run spread: this training's CPU moves 2.5-3.3 s from
+    run to run."""
     py = "/usr/bin/python3"
     if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode != 0:
         print("SKIP: no python3-torch")
@@ -282,16 +283,20 @@ def case_children(a, tmp):
         return
     env = {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "passive"}
     cmd = [py, os.path.join(a.repo, "examples", "dataloader_workers.py"), "--workers=2"]
-    c, _ = probed(a, tmp, cmd, env)
-    plain = cpu_of_time(cmd, dict(os.environ, **env))
+    c, _ = probed(a, tmp, ["/usr/bin/time", "-f", "time: %U %S", *cmd], env)
+    user, sys_ = [ln for ln in probed.stderr.splitlines() if ln.startswith("time: ")][-1].split()[1:]
+    kernel = (float(user) + float(sys_)) * 1000
+    seen = c["cpu_ms"] + c["sampler_cpu_ms"]
     print(f"cpu_ms under the probe {c['cpu_ms']:.1f} (children {c['cpu_children_ms']:.1f} in "
-          f"{c['child_processes']:.0f} processes); /usr/bin/time without it: {plain:.1f} ms")
+          f"{c['child_processes']:.0f} processes) + its sampler {c['sampler_cpu_ms']:.1f}; /usr/bin/time of the "
+          f"same run: {kernel:.1f} ms")
     check(c["child_processes"] == 2, f"{c['child_processes']} worker processes measured, expected 2")
     items = float(probed.stdout.split("worker item CPU: ")[1].split()[0])
     check(c["cpu_children_ms"] >= items, f"the workers' CPU {c['cpu_children_ms']:.1f} ms < the {items:.1f} ms "
           "they measured spinning on items")
-    check(abs(c["cpu_ms"] - plain) <= 0.10 * plain,
-          f"cpu_ms {c['cpu_ms']:.1f} is not within 10 % of the {plain:.1f} ms /usr/bin/time measures")
+    check(kernel - 0.03 * kernel - 20 <= seen <= kernel + 20,
+          f"cpu_ms + sampler {seen:.1f} ms: not within [-3 % - 20 ms, +20 ms] of the {kernel:.1f} ms the kernel "
+          "counted for the same run")
 
 
 def case_wait(a, tmp):
