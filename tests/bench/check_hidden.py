@@ -15,8 +15,11 @@ synthetic runs of this design at 3 % noise (bench/decisions.py's generator)
 the rule decides right in 97 % of tunes at 60 runs, 83 % at 45 and 57 % at
 30. The loop's length is set first so that a run does ~0.5 s of work (the
 interpreter's start-up jitter a few % of it); the run noise the tune met is
-printed (at 10 % the rule is rightly undecided: a busy shared machine is
-no quiet one). scripts/soak.sh -n 10 -R
+printed; over NOISE_LIMIT (6 %) an undecided verdict is right (at 10 % the
+rule's benchmark confirms such a winner in under a third of tunes) and the
+round is a skip (exit 77), not a pass: this 2-vCPU VM has phases where the
+same loop's user CPU moves 0.24-0.46 s from run to run with no steal
+reported. scripts/soak.sh -n 10 -R
 tune_hidden runs it ten times quiet and ten times with a core kept busy.
 Standard library only.
 """
@@ -30,7 +33,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_tune import PY, Fail, check, check_verdict, env_clean, read_csv, threadburn, write_points  # noqa: E402
+from check_tune import (PY, Fail, check, check_verdict, env_clean, read_csv, threadburn, verdict_of,  # noqa: E402
+                        write_points)
 
 HIDDEN = r'''
 import os
@@ -42,6 +46,16 @@ for _ in range(times):
         x += i
 '''
 TARGET_S = 0.5
+# The run noise (of the runs not doubled) up to which the test demands the change: the
+# rule's benchmark decides a 10-12 % winner at 3 % noise with invisible slowdowns in 78-89 %
+# of tunes, at 10 % in under a third. Above it an undecided verdict is right and the round
+# is skipped (exit SKIP_CODE), never passed; a wrong change or a keep fails at any noise.
+NOISE_LIMIT = 0.06
+SKIP_CODE = 77
+
+
+class Skip(Exception):
+    pass
 
 
 def program(tmp):
@@ -84,6 +98,14 @@ def case_tune_hidden(a, tmp):
                                for rs in by.values() for r in rs if r["run_key"] not in doubled) * 1.4826
     print(f"tune_hidden: {len(rows)} runs, {len(doubled)} doubled ({', '.join(sorted(doubled))}); the others' run "
           f"noise {spread:.1%} (1.4826 median absolute deviations of log wall time)", flush=True)
+    check(p.returncode == 0, f"tune exited {p.returncode}")
+    w = verdict_of(out)
+    if w["verdict"] == "undecided" and spread > NOISE_LIMIT:
+        # Not a pass: the rule is rightly undecided where the runs of one setting differ
+        # this much (bench/decisions.py: a 10 % winner at 10 % noise is confirmed in 9 % of
+        # tunes), and nothing here can make the machine quieter.
+        raise Skip(f"the runs' own noise was {spread:.1%} (over {NOISE_LIMIT:.0%}: this machine is hiding "
+                   f"more than the test is for), and the tune said undecided, which is right at that noise")
     w = check_verdict(a, p, out, "change", "fast")
     check(w["gain_from"] == "confirmation" and w["confirmation"]["holds"] == "yes",
           f"the gain is not the fresh runs' or does not hold: {w['confirmation']}")
@@ -107,6 +129,9 @@ def main():
         except Fail as e:
             print(f"FAIL {a.case}: {e}")
             return 1
+        except Skip as e:
+            print(f"SKIP {a.case}: {e}")
+            return SKIP_CODE
     print(f"OK {a.case} ({time.monotonic() - t0:.1f} s)")
     return 0
 
