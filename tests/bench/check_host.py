@@ -10,9 +10,9 @@ saw (their own clock, pid, CPUs, the run they belonged to: host_known
 --log-dir) and against answers known by construction:
 
   overlap       4 copies a run (more than the cores), copy i made to reach
-                its gate i x 200 ms late: the copies
+                its gate i x 400 ms late: the copies
                 of a run still start together (let go, and by their own
-                clocks, within 100 ms of each other) and run together for
+                clocks, within 200 ms of each other) and run together for
                 most of their time; the launcher's copy_start_ms agree with
                 the copies' own clocks; a row per copy, its proc_index, the
                 run's wall time on each
@@ -95,10 +95,12 @@ def by_run(rows):
 
 
 def case_overlap(a, tmp):
-    # Copy i is made to reach its gate i x 200 ms late (the launcher's fault injection, as a copy slow
+    # Copy i is made to reach its gate i x 400 ms late (the launcher's fault injection, as a copy slow
     # to start would): a release at once makes that invisible in when the copies start; without one,
-    # each copy would start 200 ms after the one before.
-    gap_ms = 200
+    # each copy would start 400 ms after the one before (1.2 s from the first to the fourth). Let go
+    # together, 4 copies of a 2-thread program exec'ing on 2 cores reach their first clock read 6-118
+    # ms apart (24 runs here, some beside CI's other tests): a 200 ms delay's half was too close to that.
+    gap_ms = 400
     log = os.path.join(tmp, "log")
     os.makedirs(log)
     points = [("plain", "gomp", {}), ("T1", "gomp", {"OMP_NUM_THREADS": 1})]
