@@ -103,6 +103,8 @@ bool ThreadClocks::read_schedstat(Entry* e, int64_t* runtime_ns, int64_t* wait_n
 void ThreadClocks::read_wait(Entry* e) {
   int64_t runtime = 0, wait = 0;
   if (!read_schedstat(e, &runtime, &wait)) return;
+  e->runtime_ns = runtime;
+  e->runtime_pass = pass_;
   if (e->wait_ns >= 0 && wait >= e->wait_ns) totals_.wait_ns[index_of(e->cls)] += wait - e->wait_ns;
   // The first read of a thread counts its whole wait so far, like its CPU.
   if (e->wait_ns < 0) totals_.wait_ns[index_of(e->cls)] += wait;
@@ -144,10 +146,11 @@ bool ThreadClocks::unowned_ns(int64_t* out) {
   int64_t live = 0;
   for (Entry& e : entries_) {
     if (!e.alive) continue;
-    int64_t runtime = 0, wait = 0;
+    int64_t runtime = e.runtime_ns, wait = 0;
     // A thread that exits during this pass: its time is in neither sum
-    // consistently, so this pass cannot be a baseline.
-    if (!read_schedstat(&e, &runtime, &wait)) return false;
+    // consistently, so this pass cannot be a baseline. (A wait read of this
+    // pass has read its schedstat already: not read twice.)
+    if (e.runtime_pass != pass_ && !read_schedstat(&e, &runtime, &wait)) return false;
     live += runtime;
   }
   *out = process - live;
@@ -155,6 +158,7 @@ bool ThreadClocks::unowned_ns(int64_t* out) {
 }
 
 ClassTotals ThreadClocks::read(bool with_wait) {
+  ++pass_;
   resolve_classes();
   std::vector<size_t> died;
   int64_t died_last = 0;

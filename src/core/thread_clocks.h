@@ -88,6 +88,8 @@ class ThreadClocks {
     int64_t wait_ns;  // run delay at the last wait read; -1 before the first
     int fd;           // /proc/self/task/<tid>/schedstat, kept open; -1 when not yet
     bool alive;
+    int64_t runtime_ns = -1;  // accounted runtime (schedstat) as read by the wait read of pass runtime_pass
+    uint64_t runtime_pass = 0;
   };
   void resolve_classes();
   void retire(Entry* e, bool forget);
@@ -107,6 +109,7 @@ class ThreadClocks {
   int64_t unowned_ = 0;  // unowned_ns() at the last pass that could take it
   bool have_unowned_ = false;
   bool relisted_ = false;  // relist() since the last read
+  uint64_t pass_ = 0;      // reads so far: a wait read's schedstat serves unowned_ns in the same pass
   uint64_t generation_ = 0;
 };
 
