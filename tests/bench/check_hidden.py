@@ -23,18 +23,16 @@ reported. scripts/soak.sh -n 10 -R
 tune_hidden runs it ten times quiet and ten times with a core kept busy.
 Standard library only.
 """
-import argparse
 import math
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_tune import (PY, Fail, check, check_verdict, env_clean, read_csv, threadburn, verdict_of,  # noqa: E402
-                        write_points)
+from check_tune import (PY, Skip, check, check_verdict, env_clean, read_csv, run_main, threadburn,  # noqa: E402
+                        verdict_of, write_points)
 
 HIDDEN = r'''
 import os
@@ -49,13 +47,8 @@ TARGET_S = 0.5
 # The run noise (of the runs not doubled) up to which the test demands the change: the
 # rule's benchmark decides a 10-12 % winner at 3 % noise with invisible slowdowns in 78-89 %
 # of tunes, at 10 % in under a third. Above it an undecided verdict is right and the round
-# is skipped (exit SKIP_CODE), never passed; a wrong change or a keep fails at any noise.
+# is skipped (check_tune.Skip, exit 77), never passed; a wrong change or a keep fails at any noise.
 NOISE_LIMIT = 0.06
-SKIP_CODE = 77
-
-
-class Skip(Exception):
-    pass
 
 
 def program(tmp):
@@ -116,24 +109,7 @@ def case_tune_hidden(a, tmp):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("case", choices=["tune_hidden"])
-    ap.add_argument("--repo", required=True)
-    ap.add_argument("--build-dir", required=True)
-    ap.add_argument("--libomp", default="")
-    a = ap.parse_args()
-    t0 = time.monotonic()
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            globals()["case_" + a.case](a, tmp)
-        except Fail as e:
-            print(f"FAIL {a.case}: {e}")
-            return 1
-        except Skip as e:
-            print(f"SKIP {a.case}: {e}")
-            return SKIP_CODE
-    print(f"OK {a.case} ({time.monotonic() - t0:.1f} s)")
-    return 0
+    return run_main(__doc__, globals())
 
 
 if __name__ == "__main__":

@@ -43,7 +43,6 @@ The machine may be slower or busier than the one these were written on
 (scripts/soak.sh runs them with a core kept busy): bounds come from what
 each case measures first, or from counts and orders, never from a time.
 """
-import argparse
 import glob
 import json
 import os
@@ -51,11 +50,11 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_tune import Fail, check, env_clean, one_line_error, read_csv, threadburn, write_points  # noqa: E402
+from check_tune import (check, env_clean, one_line_error, read_csv, run_main, threadburn,  # noqa: E402
+                        write_points)
 
 PY = "/usr/bin/python3"
 SKIP = 77
@@ -401,23 +400,7 @@ def case_known_host(a, tmp):
 
 
 def main():
-    cases = [n[5:] for n in globals() if n.startswith("case_")]
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("case", choices=cases)
-    ap.add_argument("--repo", required=True)
-    ap.add_argument("--build-dir", required=True)
-    ap.add_argument("--program", required=True)
-    ap.add_argument("--libomp", default="")
-    a = ap.parse_args()
-    t0 = time.monotonic()
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            globals()["case_" + a.case](a, tmp)
-        except Fail as e:
-            print(f"FAIL {a.case}: {e}")
-            return 1
-    print(f"OK {a.case} ({time.monotonic() - t0:.1f} s)")
-    return 0
+    return run_main(__doc__, globals(), extra=("--program",))
 
 
 if __name__ == "__main__":

@@ -80,6 +80,13 @@ class Fail(Exception):
     pass
 
 
+class Skip(Exception):
+    """A case that cannot judge on this machine now (its reason printed): exit SKIP_CODE, never a pass."""
+
+
+SKIP_CODE = 77  # the tests' SKIP_RETURN_CODE
+
+
 def check(cond, msg):
     if not cond:
         raise Fail(msg)
@@ -727,23 +734,35 @@ def case_bad_input(a, tmp):
     check(p.returncode == 0 and not os.path.exists(os.path.join(out_dir, "keep.txt")), "--force kept the old files")
 
 
-def main():
-    cases = [n[5:] for n in globals() if n.startswith("case_")]
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def run_main(doc, names, extra=()):
+    """The check scripts' command line: CASE --repo --build-dir [--libomp]
+    (and the `extra` required options); runs case_CASE of `names` (a
+    module's globals) in a temporary folder and prints OK, FAIL or SKIP."""
+    cases = [n[5:] for n in names if n.startswith("case_")]
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("case", choices=cases)
     ap.add_argument("--repo", required=True)
     ap.add_argument("--build-dir", required=True)
+    for option in extra:
+        ap.add_argument(option, required=True)
     ap.add_argument("--libomp", default="")
     a = ap.parse_args()
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            globals()["case_" + a.case](a, tmp)
+            names["case_" + a.case](a, tmp)
         except Fail as e:
             print(f"FAIL {a.case}: {e}")
             return 1
+        except Skip as e:
+            print(f"SKIP {a.case}: {e}")
+            return SKIP_CODE
     print(f"OK {a.case} ({time.monotonic() - t0:.1f} s)")
     return 0
+
+
+def main():
+    return run_main(__doc__, globals())
 
 
 if __name__ == "__main__":

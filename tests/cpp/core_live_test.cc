@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "core/barrier.h"
 #include "core/burn.h"
@@ -192,29 +193,38 @@ TEST(ThreadClocks, WaitIsEachThreadsOwnRunDelay) {
   EXPECT_EQ(b.wait_ns[index_of(ThreadClass::kLoader)] - a.wait_ns[index_of(ThreadClass::kLoader)], d1 - d0);
 }
 
-TEST(ThreadClocks, KeepsAnExitedThreadsCpu) {
-  ThreadClocks clocks;
+// A kLoader thread that spins spin_ns of its own CPU, then exits; read
+// before its spin (after a relist) and after its exit. {CPU the loader class
+// gained between the two reads, the thread's own measure of its spin}.
+std::pair<int64_t, int64_t> exited_spinner(ThreadClocks* clocks, int64_t spin_ns) {
   std::atomic<int64_t> own{-1};
   std::atomic<bool> go{false};
   std::thread t([&] {
     mark_current_thread(ThreadClass::kLoader);
     while (!go) std::this_thread::yield();
     const int64_t c0 = thread_cpu_ns();
-    spin_cpu_ns(20 * kMs);
+    spin_cpu_ns(spin_ns);
     own = thread_cpu_ns() - c0;
   });
   sleep_for_ns(kMs);
-  clocks.relist();
-  const int64_t before = clocks.read().cpu_ns[index_of(ThreadClass::kLoader)];
+  clocks->relist();
+  const int64_t before = clocks->read().cpu_ns[index_of(ThreadClass::kLoader)];
   go = true;
   t.join();  // the thread exits: its clock read fails from now on
-  const int64_t after = clocks.read().cpu_ns[index_of(ThreadClass::kLoader)];
+  const int64_t after = clocks->read().cpu_ns[index_of(ThreadClass::kLoader)];
+  return {after - before, own.load()};
+}
+
+TEST(ThreadClocks, KeepsAnExitedThreadsCpu) {
+  ThreadClocks clocks;
+  const auto [gained, own] = exited_spinner(&clocks, 20 * kMs);
   // Recovered from the process clock. Only this thread runs at the read, and
   // the kernel settles its own and an exited thread's time exactly, so the
   // recovery is exact up to what the thread spent after its last self-read
   // (returning, exiting: tens of us).
-  EXPECT_GE(after - before, own.load());
-  EXPECT_LE(after - before, own.load() + kMs);
+  EXPECT_GE(gained, own);
+  EXPECT_LE(gained, own + kMs);
+  const int64_t after = clocks.read().cpu_ns[index_of(ThreadClass::kLoader)];
   EXPECT_EQ(clocks.read().cpu_ns[index_of(ThreadClass::kLoader)], after);  // ... and it stays
   const auto threads = clocks.threads();
   const auto gone = std::find_if(threads.begin(), threads.end(), [](const ThreadCpu& c) { return !c.alive; });
@@ -241,26 +251,12 @@ TEST(ThreadClocks, KeepsAnExitedThreadsCpuWhileAnotherRuns) {
   });
   ThreadClocks clocks;
   for (int round = 0; round < 8; ++round) {
-    std::atomic<int64_t> own{-1};
-    std::atomic<bool> go{false};
-    std::thread t([&] {
-      mark_current_thread(ThreadClass::kLoader);
-      while (!go) std::this_thread::yield();
-      const int64_t c0 = thread_cpu_ns();
-      spin_cpu_ns(10 * kMs);
-      own = thread_cpu_ns() - c0;
-    });
-    sleep_for_ns(kMs);
-    clocks.relist();
-    const int64_t before = clocks.read().cpu_ns[index_of(ThreadClass::kLoader)];
-    go = true;
-    t.join();
-    const int64_t after = clocks.read().cpu_ns[index_of(ThreadClass::kLoader)];
+    const auto [gained, own] = exited_spinner(&clocks, 10 * kMs);
     // Not seen before the relist: the thread's yields before go (its own clock
     // counts them at the first read, before 'before'); after it, what it spent
     // returning and exiting, tens of us.
-    EXPECT_GE(after - before, own.load()) << "round " << round;
-    EXPECT_LE(after - before, own.load() + kMs / 2) << "round " << round;
+    EXPECT_GE(gained, own) << "round " << round;
+    EXPECT_LE(gained, own + kMs / 2) << "round " << round;
   }
   stop = true;
   spinner.join();
