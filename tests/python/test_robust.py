@@ -1,4 +1,4 @@
-"""Rule version 3 (python/threadburn/lib/rule.py, analysis/decide.py,
+"""Rule versions 3 and 4 (python/threadburn/lib/rule.py, analysis/decide.py,
 analysis/confirmation.py, analysis/race.py) on data whose truth is known:
 the ranks' bounds against published tables, their coverage and their
 resistance to runs slowed 2x by what no evidence shows, the spending of
@@ -16,7 +16,7 @@ import unittest
 import helpers
 from threadburn.analysis import decide
 from threadburn.lib import rule as rules
-from threadburn.lib.stats import sign_depth, signed_rank_depth
+from threadburn.lib.stats import sign_bound, sign_depth, signed_rank_depth
 
 sys.path.insert(0, os.path.join(helpers.REPO, "bench"))
 import decisions  # noqa: E402  (the decision rule's benchmark: its synthetic tune)
@@ -71,6 +71,46 @@ class Depths(unittest.TestCase):
         self.assertTrue(r.better(rules.MARGIN))
 
 
+class Interpolated(unittest.TestCase):
+    """The sign test's bound interpolated to its level (rule version 4,
+    lib/stats.sign_bound), on draws whose median is known (0)."""
+
+    TRIALS = 20000
+
+    def level(self, n, alpha, draw, exact=False):
+        rng = random.Random(n * 1000 + int(alpha * 1000))
+        missed = 0
+        for _ in range(self.TRIALS):
+            xs = sorted(draw(rng) for _ in range(n))
+            bound = xs[-sign_depth(n, alpha)] if exact else sign_bound(xs, alpha, upper=True)
+            missed += bound < 0
+        return missed / self.TRIALS
+
+    def test_the_bound_is_at_its_level_where_the_exact_one_is_far_below(self):
+        # 11 rounds at 3 % (a confirmation's first look): the exact bound, the 2nd largest, is
+        # a test at 0.59 %; interpolated toward the 3rd, at 3 % within three standard errors
+        # and a tenth, for the normal, the Laplace and a normal with a run in ten slowed 2x
+        # on either side (symmetric about 0).
+        laplace = lambda r: r.expovariate(1.0) * (1 if r.random() < 0.5 else -1)
+        hidden = lambda r: r.gauss(0, 0.042) + (math.log(2) if r.random() < 0.1 else 0) - (
+            math.log(2) if r.random() < 0.1 else 0)
+        for name, draw in (("normal", lambda r: r.gauss(0, 1)), ("laplace", laplace), ("hidden", hidden)):
+            for n, alpha in ((11, 0.03), (17, 0.03), (24, 0.018)):
+                p = self.level(n, alpha, draw)
+                slack = 0.1 * alpha + 3 * math.sqrt(alpha * (1 - alpha) / self.TRIALS)
+                self.assertLess(abs(p - alpha), slack, (name, n, alpha, p))
+        self.assertLess(self.level(11, 0.03, lambda r: r.gauss(0, 1), exact=True), 0.01)
+
+    def test_it_lies_between_the_two_order_statistics_and_is_exact_on_a_step(self):
+        xs = sorted(random.Random(5).gauss(0, 1) for _ in range(11))
+        k = sign_depth(11, 0.03)
+        self.assertTrue(xs[-k - 1] <= sign_bound(xs, 0.03, True) <= xs[-k])
+        self.assertTrue(xs[k - 1] <= sign_bound(xs, 0.03, False) <= xs[k])
+        # at a level the binomial reaches exactly, the exact order statistic: P(B <= 1 | 11) = 12/2048
+        self.assertEqual(sign_bound(xs, 12 / 2048, True), xs[-2])
+        self.assertIsNone(sign_bound(xs, 0.99 * 2.0 ** -11, True))
+
+
 class HiddenSlowdowns(unittest.TestCase):
     TRIALS = 2000
 
@@ -121,7 +161,8 @@ class Spending(unittest.TestCase):
         self.assertEqual(old.alpha_select(7), 0.05)
         self.assertEqual([old.look_of(n) for n in (3, 5, 7, 8, 10)], [1, 2, 2, 3, 3])
         new = rules.Rule()
-        self.assertEqual((new.version, new.method), (3, "ranks"))
+        self.assertEqual((new.version, new.method, new.interpolates), (4, "ranks", True))
+        self.assertFalse(rules.parse(new.text().replace("version=4", "version=3")).interpolates)
         # version 3: a look short of the next entry (the budget's last) is a look of its own
         self.assertEqual([new.look_of(n) for n in (3, 5, 7, 8, 10)], [1, 2, 3, 3, 4])
 
@@ -143,24 +184,25 @@ class WholeTunes(unittest.TestCase):
         self.assertGreaterEqual(kept / 60, 0.35, kept)
 
     def test_fresh_runs_go_on_until_the_budget_is_spent(self):
-        # A 10 % winner among seven settings with a run in ten slowed 2x, tune's default
-        # budget: whenever the verdict stays undecided after fresh runs that more runs could
-        # still settle, the budget is spent (too few runs left for another look: rule version
-        # 2 stopped after one look, 54-136 s into a default budget, telling the user to raise
-        # it), and some confirmations took more than one look.
+        # A 10 % winner among seven settings with a run in ten slowed 2x: whenever the verdict
+        # stays undecided after fresh runs that more runs could still settle, the budget is
+        # spent (too few runs left for another look: rule version 2 stopped after one look,
+        # 54-136 s into a default budget, telling the user to raise it). Within tune's default
+        # budget at 3 % noise most tunes confirm W (35 of these 40 with rule version 4, 31
+        # with version 3); with twice the budget at 5 % noise, where the first look often
+        # cannot tell, some confirmations take a second look (6 of 40).
         truths = decisions.default_set(0.10)
-        budget = decisions.RUNS_PER_SETTING * len(truths)
-        looks, right, told = 0, 0, 0
-        for i in range(40):
-            k = case(truths, 900 + i, invisible=0.10)
-            right += (k.verdict, k.chosen) == ("change", "W")
-            if k.verdict == "undecided" and k.conf_est is not None and k.more is not None:
-                told += 1
-                self.assertGreater(k.runs, budget - 2 * decisions.confirmation.LOOK_MIN_RUNS, vars(k))
-            looks += k.looks > 1
-        self.assertGreater(looks, 0)
-        self.assertGreater(told, 0)
-        self.assertGreaterEqual(right / 40, 0.55)
+        for noise, per_setting, least_right, second_looks in ((0.03, 10, 0.7, 0), (0.05, 20, 0.5, 1)):
+            budget = per_setting * len(truths)
+            looks, right = 0, 0
+            for i in range(40):
+                k = case(truths, 900 + i, invisible=0.10, noise=noise, runs_per_setting=per_setting)
+                right += (k.verdict, k.chosen) == ("change", "W")
+                if k.verdict == "undecided" and k.conf_est is not None and k.more is not None:
+                    self.assertGreater(k.runs, budget - 2 * decisions.confirmation.LOOK_MIN_RUNS, vars(k))
+                looks += k.looks > 1
+            self.assertGreaterEqual(looks, second_looks, noise)
+            self.assertGreaterEqual(right / 40, least_right, (noise, right))
 
 
 if __name__ == "__main__":

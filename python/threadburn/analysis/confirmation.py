@@ -97,8 +97,9 @@ def analyse(recs, d, rule):
     look = look_of(mine, chosen, rule)
     a = rule.alpha_confirm(look)
     t = decide.ratio(_values(mine, chosen, "time"), _values(mine, d.baseline, "time"), a, d.higher_is_better,
-                     rule.method)
-    c = decide.ratio(_values(mine, chosen, "cpu"), _values(mine, d.baseline, "cpu"), a, False, rule.method)
+                     rule.method, interpolate=rule.interpolates)
+    c = decide.ratio(_values(mine, chosen, "cpu"), _values(mine, d.baseline, "cpu"), a, False, rule.method,
+                     interpolate=rule.interpolates)
     claim = d.candidate_claim
     m, mc = rule.margin, d.cpu_margin
     if claim == "time":

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 from ..lib import rule as rules
 from ..lib.rule import FLOOR, MIN_RUNS
-from ..lib.stats import sign_depth, signed_rank_depth, t_quantile, walsh_averages
+from ..lib.stats import sign_bound, sign_depth, signed_rank_depth, t_quantile, walsh_averages
 
 
 # --- one setting's runs -------------------------------------------------------------
@@ -147,12 +147,13 @@ class Ratio:
         return "undecided"
 
 
-def ratio(values, ref, alpha, higher_is_better=False, method="ranks", racing=False):
+def ratio(values, ref, alpha, higher_is_better=False, method="ranks", racing=False, interpolate=False):
     """Ratio of values / ref ({block: value} each) as a cost, with the
     interval at one-sided level alpha per side; None with fewer than MIN_RUNS
     runs (pairs) a side. ranks, paired: on the blocks both have; welch: all
     runs. racing (ranks): both bounds the sign test's (a race's guesses, no
-    claim: the most robust)."""
+    claim: the most robust). interpolate (ranks, Rule.interpolates): the
+    sign test's bounds interpolated to the level (lib/stats.sign_bound)."""
     x, y = _log_cost(values, higher_is_better), _log_cost(ref, higher_is_better)
     floor = _var_floor(values) + _var_floor(ref) if x and y else 0.0
     if method in ("ranks", "paired"):
@@ -162,7 +163,7 @@ def ratio(values, ref, alpha, higher_is_better=False, method="ranks", racing=Fal
         d = [x[k] - y[k] for k in common]
         n = len(d)
         if method == "ranks":
-            return _ranks(d, alpha, _rounding(values) + _rounding(ref), racing)
+            return _ranks(d, alpha, _rounding(values) + _rounding(ref), racing, interpolate)
         mean = statistics.fmean(d)
         var = max(statistics.variance(d), floor)
         se, df = math.sqrt(var / n), n - 1
@@ -189,7 +190,7 @@ SIGN_RUNS = math.pi / 2
 SIGNED_RANK_RUNS = math.pi / 3
 
 
-def _ranks(d, alpha, rounding, racing=False):
+def _ranks(d, alpha, rounding, racing=False, interpolate=False):
     """The Ratio of the log ratios d of n rounds (rule method "ranks"): their
     median (a wild round in a few moves it by one rank); the upper
     bound, on which a setting is shown better (a change), the sign test's
@@ -216,6 +217,9 @@ def _ranks(d, alpha, rounding, racing=False):
         half = min(q * math.sqrt(statistics.variance(d) / n), 700.0)
     lo = ((ranked if racing else walsh_averages(d))[k_lo - 1]) if k_lo else mean - half
     hi = ranked[-k_hi] if k_hi else mean + half
+    if interpolate:
+        hi = sign_bound(ranked, alpha, True) if k_hi else hi
+        lo = sign_bound(ranked, alpha, False) if racing and k_lo else lo
     lo, hi = max(lo - rounding, est - 700.0), min(hi + rounding, est + 700.0)  # a CPU of 0 ms: 1e-6 rounded to 1
     sd = max(statistics.stdev(d), rounding / math.sqrt(3))
     return Ratio(math.exp(est), math.exp(lo), math.exp(hi), n, n, alpha, n - 1, sd)
@@ -314,8 +318,9 @@ class Decider:
 
     def compare(self, s, ref, alpha=None, racing=False):
         a, method = alpha or self.a, self.rule.method
-        return Ratios(ratio(s.time, ref.time, a, self.thb, method, racing),
-                      ratio(s.cpu, ref.cpu, a, False, method, racing))
+        i = self.rule.interpolates
+        return Ratios(ratio(s.time, ref.time, a, self.thb, method, racing, i),
+                      ratio(s.cpu, ref.cpu, a, False, method, racing, i))
 
     def beats(self, r):
         t, c = r.time, r.cpu
@@ -451,8 +456,8 @@ class Decider:
         tested at alpha'). time: s slower; cpu: s costlier; balanced: s
         slower by the margin, or slower and not cheaper."""
         a, method = self.rule.race_alpha, self.rule.method
-        t = ratio(s.time, leader.time, a, self.thb, method, racing=True)
-        c = ratio(s.cpu, leader.cpu, a, False, method, racing=True)
+        t = ratio(s.time, leader.time, a, self.thb, method, racing=True, interpolate=self.rule.interpolates)
+        c = ratio(s.cpu, leader.cpu, a, False, method, racing=True, interpolate=self.rule.interpolates)
         if self.rule.objective == "time":
             return t is not None and t.lo > 1
         if self.rule.objective == "cpu":

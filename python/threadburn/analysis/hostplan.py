@@ -95,7 +95,7 @@ def alone(e, confirm_recs, alone_recs, rule):
             continue
         higher = mine[0].per_copy_higher
         a, b = by_round(mine, "per_copy"), by_round(solo, "per_copy")
-        r = decide.ratio(a, b, rule.confirm_alpha, higher, rule.method)
+        r = decide.ratio(a, b, rule.confirm_alpha, higher, rule.method, interpolate=rule.interpolates)
         if r is not None:
             return Alone(name, r, higher, (len(a), len(b)))
     return None
@@ -112,7 +112,7 @@ def fit(entries, rule):
     steps = []
     for lo, hi in zip(host, host[1:]):
         a, b = hi.fresh.get(best(hi), {}), lo.fresh.get(best(lo), {})
-        r = decide.ratio(a, b, alpha, True, rule.method)
+        r = decide.ratio(a, b, alpha, True, rule.method, interpolate=rule.interpolates)
         word = "open" if r is None else "adds" if r.better(rule.margin) else (
             "adds less" if r.not_better(rule.margin) else "open")
         steps.append(Step(lo.copies, hi.copies, best(lo), best(hi), r, word))
