@@ -39,6 +39,19 @@ class Refused(Exception):
     """What the program would refuse; str() is the text after "<program>: error: "."""
 
 
+
+def luck_seed():
+    """This process's luck: its pid, or with FAKE_JITTER_SEQ (a file) the
+    number of processes that drew before it, so that a test's runs, in the
+    order its seed fixes, draw the same luck every time."""
+    path = os.environ.get("FAKE_JITTER_SEQ")
+    if not path:
+        return os.getpid()
+    n = int(open(path).read() or 0) if os.path.exists(path) else 0
+    with open(path, "w") as f:
+        f.write(str(n + 1))
+    return n
+
 def cpus():
     return int(os.environ.get("FAKE_CPUS") or os.cpu_count() or 1)
 
@@ -193,7 +206,7 @@ def counters(bench, args, flags):
     residual = (t - 1) * spin
     jitter = float(os.environ.get("FAKE_JITTER", "0"))
     if jitter and os.environ.get("FAKE_JITTER_GAP_MS", str(gap)) == str(gap):  # this process's luck: one factor for all its steps, as a run's placement would be
-        step *= 1 + jitter * random.Random(os.getpid()).uniform(-1, 1)
+        step *= 1 + jitter * random.Random(luck_seed()).uniform(-1, 1)
     out.update(step_ms=step, step_ms_median=step, step_ms_cv=0.0, step_cpu_ms=t * step, cores_busy=float(t),
                residual_cpu_ms=residual, residual_cpu_ms_median=residual, residual_omp_ms=residual,
                residual_cores=residual / gap if gap else 0.0, tail_ms=spin if t > 1 else 0.0,

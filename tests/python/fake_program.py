@@ -43,7 +43,8 @@ tested against this process's environment):
                        declare (fake_counter = 1.5, fake_extra_key = x)
   FAKE_LOG             append one JSON line per invocation: argv and the knobs' values
   FAKE_JITTER          a run's step_ms times 1 + this x U(-1, 1), drawn once per process
-                       (only for benchmarks with gap_ms = FAKE_JITTER_GAP_MS, if given)
+                       (only for benchmarks with gap_ms = FAKE_JITTER_GAP_MS, if given);
+  FAKE_JITTER_SEQ      a file: the luck drawn from the count of processes before (else the pid)
   FAKE_MEASURED=1      the time and CPU figures with all their digits, as measured, not as
                        round figures (x (1 + 1e-9)): what the decision tests compare
   FAKE_PROGRAMS_DIR    read the recordings from here instead

@@ -188,8 +188,9 @@ class Running(SweepTest):
         self.assertTrue(all(r["rule"] == race[0]["rule"] and r["rule"] for r in self.rows()))
 
     def test_a_race_reruns_only_the_undecided_workloads(self):
-        # gap 300 (the second benchmark): every setting's step has +-60 % luck per run (undecided
-        # for long); gap 0: exact values, decided at the first look. The race's rounds after the
+        # gap 300 (the second benchmark): every setting's step has +-10 % luck per run (undecided
+        # for some looks, within what the budget can settle: a race the budget cannot settle
+        # stops, the next test); gap 0: exact values, decided at the first look. The race's rounds after the
         # grid run only the gap-300 benchmark (--benchmark_filter), one ok row a run: Google
         # Benchmark numbers a filtered run's families from 0, so rows match by name there.
         grid = self.grid("""
@@ -201,8 +202,8 @@ class Running(SweepTest):
             runtimes = [{name = "gomp"}, {name = "llvm", OMP_NUM_THREADS = 2, KMP_BLOCKTIME = [0, 50]}]
         """)
         log = self.path("log.jsonl")
-        result = self.sweep(grid, "--decide", "--budget", "24", env=self.env(FAKE_JITTER="0.6", FAKE_JITTER_GAP_MS="300", FAKE_LOG=log,
-                                                                      FAKE_MEASURED=1))
+        result = self.sweep(grid, "--decide", "--budget", "60", env=self.env(FAKE_JITTER="0.1", FAKE_JITTER_GAP_MS="300",
+                                                                      FAKE_LOG=log, FAKE_MEASURED=1))
         rows = self.rows()
         later = [r for r in rows if int(r["round"]) >= 3 and r["phase"] == "race"]
         self.assertTrue(later, result.stdout)
@@ -212,7 +213,34 @@ class Running(SweepTest):
         self.assertTrue(all(n == 1 for n in by_run.values()), by_run)  # one benchmark a run, not both
         self.assertEqual({r["run_rows"] for r in later}, {"1"})
         self.assertEqual({(r["gap_ms"], r["status"]) for r in later}, {("300", "ok")})
-        self.assertLessEqual(len({r["run_key"] for r in rows}), 24)
+        self.assertLessEqual(len({r["run_key"] for r in rows}), 60)
+
+    def test_a_race_the_budget_cannot_settle_gives_its_runs_to_the_others(self):
+        # gap 0: +-90 % luck a run on the step, which is the whole iteration: its nearest
+        # comparison soon needs more runs a setting than the 40-run budget could give it (the
+        # looks that fit); gap 30: exact values, a change (13 % less CPU) found at the first
+        # look. The gap-0 race stops (said once, with the runs it would need), the race ends
+        # before its budget, and what it left goes to gap 30: confirmed in fresh runs.
+        grid = self.grid("""
+            repetitions = 3
+            [[study]]
+            bench = "optimizer_step"
+            optimizer = "sgd"
+            gap_ms = [0, 30]
+            runtimes = [{name = "gomp"}, {name = "llvm", OMP_NUM_THREADS = 2, KMP_BLOCKTIME = [0, 50]}]
+        """)
+        result = self.sweep(grid, "--decide", "--budget", "40",
+                            env=self.env(FAKE_JITTER="0.9", FAKE_JITTER_GAP_MS="0", FAKE_MEASURED=1,
+                                         FAKE_JITTER_SEQ=self.path("luck")))
+        stop = [ln for ln in result.stdout.splitlines() if "stops racing" in ln]
+        self.assertEqual(len(stop), 1, result.stdout)
+        self.assertIn("gap_ms:0: stops racing: its nearest comparison needs", stop[0])
+        # without the stop the race goes on to its budget: +-90 % luck settles nothing in 40 runs
+        self.assertIn("race runs; race decided)", result.stdout)
+        self.assertIn("30", {r["gap_ms"] for r in self.rows() if r["phase"] == "confirm"}, result.stdout)
+        with open(os.path.splitext(self.out)[0] + ".verdict.json") as f:
+            by_gap = {w["workload"].rsplit(":", 1)[1]: w["verdict"] for w in json.load(f)["workloads"]}
+        self.assertEqual(by_gap, {"0": "undecided", "30": "change"})
 
     def test_budget_needs_decide_and_a_grid_too_small_is_said(self):
         result = self.sweep(self.grid(TWO_POINTS), "--budget", "10", ok=False)

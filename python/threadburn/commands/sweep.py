@@ -234,8 +234,10 @@ class GridRace:
     settings still needed, each for only the benchmarks of those settings
     (a point whose axis holds a setting flag runs several settings)."""
 
-    def __init__(self, out, points, rule, libomp):
+    def __init__(self, out, points, rule, libomp, runs_left=None):
         self.out, self.by_key, self.rule, self.libomp = out, {p.key: p for p in points}, rule, libomp
+        self.runs_left = runs_left or (lambda: None)   # runs the race's budget has left (None: unknown)
+        self.futile = {}                               # workload -> (runs a setting it needs, runs it could get)
 
     def verdicts(self):
         recs = records.run_records(records.read_rows(self.out), self.libomp, runfigures.of_run)
@@ -243,12 +245,58 @@ class GridRace:
 
     def __call__(self):
         wanted = {}
+        left = self.runs_left()
         for e in self.verdicts().entries:
+            if self.stop_futile(e, left):
+                continue
             for name in e.decision.needs:
                 for key in e.points.get(name, set()):
                     if key in self.by_key:
                         wanted.setdefault(key, set()).update(self.registered(key, e, name))
         return [exec_bench.Only(self.by_key[k], wanted[k]) for k in sorted(wanted)]
+
+    def stop_futile(self, e, left):
+        """Is workload e's race futile: undecided with no candidate, and even
+        the whole budget left, spent on its settings alone, takes them to a
+        look short of the runs its nearest open comparison needs to settle (decide.runs_needed,
+        None: on the margin, no number settles it)? Its runs then go to the
+        workloads the budget can decide (their races, their confirmations);
+        its verdict says undecided with the runs it would need. Said once."""
+        d = e.decision
+        if left is None or d.verdict != "undecided" or d.candidate is not None or not d.open:
+            return False
+        have = min(s.n for s in d.settings.values())
+        # the runs a setting could reach: the last look (rules.LOOK_SCHEDULE) whose stretch fits in what is left
+        could = max((t for t in rules.LOOK_SCHEDULE if t > have and (t - have) * max(1, len(d.needs)) <= left),
+                    default=have)
+        need = min((n for _, n in d.open if n is not None), default=None)
+        if need is not None and need <= could:
+            return False
+        if e.label not in self.futile:
+            said = f"about {need}" if need is not None else "more than any budget (a gain on the margin)"
+            print(f"sweep: {e.label}: stops racing: its nearest comparison needs {said} runs a setting, the "
+                  f"budget left could give it {could}", flush=True)
+        self.futile[e.label] = (need, could)
+        return True
+
+    def next_looks(self, available):
+        """The next confirmation look of every workload whose fresh runs
+        cannot yet tell and that more runs would settle
+        (confirmation.next_look), within `available` runs in all:
+        ([items], runs each), or None."""
+        v = self.verdicts()
+        looks = [(e, confirmation.next_look(e.confirmation, self.rule, available // max(1, 2 * len(v.entries))))
+                 for e in v.entries]
+        looks = [(e, n) for e, n in looks if n > 0]
+        if not looks:
+            return None
+        wanted = {}
+        for e, _ in looks:
+            for name in (e.decision.baseline, e.confirmation.chosen):
+                key = min(k for k in e.points.get(name, set()) if k in self.by_key)
+                wanted.setdefault(key, set()).update(self.registered(key, e, name))
+        n = min(max(n for _, n in looks), available // max(1, len(wanted)))
+        return [exec_bench.Only(self.by_key[k], wanted[k], phase="confirm") for k in sorted(wanted)], n
 
     def registered(self, key, e, name):
         """The registered names of the benchmarks point `key` ran for setting `name` of verdict e."""
@@ -377,7 +425,8 @@ def sweep(args):
     print(f"sweep: {g.name}: {grid_runs} runs of {len(g.points)} points, {len(done)} already in {out}; in rounds, "
           f"seed {seed} (--seed {seed} repeats this order)" +
           (f"; deciding within {budget.text()}" if budget else ""), flush=True)
-    race = GridRace(out, g.points, rule, args.libomp) if args.decide else None
+    race = GridRace(out, g.points, rule, args.libomp,
+                    lambda: None if c.runs_possible() is None else c.runs_possible() - c.spent) if args.decide else None
     signal.signal(signal.SIGTERM, _interrupt)  # clean up like Ctrl-C
 
     def body():
@@ -403,15 +452,23 @@ def sweep(args):
     return 1 if (args.strict and failed) else rc
 
 
+def runs_available(budget, race_campaign, spent=0, seconds=()):
+    """Runs the whole budget has left after the race's and `spent` more
+    (a duration: the time left over the mean run's so far)."""
+    if budget.runs is not None:
+        return max(0, budget.runs - race_campaign.spent - spent)
+    left = budget.seconds - (time.monotonic() - race_campaign.t0)
+    times = list(race_campaign.run_seconds) + list(seconds)
+    return int(max(0.0, left) / max(sum(times) / max(1, len(times)), 1e-3))
+
+
 def confirm(race, race_campaign, budget, executor, results_file, seed):
     """Each change confirmed in fresh runs: the baseline's and the chosen
-    setting's points, in rounds of their own, within what the budget left."""
-    if budget.runs is not None:
-        available = max(0, budget.runs - race_campaign.spent)
-    else:
-        left = budget.seconds - (time.monotonic() - race_campaign.t0)
-        per_run = sum(race_campaign.run_seconds) / max(1, len(race_campaign.run_seconds))
-        available = int(max(0.0, left) / max(per_run, 1e-3))
+    setting's points, in rounds of their own, within what the budget left;
+    then (rule version 3 on) more looks at those that cannot yet tell while
+    the budget allows (analysis/confirmation.py: each look its share of the
+    error), look k in rounds from 1000 x k."""
+    available = runs_available(budget, race_campaign)
     items, n = race.confirmations(available)
     if not items or available < len(items) * confirmation.CONFIRM_MIN:
         if items:
@@ -422,8 +479,18 @@ def confirm(race, race_campaign, budget, executor, results_file, seed):
     print(f"sweep: confirming {len(items) // 2 or 1} change(s) in fresh runs: {len(items)} points, {n} rounds",
           flush=True)
     c = campaign.Campaign(executor, results_file, seed, race_campaign.done, name="confirm")
-    c.round = 1000  # its own shuffles
+    c.round = confirmation.ROUNDS_PER_LOOK  # its own shuffles
     c.run(items, {i.key: n for i in items})
+    for look in range(2, 100):
+        available = runs_available(budget, race_campaign, c.spent, c.run_seconds)
+        plan = race.next_looks(available)
+        if not plan or plan[1] < confirmation.LOOK_MIN_RUNS:
+            return
+        items, n = plan
+        print(f"sweep: confirmation look {look}: {len(items)} points, {n} more rounds (the fresh runs cannot yet "
+              f"tell; {available} runs left in the budget)", flush=True)
+        c.round = confirmation.ROUNDS_PER_LOOK * look
+        c.run(items, {i.key: c.runs.get(i.key, 0) + n for i in items})
 
 
 def finish(args, out):
