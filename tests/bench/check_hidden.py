@@ -15,7 +15,8 @@ synthetic runs of this design at 3 % noise (bench/decisions.py's generator)
 the rule decides right in 97 % of tunes at 60 runs, 83 % at 45 and 57 % at
 30. The loop's length is set first so that a run does ~0.5 s of work (the
 interpreter's start-up jitter a few % of it); the run noise the tune met is
-printed; over NOISE_LIMIT (6 %) an undecided verdict is right (at 10 % the
+printed (of the rounds' paired runs, as the rule compares them: a
+drift a round shares cancels); over NOISE_LIMIT (6 %) an undecided verdict is right (at 10 % the
 rule's benchmark confirms such a winner in under a third of tunes) and the
 round is a skip (exit 77), not a pass: this 2-vCPU VM has phases where the
 same loop's user CPU moves 0.24-0.46 s from run to run with no steal
@@ -71,6 +72,25 @@ def loop_steps(path):
     return int(TARGET_S / per_step)
 
 
+def paired_noise(rows, doubled):
+    """The run noise the rule meets: it compares two settings' runs of one
+    round, so a drift the round shares cancels (this VM's slow phases move
+    every run of a round alike). 1.4826 median absolute deviations of the
+    rounds' log ratios (each setting against plain, runs not doubled), over
+    sqrt 2: one run's share of a pair's spread."""
+    rounds = {}
+    for r in rows:
+        if r["run_key"] not in doubled:
+            rounds.setdefault((r["phase"], r["round"]), {})[r["study"]] = float(r["wall_ms"])
+    ratios = {}
+    for runs in rounds.values():
+        for name, v in runs.items():
+            if name != "plain" and "plain" in runs:
+                ratios.setdefault(name, []).append(math.log(v / runs["plain"]))
+    dev = [abs(x - statistics.median(xs)) for xs in ratios.values() for x in xs]
+    return statistics.median(dev) * 1.4826 / math.sqrt(2) if len(dev) >= 3 else math.inf
+
+
 def case_tune_hidden(a, tmp):
     path = program(tmp)
     n = loop_steps(path)
@@ -87,10 +107,9 @@ def case_tune_hidden(a, tmp):
         by.setdefault((r["study"], r["phase"]), []).append(r)
     doubled = {r["run_key"] for rs in by.values() for r in rs
                if float(r["wall_ms"]) > 1.6 * statistics.median(float(x["wall_ms"]) for x in rs)}
-    spread = statistics.median(abs(math.log(float(r["wall_ms"]) / statistics.median(float(x["wall_ms"]) for x in rs)))
-                               for rs in by.values() for r in rs if r["run_key"] not in doubled) * 1.4826
+    spread = paired_noise(rows, doubled)
     print(f"tune_hidden: {len(rows)} runs, {len(doubled)} doubled ({', '.join(sorted(doubled))}); the others' run "
-          f"noise {spread:.1%} (1.4826 median absolute deviations of log wall time)", flush=True)
+          f"noise {spread:.1%} (of the log ratios of two settings' runs in one round, over sqrt 2)", flush=True)
     check(p.returncode == 0, f"tune exited {p.returncode}")
     w = verdict_of(out)
     if w["verdict"] == "undecided" and spread > NOISE_LIMIT:
