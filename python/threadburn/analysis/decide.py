@@ -42,6 +42,7 @@ Verdict:
              claims: Rule.alpha_keep);
   undecided  neither, with the runs each open comparison would need.
 """
+import functools
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -78,13 +79,17 @@ def quantum(values):
     decimal any of them needs (12.34 and 12.3: 0.01; whole numbers: 1, a
     trailing zero being a digit too). A figure printed with few digits
     varies at least by this, however alike its runs look."""
-    digits = 0
-    for v in values:
-        for d in range(0, 10):
-            if abs(v * 10 ** d - round(v * 10 ** d)) < 1e-6 * max(1.0, abs(v) * 10 ** d) * 1e-3:
-                break
-        digits = max(digits, d)
-    return 10.0 ** -digits
+    return 10.0 ** -max((_digits(v) for v in values), default=0)
+
+
+@functools.lru_cache(maxsize=1 << 17, typed=True)
+def _digits(v):
+    """The decimals v needs (quantum; a run's value is asked at every look
+    of every comparison it is in)."""
+    for d in range(0, 10):
+        if abs(v * 10 ** d - round(v * 10 ** d)) < 1e-6 * max(1.0, abs(v) * 10 ** d) * 1e-3:
+            break
+    return d
 
 
 def _log_cost(values, higher_is_better):
@@ -154,7 +159,6 @@ def ratio(values, ref, alpha, higher_is_better=False, method="ranks", racing=Fal
     runs. racing (ranks): both bounds the sign test's (a race's guesses, no
     claim: the most robust)."""
     x, y = _log_cost(values, higher_is_better), _log_cost(ref, higher_is_better)
-    floor = _var_floor(values) + _var_floor(ref) if x and y else 0.0
     if method in ("ranks", "paired"):
         common = [k for k in x if k in y]
         if len(common) < MIN_RUNS:
@@ -163,6 +167,7 @@ def ratio(values, ref, alpha, higher_is_better=False, method="ranks", racing=Fal
         n = len(d)
         if method == "ranks":
             return _ranks(d, alpha, _rounding(values) + _rounding(ref), racing)
+        floor = _var_floor(values) + _var_floor(ref) if x and y else 0.0
         mean = statistics.fmean(d)
         var = max(statistics.variance(d), floor)
         se, df = math.sqrt(var / n), n - 1
@@ -213,12 +218,25 @@ def _ranks(d, alpha, rounding, racing=False):
     q = t_quantile(1 - alpha, n - 1)
     if not (k_lo and k_hi):
         mean = statistics.fmean(d)
-        half = min(q * math.sqrt(statistics.variance(d) / n), 700.0)
+        half = min(q * math.sqrt(_variance(tuple(d)) / n), 700.0)
     lo = ((ranked if racing else walsh_averages(d))[k_lo - 1]) if k_lo else mean - half
     hi = ranked[-k_hi] if k_hi else mean + half
     lo, hi = max(lo - rounding, est - 700.0), min(hi + rounding, est + 700.0)  # a CPU of 0 ms: 1e-6 rounded to 1
-    sd = max(statistics.stdev(d), rounding / math.sqrt(3))
+    sd = max(_stdev(tuple(d)), rounding / math.sqrt(3))
     return Ratio(math.exp(est), math.exp(lo), math.exp(hi), n, n, alpha, n - 1, sd)
+
+
+@functools.lru_cache(maxsize=4096)
+def _stdev(d):
+    """statistics.stdev of the tuple d (exact, and slow: a Decider asks it of
+    the same rounds at several alphas)."""
+    return statistics.stdev(d)
+
+
+@functools.lru_cache(maxsize=4096)
+def _variance(d):
+    """statistics.variance of the tuple d (as _stdev)."""
+    return statistics.variance(d)
 
 
 @dataclass(frozen=True)
@@ -311,11 +329,22 @@ class Decider:
         self.a_keep = rule.alpha_keep(look, final)
         self.m = rule.margin
         self.mc = max(rule.margin, cpu_margin or 0.0)
+        self._ratios = {}  # (setting, reference, metric, alpha, racing) -> Ratio: decide asks many twice
 
     def compare(self, s, ref, alpha=None, racing=False):
-        a, method = alpha or self.a, self.rule.method
-        return Ratios(ratio(s.time, ref.time, a, self.thb, method, racing),
-                      ratio(s.cpu, ref.cpu, a, False, method, racing))
+        a = alpha or self.a
+        return Ratios(self._ratio(s, ref, "time", a, racing), self._ratio(s, ref, "cpu", a, racing))
+
+    def _ratio(self, s, ref, metric, alpha, racing):
+        """ratio() of s to ref on one metric, once per Decider for its own
+        settings (their runs do not change while it decides)."""
+        higher, method = self.thb if metric == "time" else False, self.rule.method
+        if self.by.get(s.name) is not s or self.by.get(ref.name) is not ref:
+            return ratio(getattr(s, metric), getattr(ref, metric), alpha, higher, method, racing)
+        key = (s.name, ref.name, metric, alpha, racing)
+        if key not in self._ratios:
+            self._ratios[key] = ratio(getattr(s, metric), getattr(ref, metric), alpha, higher, method, racing)
+        return self._ratios[key]
 
     def beats(self, r):
         t, c = r.time, r.cpu
@@ -450,9 +479,8 @@ class Decider:
         (a wrong call costs runs, never a false change: every claim is
         tested at alpha'). time: s slower; cpu: s costlier; balanced: s
         slower by the margin, or slower and not cheaper."""
-        a, method = self.rule.race_alpha, self.rule.method
-        t = ratio(s.time, leader.time, a, self.thb, method, racing=True)
-        c = ratio(s.cpu, leader.cpu, a, False, method, racing=True)
+        a = self.rule.race_alpha
+        t, c = self._ratio(s, leader, "time", a, True), self._ratio(s, leader, "cpu", a, True)
         if self.rule.objective == "time":
             return t is not None and t.lo > 1
         if self.rule.objective == "cpu":
