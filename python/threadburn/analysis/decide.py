@@ -109,7 +109,12 @@ def _var_floor(values):
 def _rounding(values):
     """The most a log value can be off by its rounding: half the resolution
     over the value (at the geometric mean)."""
-    vs = list(values.values())
+    return _rounding_of(tuple(values.values()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _rounding_of(vs):
+    """_rounding of the values vs (a setting's runs meet every other setting)."""
     q = quantum(vs)
     g = math.exp(statistics.fmean(math.log(max(v, FLOOR)) for v in vs))
     return q / 2 / max(g, FLOOR)
@@ -335,6 +340,10 @@ class Decider:
         a = alpha or self.a
         return Ratios(self._ratio(s, ref, "time", a, racing), self._ratio(s, ref, "cpu", a, racing))
 
+    def _time(self, s, ref):
+        """compare(s, ref).time, where the CPU's ratio is not read."""
+        return self._ratio(s, ref, "time", self.a, False)
+
     def _ratio(self, s, ref, metric, alpha, racing):
         """ratio() of s to ref on one metric, once per Decider for its own
         settings (their runs do not change while it decides)."""
@@ -390,8 +399,7 @@ class Decider:
             return min(names, key=lambda n: (c(n), t(n)))
         fastest = min(names, key=lambda n: (t(n), c(n)))
         pool = [fastest] + [n for n in names if n != fastest and
-                            (r := self.compare(self.by[n], self.by[fastest]).time) is not None
-                            and r.not_worse(self.m)]
+                            (r := self._time(self.by[n], self.by[fastest])) is not None and r.not_worse(self.m)]
         return min(pool, key=lambda n: (c(n), t(n)))
 
     def decide(self):
@@ -438,7 +446,7 @@ class Decider:
         d.vs_chosen = {n: self.compare(by[n], chosen) for n in ready if n != d.chosen}
         fastest = by[d.fastest]
         d.eliminated = sorted(n for n in ready if n != d.fastest
-                              and (r := self.compare(by[n], fastest).time) is not None and r.worse(self.m))
+                              and (r := self._time(by[n], fastest)) is not None and r.worse(self.m))
         needs = set(short)
         if d.candidate is not None:
             d.contenders = [(n, self.runs_needed(by[n], by[d.candidate])) for n, _ in d.contenders]
@@ -492,8 +500,7 @@ class Decider:
         the cheapest of them), whatever the objective: shown beside the choice."""
         fastest = min(ratios, key=lambda n: ratios[n].time.est if ratios[n].time else math.inf)
         pool = [fastest] + [n for n in ratios if n != fastest and
-                            (r := self.compare(self.by[n], self.by[fastest]).time) is not None
-                            and r.not_worse(self.m)]
+                            (r := self._time(self.by[n], self.by[fastest])) is not None and r.not_worse(self.m)]
         return pool, min(pool, key=lambda n: ratios[n].cpu.est if ratios[n].cpu else math.inf)
 
     def why(self, d, short):
