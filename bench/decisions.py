@@ -80,9 +80,23 @@ class Item:
 class Memory:
     def __init__(self):
         self.rows = []
+        self.recs, self.keys = [], set()
 
     def append(self, rows):
         self.rows += rows
+
+    def records(self):
+        """records.run_records of the rows so far, each run's made once (the
+        race asks at every look): a run here is one row, its own key's
+        (campaign.Campaign runs a key once), and never changes once it lands."""
+        new = self.rows[len(self.recs):]
+        if not new:
+            return list(self.recs)
+        if any(r.run_key in self.keys for r in new) or len({r.run_key for r in new}) < len(new):
+            raise ValueError("a run key repeats: its records would group rows")
+        self.recs += records.run_records(new, "libomp", runfigures.of_run)
+        self.keys |= {r.run_key for r in new}
+        return list(self.recs)
 
 
 class Synthetic(campaign.Executor):
@@ -140,14 +154,14 @@ def run_case(sc, seed):
     quiet = lambda *a, **k: None
     c = campaign.Campaign(ex, memory, seed, budget=campaign.Budget(runs=budget - 2 * confirmation.CONFIRM_MIN),
                           say=quiet)
-    race = races.Race(lambda: records.run_records(memory.rows, "libomp", runfigures.of_run), items, rule)
+    race = races.Race(memory.records, items, rule)
     c.run(items.values(), {k: rules.START_RUNS for k in items}, race)
     last = race.last_look(budget - c.spent)  # no candidate: what is left goes to keep's last look
     if last:
         todo, each = last
         c.run(todo, {i.key: c.runs[i.key] + each for i in todo})
     fresh(race, items, ex, memory, seed, c, budget, quiet)
-    v = verdicts.decide_records(records.run_records(memory.rows, "libomp", runfigures.of_run), rule, final=True)
+    v = verdicts.decide_records(memory.records(), rule, final=True)
     e = v.entries[0]
     d, conf = e.decision, e.confirmation
     claim = d.candidate_claim or "time"

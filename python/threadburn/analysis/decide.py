@@ -42,6 +42,7 @@ Verdict:
              claims: Rule.alpha_keep);
   undecided  neither, with the runs each open comparison would need.
 """
+import functools
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -78,13 +79,17 @@ def quantum(values):
     decimal any of them needs (12.34 and 12.3: 0.01; whole numbers: 1, a
     trailing zero being a digit too). A figure printed with few digits
     varies at least by this, however alike its runs look."""
-    digits = 0
-    for v in values:
-        for d in range(0, 10):
-            if abs(v * 10 ** d - round(v * 10 ** d)) < 1e-6 * max(1.0, abs(v) * 10 ** d) * 1e-3:
-                break
-        digits = max(digits, d)
-    return 10.0 ** -digits
+    return 10.0 ** -max((_digits(v) for v in values), default=0)
+
+
+@functools.lru_cache(maxsize=1 << 17, typed=True)
+def _digits(v):
+    """The decimals v needs (quantum; a run's value is asked at every look
+    of every comparison it is in)."""
+    for d in range(0, 10):
+        if abs(v * 10 ** d - round(v * 10 ** d)) < 1e-6 * max(1.0, abs(v) * 10 ** d) * 1e-3:
+            break
+    return d
 
 
 def _log_cost(values, higher_is_better):
@@ -104,7 +109,12 @@ def _var_floor(values):
 def _rounding(values):
     """The most a log value can be off by its rounding: half the resolution
     over the value (at the geometric mean)."""
-    vs = list(values.values())
+    return _rounding_of(tuple(values.values()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _rounding_of(vs):
+    """_rounding of the values vs (a setting's runs meet every other setting)."""
     q = quantum(vs)
     g = math.exp(statistics.fmean(math.log(max(v, FLOOR)) for v in vs))
     return q / 2 / max(g, FLOOR)
@@ -155,7 +165,6 @@ def ratio(values, ref, alpha, higher_is_better=False, method="ranks", racing=Fal
     claim: the most robust). interpolate (ranks, Rule.interpolates): the
     sign test's bounds interpolated to the level (lib/stats.sign_bound)."""
     x, y = _log_cost(values, higher_is_better), _log_cost(ref, higher_is_better)
-    floor = _var_floor(values) + _var_floor(ref) if x and y else 0.0
     if method in ("ranks", "paired"):
         common = [k for k in x if k in y]
         if len(common) < MIN_RUNS:
@@ -164,6 +173,7 @@ def ratio(values, ref, alpha, higher_is_better=False, method="ranks", racing=Fal
         n = len(d)
         if method == "ranks":
             return _ranks(d, alpha, _rounding(values) + _rounding(ref), racing, interpolate)
+        floor = _var_floor(values) + _var_floor(ref) if x and y else 0.0
         mean = statistics.fmean(d)
         var = max(statistics.variance(d), floor)
         se, df = math.sqrt(var / n), n - 1
@@ -214,15 +224,28 @@ def _ranks(d, alpha, rounding, racing=False, interpolate=False):
     q = t_quantile(1 - alpha, n - 1)
     if not (k_lo and k_hi):
         mean = statistics.fmean(d)
-        half = min(q * math.sqrt(statistics.variance(d) / n), 700.0)
+        half = min(q * math.sqrt(_variance(tuple(d)) / n), 700.0)
     lo = ((ranked if racing else walsh_averages(d))[k_lo - 1]) if k_lo else mean - half
     hi = ranked[-k_hi] if k_hi else mean + half
     if interpolate:
         hi = sign_bound(ranked, alpha, True) if k_hi else hi
         lo = sign_bound(ranked, alpha, False) if racing and k_lo else lo
     lo, hi = max(lo - rounding, est - 700.0), min(hi + rounding, est + 700.0)  # a CPU of 0 ms: 1e-6 rounded to 1
-    sd = max(statistics.stdev(d), rounding / math.sqrt(3))
+    sd = max(_stdev(tuple(d)), rounding / math.sqrt(3))
     return Ratio(math.exp(est), math.exp(lo), math.exp(hi), n, n, alpha, n - 1, sd)
+
+
+@functools.lru_cache(maxsize=4096)
+def _stdev(d):
+    """statistics.stdev of the tuple d (exact, and slow: a Decider asks it of
+    the same rounds at several alphas)."""
+    return statistics.stdev(d)
+
+
+@functools.lru_cache(maxsize=4096)
+def _variance(d):
+    """statistics.variance of the tuple d (as _stdev)."""
+    return statistics.variance(d)
 
 
 @dataclass(frozen=True)
@@ -315,12 +338,26 @@ class Decider:
         self.a_keep = rule.alpha_keep(look, final)
         self.m = rule.margin
         self.mc = max(rule.margin, cpu_margin or 0.0)
+        self._ratios = {}  # (setting, reference, metric, alpha, racing) -> Ratio: decide asks many twice
 
     def compare(self, s, ref, alpha=None, racing=False):
-        a, method = alpha or self.a, self.rule.method
-        i = self.rule.interpolates
-        return Ratios(ratio(s.time, ref.time, a, self.thb, method, racing, i),
-                      ratio(s.cpu, ref.cpu, a, False, method, racing, i))
+        a = alpha or self.a
+        return Ratios(self._ratio(s, ref, "time", a, racing), self._ratio(s, ref, "cpu", a, racing))
+
+    def _time(self, s, ref):
+        """compare(s, ref).time, where the CPU's ratio is not read."""
+        return self._ratio(s, ref, "time", self.a, False)
+
+    def _ratio(self, s, ref, metric, alpha, racing):
+        """ratio() of s to ref on one metric, once per Decider for its own
+        settings (their runs do not change while it decides)."""
+        higher, method, i = self.thb if metric == "time" else False, self.rule.method, self.rule.interpolates
+        if self.by.get(s.name) is not s or self.by.get(ref.name) is not ref:
+            return ratio(getattr(s, metric), getattr(ref, metric), alpha, higher, method, racing, i)
+        key = (s.name, ref.name, metric, alpha, racing)
+        if key not in self._ratios:
+            self._ratios[key] = ratio(getattr(s, metric), getattr(ref, metric), alpha, higher, method, racing, i)
+        return self._ratios[key]
 
     def beats(self, r):
         t, c = r.time, r.cpu
@@ -366,8 +403,7 @@ class Decider:
             return min(names, key=lambda n: (c(n), t(n)))
         fastest = min(names, key=lambda n: (t(n), c(n)))
         pool = [fastest] + [n for n in names if n != fastest and
-                            (r := self.compare(self.by[n], self.by[fastest]).time) is not None
-                            and r.not_worse(self.m)]
+                            (r := self._time(self.by[n], self.by[fastest])) is not None and r.not_worse(self.m)]
         return min(pool, key=lambda n: (c(n), t(n)))
 
     def decide(self):
@@ -414,7 +450,7 @@ class Decider:
         d.vs_chosen = {n: self.compare(by[n], chosen) for n in ready if n != d.chosen}
         fastest = by[d.fastest]
         d.eliminated = sorted(n for n in ready if n != d.fastest
-                              and (r := self.compare(by[n], fastest).time) is not None and r.worse(self.m))
+                              and (r := self._time(by[n], fastest)) is not None and r.worse(self.m))
         needs = set(short)
         if d.candidate is not None:
             d.contenders = [(n, self.runs_needed(by[n], by[d.candidate])) for n, _ in d.contenders]
@@ -455,9 +491,8 @@ class Decider:
         (a wrong call costs runs, never a false change: every claim is
         tested at alpha'). time: s slower; cpu: s costlier; balanced: s
         slower by the margin, or slower and not cheaper."""
-        a, method = self.rule.race_alpha, self.rule.method
-        t = ratio(s.time, leader.time, a, self.thb, method, racing=True, interpolate=self.rule.interpolates)
-        c = ratio(s.cpu, leader.cpu, a, False, method, racing=True, interpolate=self.rule.interpolates)
+        a = self.rule.race_alpha
+        t, c = self._ratio(s, leader, "time", a, True), self._ratio(s, leader, "cpu", a, True)
         if self.rule.objective == "time":
             return t is not None and t.lo > 1
         if self.rule.objective == "cpu":
@@ -469,8 +504,7 @@ class Decider:
         the cheapest of them), whatever the objective: shown beside the choice."""
         fastest = min(ratios, key=lambda n: ratios[n].time.est if ratios[n].time else math.inf)
         pool = [fastest] + [n for n in ratios if n != fastest and
-                            (r := self.compare(self.by[n], self.by[fastest]).time) is not None
-                            and r.not_worse(self.m)]
+                            (r := self._time(self.by[n], self.by[fastest])) is not None and r.not_worse(self.m)]
         return pool, min(pool, key=lambda n: ratios[n].cpu.est if ratios[n].cpu else math.inf)
 
     def why(self, d, short):
