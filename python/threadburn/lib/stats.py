@@ -118,11 +118,19 @@ def sign_bound(ranked, alpha, upper):
     at = lambda i: ranked[-i] if upper else ranked[i - 1]   # the i-th largest (upper) or smallest
     if k >= (n + 1) // 2:
         return at(k)
+    weight = sign_weight(n, alpha, k)
+    return (1 - weight) * at(k) + weight * at(k + 1)
+
+
+@functools.lru_cache(maxsize=65536)
+def sign_weight(n, alpha, k):
+    """Hettmansperger and Sheather's weight of the (k+1)-th order statistic
+    in sign_bound: from the two-sided coverages at depths k and k + 1 and
+    the one wanted, 1 - 2 alpha."""
     g_k = 1 - 2 * float(_dist.binom.cdf(k - 1, n, 0.5))   # coverage of the two-sided interval at depth k
     g_next = 1 - 2 * float(_dist.binom.cdf(k, n, 0.5))    # ... at depth k + 1
     share = (g_k - (1 - 2 * alpha)) / (g_k - g_next) if g_k > g_next else 0.0
-    weight = (n - k) * share / (k + (n - 2 * k) * share)
-    return (1 - weight) * at(k) + weight * at(k + 1)
+    return (n - k) * share / (k + (n - 2 * k) * share)
 
 
 def walsh_averages(values):
