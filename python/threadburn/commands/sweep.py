@@ -265,7 +265,7 @@ class GridRace:
         d = e.decision
         if left is None or d.verdict != "undecided" or d.candidate is not None or not d.open:
             return False
-        have = min(s.n for s in d.settings.values())
+        have = min(d.settings[n].n for n in d.needs if n in d.settings) if d.needs else 0   # the racing settings'
         # the runs a setting could reach: the last look (rules.LOOK_SCHEDULE) whose stretch fits in what is left
         could = max((t for t in rules.LOOK_SCHEDULE if t > have and (t - have) * max(1, len(d.needs)) <= left),
                     default=have)
