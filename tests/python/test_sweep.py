@@ -1,6 +1,8 @@
 """`threadburn sweep` end to end against fake_program.py: rows, counters,
 settings, repro lines, files, dry runs, failures of every kind."""
 import collections
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -8,6 +10,8 @@ import textwrap
 import unittest
 
 import helpers
+from threadburn.commands import sweep as sweep_command
+from threadburn.engine import campaign
 from threadburn.lib import schema
 
 TWO_POINTS = """
@@ -376,6 +380,59 @@ class Running(SweepTest):
         self.assertEqual({(r["batch"], r["loader"], r["preload"], r["cuda_sync"], r["pin_memory"]) for r in rows},
                          {("64", "torch", "0", "auto", "0")})
         self.assertEqual(rows[0]["benchmark"].split("/")[0], "train_step")
+
+
+class ConfirmationLooks(unittest.TestCase):
+    """sweep.confirm's looks after the first, with the race's answers given
+    (GridRace.next_looks asks confirmation.next_look, tested in
+    test_robust): each look adds rounds numbered from 1000 x its number, the
+    runs of each point go on from where the last look left them, and the
+    looks end when the race has no more to ask or the budget no room."""
+
+    class Race:
+        def __init__(self, item, looks):
+            self.item, self.looks, self.asked = item, list(looks), []
+
+        def confirmations(self, available):
+            return [self.item], 6
+
+        def next_looks(self, available):
+            self.asked.append(available)
+            return ([self.item], self.looks.pop(0)) if self.looks else None
+
+    class Executor(campaign.Executor):
+        def __init__(self):
+            self.specs = []
+
+        def execute(self, specs):
+            for spec in specs:
+                self.specs.append(spec)
+                yield spec, []
+
+    class Rows:
+        def append(self, rows):
+            return rows
+
+    def confirm(self, looks, budget):
+        item = type("Item", (), {"key": "confirm-p", "label": "p (confirm)"})()
+        race, ex = self.Race(item, looks), self.Executor()
+        race_campaign = campaign.Campaign(ex, self.Rows(), 1, budget=campaign.Budget(runs=budget), say=lambda *a, **k: None)
+        race_campaign.spent = 10
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            sweep_command.confirm(race, race_campaign, campaign.Budget(runs=budget), ex, self.Rows(), 1)
+        return race, ex.specs, out.getvalue()
+
+    def test_looks_go_on_in_rounds_of_their_own(self):
+        race, specs, out = self.confirm([4, 5], budget=100)
+        self.assertEqual([s.rep for s in specs], list(range(15)))
+        self.assertEqual([s.round // 1000 for s in specs], [1] * 6 + [2] * 4 + [3] * 5)
+        self.assertEqual(race.asked, [84, 80, 75])   # what the budget had left at each look
+        self.assertIn("confirmation look 2: 1 points, 4 more rounds", out)
+
+    def test_no_look_without_room_in_the_budget(self):
+        race, specs, out = self.confirm([4, 2], budget=21)   # 10 + 6 spent, 5 left: a look of 4, then of 2 (< 3)
+        self.assertEqual([s.round // 1000 for s in specs], [1] * 6 + [2] * 4)
+        self.assertEqual(race.asked, [5, 1])
 
 
 class Failures(SweepTest):
