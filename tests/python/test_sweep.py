@@ -240,7 +240,7 @@ class Running(SweepTest):
         self.assertEqual(len(stop), 1, result.stdout)
         self.assertIn("gap_ms:0: stops racing: its nearest comparison needs", stop[0])
         # without the stop the race goes on to its budget: +-90 % luck settles nothing in 40 runs
-        self.assertIn("race runs; race decided)", result.stdout)
+        self.assertIn("race runs; race decided, 1 workload(s) stopped short of the runs they need)", result.stdout)
         self.assertIn("30", {r["gap_ms"] for r in self.rows() if r["phase"] == "confirm"}, result.stdout)
         with open(os.path.splitext(self.out)[0] + ".verdict.json") as f:
             by_gap = {w["workload"].rsplit(":", 1)[1]: w["verdict"] for w in json.load(f)["workloads"]}

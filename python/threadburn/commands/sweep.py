@@ -440,7 +440,8 @@ def sweep(args):
     if ended == 130:
         return 130
     executor.close()
-    print(f"sweep: results in {out}" + (f" ({c.spent} race runs; race {ended})" if race else ""))
+    stopped = f", {len(race.futile)} workload(s) stopped short of the runs they need" if race and race.futile else ""
+    print(f"sweep: results in {out}" + (f" ({c.spent} race runs; race {ended}{stopped})" if race else ""))
     missing = len(planned_keys(reps) - c.done)
     if args.slurm and missing > 0:
         print(f"sweep: {missing} runs have no rows: `threadburn sweep {args.grid} --slurm --resume --out {out}` "
