@@ -106,7 +106,7 @@ class ResultsFile(SweepTest):
         self.assert_each_run_once(8)
 
     def start_slow(self, **fake):
-        env = self.env(FAKE_SLEEP_S=0.3, **fake)
+        env = self.env(FAKE_SLEEP_S=1.0, **fake)  # 9 runs of 1 s: a loaded machine still signals mid-sweep (0.3 s: once too late)
         return subprocess.Popen(helpers.threadburn_cmd(*self.args(self.grid(SLOW))), env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
 
