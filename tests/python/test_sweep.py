@@ -220,11 +220,12 @@ class Running(SweepTest):
         self.assertLessEqual(len({r["run_key"] for r in rows}), 60)
 
     def test_a_race_the_budget_cannot_settle_gives_its_runs_to_the_others(self):
-        # gap 0: +-90 % luck a run on the step, which is the whole iteration: its nearest
-        # comparison soon needs more runs a setting than the 40-run budget could give it (the
-        # looks that fit); gap 30: exact values, a change (13 % less CPU) found at the first
-        # look. The gap-0 race stops (said once, with the runs it would need), the race ends
-        # before its budget, and what it left goes to gap 30: confirmed in fresh runs.
+        # gap 0: +-90 % luck a run on the step, which is the whole iteration: once its settings
+        # have 8 runs, its nearest comparison still racing needs over twice the runs a setting
+        # that the 60-run budget could still give it (206 against 27 at 11 runs); gap 30: exact
+        # values, a change (13 % less CPU) found at the first look. The gap-0 race stops (said
+        # once, with the runs it would need), the race ends before its budget, and what it left
+        # goes to gap 30: confirmed in fresh runs.
         grid = self.grid("""
             repetitions = 3
             [[study]]
@@ -233,13 +234,13 @@ class Running(SweepTest):
             gap_ms = [0, 30]
             runtimes = [{name = "gomp"}, {name = "llvm", OMP_NUM_THREADS = 2, KMP_BLOCKTIME = [0, 50]}]
         """)
-        result = self.sweep(grid, "--decide", "--budget", "40",
+        result = self.sweep(grid, "--decide", "--budget", "60",
                             env=self.env(FAKE_JITTER="0.9", FAKE_JITTER_GAP_MS="0", FAKE_MEASURED=1,
                                          FAKE_JITTER_SEQ=self.path("luck")))
         stop = [ln for ln in result.stdout.splitlines() if "stops racing" in ln]
         self.assertEqual(len(stop), 1, result.stdout)
         self.assertIn("gap_ms:0: stops racing: its nearest comparison needs", stop[0])
-        # without the stop the race goes on to its budget: +-90 % luck settles nothing in 40 runs
+        # without the stop the race goes on to its budget: +-90 % luck settles nothing in 60 runs
         self.assertIn("race runs; race decided, 1 workload(s) stopped short of the runs they need)", result.stdout)
         self.assertIn("30", {r["gap_ms"] for r in self.rows() if r["phase"] == "confirm"}, result.stdout)
         with open(os.path.splitext(self.out)[0] + ".verdict.json") as f:

@@ -83,6 +83,14 @@ def add_parser(sub):
 
 # With --decide, the share of --budget the race may use; the rest is the confirmations'.
 RACE_SHARE = 0.85
+# A workload's race stops (GridRace.stop_futile) only once its racing settings have this many
+# runs (the race's third look) and its nearest comparison needs over FUTILE_FACTOR times the
+# runs the budget left could reach: the runs needed come from the spread seen, and with 8
+# pairs a spread is within about 0.6-1.4 of its truth (chi-square, 90 %), the runs needed
+# within about 0.4-2x. In scripts/run.sh a stop at the first look (3 runs: 37 needed, 18
+# reachable; 28 against 27) ended both CIFAR workloads undecided that more runs might settle.
+FUTILE_MIN_RUNS = 8
+FUTILE_FACTOR = 2
 SLURM_ONLY = ("partition", "nodelist", "constraint", "time_limit", "max_parallel", "detach", "merge", "shared")
 
 
@@ -256,21 +264,26 @@ class GridRace:
         return [exec_bench.Only(self.by_key[k], wanted[k]) for k in sorted(wanted)]
 
     def stop_futile(self, e, left):
-        """Is workload e's race futile: undecided with no candidate, and even
-        the whole budget left, spent on its settings alone, takes them to a
-        look short of the runs its nearest open comparison needs to settle (decide.runs_needed,
-        None: on the margin, no number settles it)? Its runs then go to the
+        """Is workload e's race futile: undecided with no candidate, its
+        settings at FUTILE_MIN_RUNS runs at least, and even the whole budget
+        left, spent on its settings alone, takes them to a look short of the
+        runs its nearest open comparison still racing needs to settle by FUTILE_FACTOR
+        (decide.runs_needed; None: on the margin, no number settles it)? Its runs then go to the
         workloads the budget can decide (their races, their confirmations);
         its verdict says undecided with the runs it would need. Said once."""
         d = e.decision
         if left is None or d.verdict != "undecided" or d.candidate is not None or not d.open:
             return False
         have = min(d.settings[n].n for n in d.needs if n in d.settings) if d.needs else 0   # the racing settings'
+        if have < FUTILE_MIN_RUNS:
+            return False
         # the runs a setting could reach: the last look (rules.LOOK_SCHEDULE) whose stretch fits in what is left
         could = max((t for t in rules.LOOK_SCHEDULE if t > have and (t - have) * max(1, len(d.needs)) <= left),
                     default=have)
-        need = min((n for _, n in d.open if n is not None), default=None)
-        if need is not None and need <= could:
+        # the comparisons the race is still running (an open setting shown behind the leader runs no more)
+        racing = [n for name, n in d.open if name in d.needs] or [n for _, n in d.open]
+        need = min((n for n in racing if n is not None), default=None)
+        if need is not None and need <= FUTILE_FACTOR * could:
             return False
         if e.label not in self.futile:
             said = f"about {need}" if need is not None else "more than any budget (a gain on the margin)"
