@@ -303,13 +303,18 @@ class GridRace:
         looks = [(e, n) for e, n in looks if n > 0]
         if not looks:
             return None
+        items = self.confirm_items((e, e.confirmation.chosen) for e, _ in looks)
+        return items, min(max(n for _, n in looks), available // max(1, len(items)))
+
+    def confirm_items(self, pairs):
+        """The confirm-phase items of (verdict, chosen setting) pairs: each
+        pair's baseline and chosen points, for that workload's benchmarks."""
         wanted = {}
-        for e, _ in looks:
-            for name in (e.decision.baseline, e.confirmation.chosen):
+        for e, chosen in pairs:
+            for name in (e.decision.baseline, chosen):
                 key = min(k for k in e.points.get(name, set()) if k in self.by_key)
                 wanted.setdefault(key, set()).update(self.registered(key, e, name))
-        n = min(max(n for _, n in looks), available // max(1, len(wanted)))
-        return [exec_bench.Only(self.by_key[k], wanted[k], phase="confirm") for k in sorted(wanted)], n
+        return [exec_bench.Only(self.by_key[k], wanted[k], phase="confirm") for k in sorted(wanted)]
 
     def registered(self, key, e, name):
         """The registered names of the benchmarks point `key` ran for setting `name` of verdict e."""
@@ -322,14 +327,10 @@ class GridRace:
         race selected a candidate not yet confirmed, its baseline's and the
         candidate's points (for that workload's benchmarks), and the runs each
         needs (analysis/confirmation.runs_for); ([items], runs each)."""
-        wanted, n = {}, 0
         changed = [e for e in self.verdicts().entries if e.decision.candidate and e.confirmation is None]
-        for e in changed:
-            n = max(n, confirmation.runs_for(e.decision, self.rule, available // max(1, 2 * len(changed))))
-            for name in (e.decision.baseline, e.decision.candidate):
-                key = min(k for k in e.points.get(name, set()) if k in self.by_key)
-                wanted.setdefault(key, set()).update(self.registered(key, e, name))
-        return [exec_bench.Only(self.by_key[k], wanted[k], phase="confirm") for k in sorted(wanted)], n
+        n = max((confirmation.runs_for(e.decision, self.rule, available // max(1, 2 * len(changed)))
+                 for e in changed), default=0)
+        return self.confirm_items((e, e.decision.candidate) for e in changed), n
 
 
 def registered_name(point, reported):
