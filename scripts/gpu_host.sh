@@ -74,7 +74,11 @@ build() {
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$torch;$deps/usr;$deps/usr/lib/x86_64-linux-gnu/cmake" \
     -DTHREADBURN_WITH_TORCH=$with_torch -DTHREADBURN_WITH_TBB=OFF -DTHREADBURN_WITH_DNNL=OFF -DTHREADBURN_WERROR=OFF
-  cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${targets[@]}"
+  # Make's -k: a torch program that fails to compile still leaves the probe built
+  # (all that run and tune of a user's training need); the exit status still fails.
+  local keep_going=()
+  [ -f "$BUILD_DIR/Makefile" ] && keep_going=(-- -k)
+  cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${targets[@]}" "${keep_going[@]}"
   echo "built in $BUILD_DIR: ${targets[*]}. Try:"
   if [ "$with_torch" = ON ]; then
     cat <<TXT
