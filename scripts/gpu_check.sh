@@ -122,7 +122,7 @@ step_preflight() {
   judge preflight --mode "$GC_MODE" --dir "$d" --stand-in-dir "${GC_BUILD:-build}/tests/fake_cuda"
   cp "$d/gpu_tag" "$GC_WORK/state/gpu_tag"
   if "${TB[@]}" --help > "$GC_WORK/logs/threadburn-help.log" 2>&1; then
-    skip_row "threadburn command" "${TB[*]} ($("$GC_TB_PY" --version 2>&1))" "--help exits 0" PASS
+    skip_row "threadburn command" "${TB[*]}: $("${TB[@]}" --version 2>&1 | head -1)" "--help exits 0" PASS
   else
     skip_row "threadburn command" "${TB[*]}: $(tail -1 "$GC_WORK/logs/threadburn-help.log")" "--help exits 0" FAIL
   fi

@@ -6,7 +6,9 @@ import argparse
 import sys
 
 from .commands import compare, doctor, findings, listing, monitor, plot, report, run, slurm_task, sweep, tune, verdict
+from .interpreter import describe as interpreter
 from .lib.errors import ThreadburnError
+from .lib.schema import SCHEMA_VERSION as SCHEMA
 from .lib.procs import Interrupt
 
 DESCRIPTION = """threadburn measures how OpenMP, TBB and oneDNN worker threads behave around
@@ -28,6 +30,8 @@ class Parser(argparse.ArgumentParser):
 def parser():
     p = Parser(prog="threadburn", description=DESCRIPTION,
                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"threadburn (results schema {SCHEMA}) under {interpreter()}",
+                   help="the results' schema and the python that runs the command (with its scipy)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sweep.add_parser(sub)
     run.add_parser(sub)

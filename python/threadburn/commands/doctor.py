@@ -10,6 +10,7 @@ import shutil
 import subprocess
 
 from ..lib.machine import physical_cores
+from .. import interpreter
 from ..lib import knobs, paths, probe
 from ..lib.errors import ThreadburnError
 from ..lib.programs import programs as build_programs
@@ -91,7 +92,7 @@ def main(args):
         say("packages", (p.stdout.strip() or p.stderr.strip()).removeprefix("setup: "))
     say("perf events", perf_events())
     say("GPU", gpu())
-    say("python", f"/usr/bin/python3: {python_modules()}")
+    say("python", f"{interpreter.describe()}: {python_modules()}")
     say("Slurm", shutil.which("sbatch") or "no sbatch (apt install slurm-wlm; scripts/local_slurm.sh starts one here)")
     print("\n".join(lines))
     return 0
