@@ -203,7 +203,10 @@ void DriverPolicy::read_devices() {
     int dev = 0, active = 0;
     unsigned flags = 0;
     if (api_.device_get(&dev, i) != kSuccess || api_.get_state(dev, &flags, &active) != kSuccess) continue;
-    d.flags_at_exit = policy_name(flags);
+    // A context released after use (a CUDA runtime's exit handler) is destroyed,
+    // and the driver then reads its flags back as 0 (auto: seen on an H200,
+    // driver 580): the policy in force is the last one read while it was active.
+    if (active || !d.seen_active) d.flags_at_exit = policy_name(flags);
     d.seen_active = d.seen_active || active != 0;
   }
 }

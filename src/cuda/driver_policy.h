@@ -46,7 +46,8 @@ struct DeviceState {
   int device = 0;
   std::optional<bool> active_before;  // its primary context was active at load (looked only when setting)
   std::optional<int> set_rc;          // CUresult of cuDevicePrimaryCtxSetFlags (not called: empty)
-  std::string flags_at_exit = "n/a";  // the policy its primary context reported last
+  std::string flags_at_exit = "n/a";  // the policy its primary context reported last while active
+                                      // (before its first use: last read at all)
   bool seen_active = false;           // its primary context was active at load or at any read-back
 };
 

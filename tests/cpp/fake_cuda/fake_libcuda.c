@@ -7,6 +7,11 @@
    and how often it was retained (active while retained), with the driver's
    return codes (cuda.h) for the calls threadburn and a CUDA runtime make at
    first use. It starts threads the way the driver does, from its own code.
+   The last release of a primary context destroys it and its flags read back
+   0 (auto) from then on, as the real driver did on the first device check
+   (H200, driver 580.159.04: a Python program run with spin read back auto
+   at exit, after its CUDA runtime released the context, where the program
+   itself had read spin while it ran).
 
    Driven by the environment, read at cuInit:
      FAKE_CUDA_DEVICES=N          devices (default 1; 0: cuInit says CUDA_ERROR_NO_DEVICE,
@@ -302,7 +307,7 @@ static CUresult release(const char* call, CUdevice dev) {
   pthread_mutex_lock(&mu);
   CUresult rc = check_device(dev);
   if (rc == CUDA_SUCCESS && retained[dev] == 0) rc = CUDA_ERROR_INVALID_CONTEXT;
-  if (rc == CUDA_SUCCESS) --retained[dev];
+  if (rc == CUDA_SUCCESS && --retained[dev] == 0) flags_of[dev] = 0;  /* destroyed: its flags gone */
   pthread_mutex_unlock(&mu);
   char args[24];
   snprintf(args, sizeof args, "dev=%d", dev);
