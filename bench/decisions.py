@@ -156,9 +156,8 @@ def run_case(sc, seed):
                           say=quiet)
     race = races.Race(memory.records, items, rule)
     c.run(items.values(), {k: rules.START_RUNS for k in items}, race)
-    last = race.last_look(budget - c.spent)  # no candidate: what is left goes to keep's last look
-    if last:
-        todo, each = last
+    # No candidate: what is left goes to the last looks (room kept first for a candidate's fresh runs).
+    for todo, each in races.last_looks(lambda: race, lambda: budget - c.spent, 2 * confirmation.CONFIRM_MIN):
         c.run(todo, {i.key: c.runs[i.key] + each for i in todo})
     fresh(race, items, ex, memory, seed, c, budget, quiet)
     v = verdicts.decide_records(memory.records(), rule, final=True)

@@ -183,6 +183,20 @@ class WholeTunes(unittest.TestCase):
         kept = [case(null, 500 + i).verdict for i in range(60)].count("keep")
         self.assertGreaterEqual(kept / 60, 0.35, kept)
 
+    def test_a_candidate_the_last_look_finds_gets_fresh_runs(self):
+        # Plain, a 12 % winner W and a setting alike, a run in ten slowed 2x, 5 % noise, 60
+        # runs. Of 200 such tunes (seeds 3000-3199), 6 end their race's budget with no
+        # candidate and keep not shown, and the last look finds W. When that look took the
+        # whole rest, W got no fresh runs ("no budget left for fresh runs": undecided, as in
+        # a soak round of the live known answer); race.last_looks leaves their room first
+        # and these three are confirmed (the other three find W only in the look that spends
+        # the room on keep's test; no tune of the 200 ended otherwise than before).
+        truths = [decisions.Truth("plain", 1.0), decisions.Truth("W", 0.88), decisions.Truth("S", 1.0)]
+        for seed in (3031, 3059, 3163):
+            k = case(truths, seed, invisible=0.10, noise=0.05, runs_per_setting=20)
+            self.assertEqual((k.verdict, k.chosen), ("change", "W"), seed)
+            self.assertGreaterEqual(k.looks, 1, seed)
+
     def test_fresh_runs_go_on_until_the_budget_is_spent(self):
         # A 10 % winner among seven settings with a run in ten slowed 2x: whenever the verdict
         # stays undecided after fresh runs that more runs could still settle, the budget is

@@ -85,12 +85,10 @@ class Race:
 
     def last_look(self, available):
         """(items, runs each) of a last race look when the race ended with
-        its budget spent, no candidate and keep not shown: what the budget
-        has left (the fresh runs' reserve included: no change waits for
-        them) shared evenly over the settings still open and the baseline,
-        so that keep's last test (Rule.alpha_keep, final) sees every run the
-        budget allows; None without room for a round of them (or by a rule
-        before version 3, or with several workloads)."""
+        its budget spent, no candidate and keep not shown: `available` runs
+        shared evenly over the settings still open and the baseline; None
+        without room for a round of them (or by a rule before version 3, or
+        with several workloads). last_looks says how much is available."""
         v = self.verdicts()
         if self.rule.version < 3 or len(v.entries) != 1:
             return None
@@ -110,3 +108,19 @@ class Race:
         keys = sorted(k for k in e.points.get(name, ()) if k in self.items)
         return keys[0] if keys else None
 
+
+def last_looks(race, left, reserve):
+    """The last looks of a race that ended with its budget spent, no
+    candidate and keep not shown, as (items, runs each), to be run in turn:
+    race() is the race as its runs now stand, left() the runs the budget has
+    left, reserve the fresh runs' room for a candidate (CONFIRM_MIN runs of
+    each fresh item). The first look leaves that room, so that a candidate
+    it finds can still be confirmed (before, it took everything and such a
+    candidate ended undecided, "no budget left for fresh runs": seen in the
+    live known answer with invisible slowdowns); when it finds none and
+    keep is still not shown, a second gives the room to keep's last test
+    (Rule.alpha_keep, final), which so sees every run the budget allows."""
+    for room in (reserve, 0) if reserve else (0,):
+        plan = race().last_look(max(0, left() - room))
+        if plan:
+            yield plan

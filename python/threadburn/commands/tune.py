@@ -359,7 +359,7 @@ def gpu_text(copies, gpus):
 
 def confirm(t, race_campaign):
     """After the race, what is left of the budget. A race that ended with
-    no candidate and keep not shown takes a last look with it (race.last_look:
+    no candidate and keep not shown takes its last looks with it (race.last_looks:
     keep's last test sees every run the budget allows). A candidate gets
     fresh runs without the probe, interleaved in rounds, it and plain, as
     many as the race's spread says its gain needs to show again
@@ -384,12 +384,13 @@ def confirm(t, race_campaign):
             return max(0, whole.runs - race_campaign.spent - max(c.spent, done_fresh))
         per_run = sum(race_campaign.run_seconds) / max(1, len(race_campaign.run_seconds))
         return int(max(0.0, whole.seconds - (time.monotonic() - race_campaign.t0)) / max(per_run, 1e-3))
-    last = new_race(t, t.points).last_look(left()) if left() is not None and not args.repetitions \
-        else None
-    if last:
-        todo, each = last
-        print(f"tune: no candidate and keep not shown: a last look with what the budget has left, {each} more "
-              f"run{'s' if each != 1 else ''} each of {', '.join(p.name for p in todo)}", flush=True)
+    looks = races.last_looks(lambda: new_race(t, t.points), left,
+                             fresh_items(t.points) * confirmation.CONFIRM_MIN if rule.confirm else 0) \
+        if left() is not None and not args.repetitions else ()
+    for i, (todo, each) in enumerate(looks):
+        kept = "" if i else " (room kept for fresh runs of a candidate it finds)" if rule.confirm else ""
+        print(f"tune: no candidate and keep not shown: a last look with what the budget has left{kept}, {each} "
+              f"more run{'s' if each != 1 else ''} each of {', '.join(p.name for p in todo)}", flush=True)
         race_campaign.run(todo, {p.key: race_campaign.runs[p.key] + each for p in todo})
     if not rule.confirm:
         return
