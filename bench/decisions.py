@@ -133,12 +133,13 @@ class Case:
     candidate and what it was claimed on, the race's estimate of it and the
     fresh runs' (with their printed interval), the runs spent."""
 
-    def __init__(self, verdict, chosen, candidate, claim, race_est, conf, runs, confirmation=None):
+    def __init__(self, verdict, chosen, candidate, claim, race_est, conf, runs, confirmation=None, entry=None):
         self.verdict, self.chosen, self.candidate, self.claim = verdict, chosen, candidate, claim
         self.race_est, self.runs = race_est, runs
         self.conf_est, self.conf_lo, self.conf_hi = (conf.est, conf.lo, conf.hi) if conf else (None, None, None)
         self.looks = confirmation.look if confirmation else 0           # the fresh runs' looks
         self.more = confirmation.more if confirmation else None         # runs each another look would need
+        self.entry = entry                                              # the verdict's entry, as printed
 
 
 def run_case(sc, seed):
@@ -169,7 +170,7 @@ def run_case(sc, seed):
     race_r = getattr(d.vs_baseline[d.candidate], claim) if d.candidate else None
     conf_r = getattr(conf, claim) if conf is not None else None
     return Case(e.verdict, e.chosen, d.candidate, claim, race_r.est if race_r else None, conf_r, len(memory.rows),
-                conf)
+                conf, e)
 
 
 def fresh(race, items, ex, memory, seed, c, budget, quiet):

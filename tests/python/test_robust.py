@@ -197,6 +197,20 @@ class WholeTunes(unittest.TestCase):
             self.assertEqual((k.verdict, k.chosen), ("change", "W"), seed)
             self.assertGreaterEqual(k.looks, 1, seed)
 
+    def test_fresh_runs_that_cannot_show_a_gain_do_not_say_the_budget_is_spent(self):
+        # Three settings alike at 8 % noise with invisible slowdowns, 150 runs: the race picks
+        # B on luck after 15 runs, and 30 + 30 fresh runs show a gain under the margin, so
+        # they stop (no number of them would show it) with 81 runs of the budget left. The
+        # verdict said "The budget is spent", as a soak round of tune_hidden printed.
+        truths = [decisions.Truth("plain", 1.0), decisions.Truth("A", 1.0), decisions.Truth("B", 1.0)]
+        k = case(truths, 9007, noise=0.08, invisible=0.10, runs_per_setting=50)
+        self.assertEqual((k.verdict, k.candidate, k.more), ("undecided", "B", None))
+        self.assertLess(k.runs, 150 - 6)
+        from threadburn.export import views
+        line = views.headline(k.entry)
+        self.assertNotIn("budget is spent", line)
+        self.assertIn("No number of fresh runs would show it", line)
+
     def test_fresh_runs_go_on_until_the_budget_is_spent(self):
         # A 10 % winner among seven settings with a run in ten slowed 2x: whenever the verdict
         # stays undecided after fresh runs that more runs could still settle, the budget is

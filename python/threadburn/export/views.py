@@ -167,8 +167,11 @@ def headline(e):
                 f"cannot yet tell whether it gains more than {pct_m}")
         more = "More runs (--budget) would tell"
         if c.sequential:  # the fresh runs went on while the budget allowed: what would tell now
-            more = ("The budget is spent; " + (f"about {c.more} more fresh runs each would tell (--budget)"
-                                               if c.more else "no number of fresh runs would show it")
+            # c.more: the next look's runs (the looks went on until the budget was spent); none:
+            # the gain they show is under the margin, so they stopped whatever budget was left.
+            more = ((f"The budget is spent; about {c.more} more fresh runs each would tell (--budget)"
+                     if c.more else f"No number of fresh runs would show it: the gain they measure is under "
+                                    f"the {pct_m} margin")
                     if c.holds == "undecided" else "More runs (--budget) would tell")
         return (f"UNDECIDED: the race chose {c.chosen} ({time_word(e)} {change(e, race.time)}, CPU "
                 f"{change(e, race.cpu, 'cpu')} as "
