@@ -1,6 +1,6 @@
 import sys
 
-from .interpreter import ensure_scipy
+from .lib.interpreter import ensure_scipy
 
 ensure_scipy()  # before anything imports scipy: another python3 may have it (interpreter.py)
 

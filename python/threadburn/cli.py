@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from .commands import compare, doctor, findings, listing, monitor, plot, report, run, slurm_task, sweep, tune, verdict
-from .interpreter import describe as interpreter
+from .lib.interpreter import describe as interpreter
 from .lib.errors import ThreadburnError
 from .lib.schema import SCHEMA_VERSION as SCHEMA
 from .lib.procs import Interrupt

@@ -1,4 +1,4 @@
-"""The python the command runs under (python/threadburn/interpreter.py): a
+"""The python the command runs under (python/threadburn/lib/interpreter.py): a
 python3 without scipy hands the command to the first one that has it, as on
 the GPU host where /usr/bin/python3 has no scipy and the PyTorch wheel's
 virtual environment has it (the first device check stopped there: `bin/threadburn

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 from ..lib.machine import physical_cores
-from .. import interpreter
+from ..lib import interpreter
 from ..lib import knobs, paths, probe
 from ..lib.errors import ThreadburnError
 from ..lib.programs import programs as build_programs

@@ -22,7 +22,7 @@ def _confirmation(c):
            "coverage": round(c.coverage, 4), "margin": c.margin, "cpu_margin": round(c.cpu_margin, 5),
            "probe_cost": _ratio(c.probe_cost)}
     if c.sequential:  # rule version 3's looks: keys an older file's verdict does not have
-        out.update({"look": c.look, "alpha": round(c.alpha, 6), "more_runs": c.more})
+        out.update({"look": c.look, "alpha": round(c.alpha, 6), "more_runs": c.more, "more_runs_sized": c.more_sized})
     return out
 
 

@@ -167,12 +167,15 @@ def headline(e):
                 f"cannot yet tell whether it gains more than {pct_m}")
         more = "More runs (--budget) would tell"
         if c.sequential:  # the fresh runs went on while the budget allowed: what would tell now
-            # c.more: the next look's runs (the looks went on until the budget was spent); none:
-            # the gain they show is under the margin, so they stopped whatever budget was left.
-            more = ((f"The budget is spent; about {c.more} more fresh runs each would tell (--budget)"
-                     if c.more else f"No number of fresh runs would show it: the gain they measure is under "
-                                    f"the {pct_m} margin")
-                    if c.holds == "undecided" else "More runs (--budget) would tell")
+            # c.more: the next look's runs (the looks went on until the budget was spent), sized by
+            # the gain and spread seen, or (a gain under the margin) by the looks' growth alone.
+            if c.holds != "undecided" or not c.more:
+                more = "More runs (--budget) would tell"
+            elif c.more_sized:
+                more = f"The budget is spent; about {c.more} more fresh runs each would tell (--budget)"
+            else:
+                more = (f"The budget is spent; the gain they measure is under the {pct_m} margin so far, and "
+                        "their interval still reaches past it: more runs (--budget) might show it")
         return (f"UNDECIDED: the race chose {c.chosen} ({time_word(e)} {change(e, race.time)}, CPU "
                 f"{change(e, race.cpu, 'cpu')} as "
                 f"selected) but {c.runs[0]} + {c.runs[1]} fresh runs {said}: {figure} against "

@@ -63,7 +63,7 @@ def ensure_scipy():
                 continue
             tried.append(p)
             if has_scipy(p):
-                package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+                package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
                 path = os.environ.get("PYTHONPATH", "")
                 if package_root not in path.split(os.pathsep):
                     os.environ["PYTHONPATH"] = package_root + (os.pathsep + path if path else "")
