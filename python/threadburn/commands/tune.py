@@ -196,6 +196,12 @@ def fresh_items(points):
     return sum(2 + (1 if several and n > 1 else 0) for n in counts)
 
 
+def fresh_reserve(points):
+    """The runs the fresh runs after the race need at the least: CONFIRM_MIN
+    of each of their items (fresh_items)."""
+    return fresh_items(points) * confirmation.CONFIRM_MIN
+
+
 def budgets(args, points):
     """(the whole budget, the race's part of it, whether fresh runs confirm
     a change): the fresh runs after the race need room for CONFIRM_MIN runs
@@ -209,7 +215,7 @@ def budgets(args, points):
         if whole.runs < 2 * rules.MIN_RUNS:
             raise ThreadburnError(f"--budget {whole.runs}: too few runs to compare two settings (at least "
                                   f"{2 * rules.MIN_RUNS})")
-        reserve = fresh_items(points) * confirmation.CONFIRM_MIN
+        reserve = fresh_reserve(points)
         if confirm and whole.runs - reserve < rules.START_RUNS * 2:
             print(f"tune: --budget {whole.runs} leaves no room for fresh runs to confirm a change "
                   f"({rules.START_RUNS * 2 + reserve} would): the race's own test makes the claim", flush=True)
@@ -385,7 +391,7 @@ def confirm(t, race_campaign):
         per_run = sum(race_campaign.run_seconds) / max(1, len(race_campaign.run_seconds))
         return int(max(0.0, whole.seconds - (time.monotonic() - race_campaign.t0)) / max(per_run, 1e-3))
     looks = races.last_looks(lambda: new_race(t, t.points), left,
-                             fresh_items(t.points) * confirmation.CONFIRM_MIN if rule.confirm else 0) \
+                             fresh_reserve(t.points) if rule.confirm else 0) \
         if left() is not None and not args.repetitions else ()
     for i, (todo, each) in enumerate(looks):
         kept = "" if i else " (room kept for fresh runs of a candidate it finds)" if rule.confirm else ""
