@@ -64,10 +64,13 @@ BIAS_MIN_CASES = 100    # confirmed cases a scenario needs before its bias is ch
 class Truth:
     """A setting's truth: time and CPU as multiples of the baseline's, its
     run noise as a multiple of the scenario's (noise) or a log sd of its own
-    (sd: a lottery)."""
+    (sd: a lottery); fresh: its time in the fresh runs, when it is not its
+    race time (a setting whose gain is the probe's doing, seen only where
+    the probe runs: the race's runs)."""
 
-    def __init__(self, name, time, cpu=1.0, noise=1.0, sd=None):
+    def __init__(self, name, time, cpu=1.0, noise=1.0, sd=None, fresh=None):
         self.name, self.time, self.cpu, self.noise, self.sd = name, time, cpu, noise, sd
+        self.fresh = time if fresh is None else fresh
 
 
 class Item:
@@ -117,7 +120,7 @@ class Synthetic(campaign.Executor):
             hidden = 2.0 if self.invisible and self.rng.random() < self.invisible else 1.0
             if self.bimodal and self.rng.random() < self.bimodal[0]:
                 hidden *= self.bimodal[1]
-            nominal = BASE_MS * t.time * math.exp(self.rng.gauss(0, sd)) * drift * hidden
+            nominal = BASE_MS * (t.time if spec.item.phase == "race" else t.fresh) * math.exp(self.rng.gauss(0, sd)) * drift * hidden
             slow = 2.0 if self.rng.random() < self.preempt else 1.0
             wall = nominal * slow
             cpu = BASE_MS * t.cpu * math.exp(self.rng.gauss(0, sd)) * drift * hidden
@@ -157,10 +160,23 @@ def run_case(sc, seed):
                           say=quiet)
     race = races.Race(memory.records, items, rule)
     c.run(items.values(), {k: rules.START_RUNS for k in items}, race)
-    # No candidate: what is left goes to the last looks (room kept first for a candidate's fresh runs).
-    for todo, each in races.last_looks(lambda: race, lambda: budget - c.spent, 2 * confirmation.CONFIRM_MIN):
-        c.run(todo, {i.key: c.runs[i.key] + each for i in todo})
-    fresh(race, items, ex, memory, seed, c, budget, quiet)
+    cc = campaign.Campaign(ex, memory, seed, done=c.done, say=quiet)
+    reserve, look, seen, asked = 2 * confirmation.CONFIRM_MIN, 0, set(), set()
+    left = lambda: budget - c.spent - cc.spent  # noqa: E731
+    while True:
+        # No candidate: what is left goes to the last looks (room kept first for a candidate's fresh runs).
+        for todo, each in races.last_looks(lambda: race, left, reserve):
+            c.run(todo, {i.key: c.runs[i.key] + each for i in todo})
+        look = fresh(race, items, cc, left, look, asked)
+        # Fresh runs contradicted the candidate (rule version 5): back to the race, room kept.
+        new = race.refuted() - seen
+        if not new or left() - reserve < rules.START_RUNS:
+            break
+        seen |= new
+        needed = race()
+        if needed:
+            c.budget = campaign.Budget(runs=c.spent + left() - reserve)
+            c.run(needed, {i.key: c.runs[i.key] for i in needed}, race)
     v = verdicts.decide_records(memory.records(), rule, final=True)
     e = v.entries[0]
     d, conf = e.decision, e.confirmation
@@ -173,24 +189,32 @@ def run_case(sc, seed):
                 conf, e)
 
 
-def fresh(race, items, ex, memory, seed, c, budget, quiet):
-    """The fresh runs after the race, as tune makes them: the first look
-    sized by the race's spread, then (rule version 3) more looks while the
-    confirmation cannot yet tell and the budget allows; look k's rounds from
-    1000 x k."""
-    cc = campaign.Campaign(ex, memory, seed, done=c.done, say=quiet)
-    for look in range(1, 100):
-        left = budget - c.spent - cc.spent
-        plan = (race.confirmation_plan if look == 1 else race.next_look)(max(0, left) // 2)
+def fresh(race, items, cc, left, look, asked):
+    """The fresh runs after the race, as tune makes them: a candidate's
+    first look sized by the race's spread, then (rule version 3) more looks
+    while the confirmation cannot yet tell and the budget allows; look k's
+    rounds from 1000 x k, k counted over the whole tune from `look` (the
+    looks so far); asked: the items whose first look was made (updated), so
+    that a new candidate gets a first look of its own. Returns the last
+    look made."""
+    while look < 100:
+        plan = race.confirmation_plan(max(0, left()) // 2)
+        first = plan is not None and not set(plan[0]) <= asked
+        if not first:
+            plan = race.next_look(max(0, left()) // 2)
         if not plan:
-            return
+            return look
         wanted, n = plan
-        n = min(n, left // len(wanted))
-        if n < (confirmation.CONFIRM_MIN if look == 1 else confirmation.LOOK_MIN_RUNS):
-            return
+        n = min(n, left() // len(wanted))
+        if n < (confirmation.CONFIRM_MIN if first else confirmation.LOOK_MIN_RUNS):
+            return look
+        look += 1
         pair = [Item(items[key].truth, phase) for key, phase in wanted]
         cc.round = confirmation.ROUNDS_PER_LOOK * look
         cc.run(pair, {p.key: cc.runs.get(p.key, 0) + n for p in pair})
+        if first:
+            asked |= set(wanted)
+    return look
 
 
 def one_case(sc, seed):

@@ -62,7 +62,7 @@ class Interpreter(unittest.TestCase):
         env = helpers.clean_env(PYTHONPATH=helpers.PYTHON_DIR,
                                 PATH=os.pathsep.join([self.nosci, os.path.dirname(self.venvs["venv1"])]))
         r = subprocess.run([os.path.join(self.nosci, "python3"), "-m", "threadburn", "verdict",
-                            os.path.join(helpers.REPO, "results", "default.csv")],
+                            os.path.join(helpers.REPO, "results", "default.csv"), "--no-write"],
                            capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("KEEP", r.stdout.upper())

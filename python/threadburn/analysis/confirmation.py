@@ -82,11 +82,27 @@ def _values(recs, name, attr):
 
 
 def look_of(recs, name, rule):
-    """The confirmation's look that the fresh runs of `name` make: the looks
-    (the thousands of their rounds) they span; version 2: one."""
+    """The confirmation's look that the fresh runs of `name` make. Version
+    5: the campaign's look number, the thousands of their last round: looks
+    are counted over every candidate's confirmation, so one after a
+    contradicted candidate spends the shares its looks left (all together
+    spend confirm_alpha at most); versions 3 and 4: the looks (thousands)
+    they span, each candidate's counted from 1; version 2: one."""
     if rule.version < 3:
         return 1
-    return max(1, len({r.round // ROUNDS_PER_LOOK for r in recs if r.name == name and r.round is not None}))
+    looks = {r.round // ROUNDS_PER_LOOK for r in recs if r.name == name and r.round is not None}
+    if rule.rules_out_refuted:
+        return max(looks, default=1)
+    return max(1, len(looks))
+
+
+def next_look_of(recs, rule):
+    """The look number the next fresh runs of a campaign would make (its
+    rows' rounds: look_of), for the level a first look is sized at."""
+    if not rule.rules_out_refuted:
+        return 1
+    return 1 + max((r.round // ROUNDS_PER_LOOK for r in recs if r.phase == "confirm" and r.round is not None),
+                   default=0)
 
 
 def analyse(recs, d, rule):
@@ -94,6 +110,9 @@ def analyse(recs, d, rule):
     records (None without MIN_RUNS fresh runs of it and of the baseline)."""
     chosen = d.candidate
     mine = [r for r in recs if r.phase == "confirm" and r.name in (chosen, d.baseline)]
+    if rule.rules_out_refuted:  # the baseline's fresh runs of this candidate's rounds: not an earlier one's
+        rounds = {r.round for r in mine if r.name == chosen}
+        mine = [r for r in mine if r.name == chosen or r.round is None or r.round in rounds]
     if chosen is None or min(len(_values(mine, n, "time")) for n in (chosen, d.baseline)) < MIN_RUNS:
         return None  # no fresh runs of this candidate (and its baseline) to speak of
     look = look_of(mine, chosen, rule)
@@ -130,12 +149,13 @@ def probe_cost(recs, name, rule):
     return decide.ratio(dict(enumerate(probed)), dict(enumerate(bare)), rule.confirm_alpha, method="welch")
 
 
-def runs_for(d, rule, available):
+def runs_for(d, rule, available, look=1):
     """Runs per side the confirmation of decision d's candidate needs: enough
     for its claim to show again in fresh runs with CONFIRM_POWER, at the
     spread the race saw between it and the baseline, if the true gain
-    were HEDGE of the way from the margin to the race's estimate. Within
-    CONFIRM_MIN and the smaller of CONFIRM_MAX and the runs available."""
+    were HEDGE of the way from the margin to the race's estimate, at the
+    level of the look it makes (next_look_of). Within CONFIRM_MIN and the
+    smaller of CONFIRM_MAX and the runs available."""
     r = d.candidate_ratio
     top = max(CONFIRM_MIN, min(available, CONFIRM_MAX))
     if r is None:
@@ -144,7 +164,7 @@ def runs_for(d, rule, available):
     room = (abs(math.log(r.est)) - edge) * HEDGE
     if room <= 0 or r.sd == 0:
         return CONFIRM_MIN if r.sd == 0 else top
-    z = normal_quantile(1 - rule.alpha_confirm(1)) + normal_quantile(CONFIRM_POWER)
+    z = normal_quantile(1 - rule.alpha_confirm(look)) + normal_quantile(CONFIRM_POWER)
     ranks = decide.SIGN_RUNS if rule.method == "ranks" else 1.0  # its claim's bound is the sign test's
     need = math.ceil(ranks * (z * r.sd / room) ** 2) + 1
     return max(CONFIRM_MIN, min(top, need))

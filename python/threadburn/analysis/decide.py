@@ -322,6 +322,7 @@ class Decision:
     needs: list = field(default_factory=list)         # settings the next round should run
     settings: dict = field(default_factory=dict)      # name -> Runs
     higher_is_better: bool = False
+    refuted: list = field(default_factory=list)       # candidates their fresh runs contradicted: ruled out
 
     decided = property(lambda self: self.verdict in ("change", "keep"))
     margin = property(lambda self: self.rule.margin)
@@ -331,11 +332,15 @@ class Decision:
 class Decider:
     """The rule applied to one workload's settings."""
 
-    def __init__(self, rule, settings, baseline, time_higher_is_better=False, cpu_margin=None, look=1, final=False):
+    def __init__(self, rule, settings, baseline, time_higher_is_better=False, cpu_margin=None, look=1, final=False,
+                 refuted=()):
         by = {s.name: s for s in settings}
         if baseline not in by:
             raise ValueError(f"baseline {baseline!r} is not among the settings")
         self.rule, self.by, self.baseline, self.thb, self.look = rule, by, baseline, time_higher_is_better, look
+        # Settings whose fresh runs showed them not better than the baseline by the margin (rule
+        # version 5): no longer a candidate, a winner or open; keep counts them as shown.
+        self.refuted = set(refuted) - {baseline}
         self.a = rule.alpha_per_test(len(settings), look)
         self.a_keep = rule.alpha_keep(look, final)
         self.m = rule.margin
@@ -411,7 +416,9 @@ class Decider:
     def decide(self):
         b = self.baseline
         by = self.by
-        d = Decision("undecided", self.rule, self.look, self.a, b, self.mc, settings=by, higher_is_better=self.thb)
+        d = Decision("undecided", self.rule, self.look, self.a, b, self.mc, settings=by, higher_is_better=self.thb,
+                     refuted=sorted(self.refuted))
+        out = self.refuted
         ready = [n for n, s in by.items() if s.n >= MIN_RUNS and len(s.cpu) >= MIN_RUNS]
         short = [n for n in by if n not in ready]
         if len(by) < 2:
@@ -425,7 +432,7 @@ class Decider:
         ratios = dict(d.vs_baseline, **{b: Ratios(_one(), _one())})
         d.fastest = min(ratios, key=lambda n: ratios[n].time.est if ratios[n].time else math.inf)
         d.within_fastest, d.cheapest_within = self.pick_balanced_view(ratios)
-        d.winners = sorted(n for n, r in d.vs_baseline.items() if self.beats(r))
+        d.winners = sorted(n for n, r in d.vs_baseline.items() if self.beats(r) and n not in out)
         # The candidate: the objective's pick among the settings that beat the
         # baseline at the selection level (alpha over the settings, no split
         # over looks or claims). The race stops there: fresh runs the race did
@@ -433,21 +440,22 @@ class Decider:
         # test, planned once, is the claim of a confirmed change.
         self.a_sel = self.rule.alpha_select(len(by))
         selection = {n: self.compare(by[n], by[b], self.a_sel) for n in ready if n != b}
-        d.candidates = sorted(n for n, r in selection.items() if self.beats(r))
+        d.candidates = sorted(n for n, r in selection.items() if self.beats(r) and n not in out)
         if d.candidates:
             d.candidate = self.pick(d.candidates, ratios)
             r = selection[d.candidate]
             d.candidate_claim = ("cpu" if self.rule.objective == "cpu" or not (r.time and r.time.better(self.m))
                                  else "time")
             d.candidate_ratio = getattr(r, d.candidate_claim)
-            d.contenders = [(n, None) for n in ready if n not in (b, d.candidate)
+            d.contenders = [(n, None) for n in ready if n not in (b, d.candidate) and n not in out
                             and not self.cannot_beat(self.compare(by[n], by[d.candidate], self.a_sel, racing=True))]
         if d.winners:
             d.verdict, d.chosen = "change", self.pick(d.winners, ratios)
-        elif not short and all(self.cannot_beat(self.compare(by[n], by[b], self.a_keep)) for n in d.vs_baseline):
+        elif not short and all(n in out or self.cannot_beat(self.compare(by[n], by[b], self.a_keep))
+                               for n in d.vs_baseline):
             d.verdict, d.chosen = "keep", b
         else:
-            d.chosen = self.pick(list(ratios), ratios)
+            d.chosen = self.pick([n for n in ratios if n not in out], ratios)
         chosen = by[d.chosen]
         d.vs_chosen = {n: self.compare(by[n], chosen) for n in ready if n != d.chosen}
         fastest = by[d.fastest]
@@ -464,12 +472,12 @@ class Decider:
                 needs |= {n for n, _ in d.contenders} | {d.candidate, b}
         elif d.verdict == "change":
             d.contenders = [(n, self.runs_needed(by[n], by[d.chosen])) for n in ready if n not in (b, d.chosen)
-                            and not self.cannot_beat(d.vs_chosen[n])]
+                            and n not in out and not self.cannot_beat(d.vs_chosen[n])]
             if d.contenders:
                 needs |= {n for n, _ in d.contenders} | {d.chosen}
         elif d.verdict == "undecided":
             for n, r in d.vs_baseline.items():
-                if not self.beats(r) and not self.cannot_beat(self.compare(by[n], by[b], self.a_keep)):
+                if n not in out and not self.beats(r) and not self.cannot_beat(self.compare(by[n], by[b], self.a_keep)):
                     d.open.append((n, self.runs_needed(by[n], by[b])))
             # The race runs the baseline, the leader and the open settings not
             # shown behind the leader: those could still be the change. When
@@ -512,7 +520,9 @@ class Decider:
     def why(self, d, short):
         pct = f"{self.m:.0%}"
         if d.verdict == "keep":
-            return f"every setting tried is shown not to beat {d.baseline} by more than {pct}"
+            fresh = (f" ({', '.join(d.refuted)} by {'its' if len(d.refuted) == 1 else 'their'} fresh runs)"
+                     if d.refuted else "")
+            return f"every setting tried is shown not to beat {d.baseline} by more than {pct}{fresh}"
         if d.verdict == "change":
             r = d.vs_baseline[d.chosen]
             if r.time is not None and r.time.better(self.m):
@@ -527,11 +537,13 @@ def _one():
     return Ratio(1.0, 1.0, 1.0, 0, 0, 0.0, math.inf, 0.0)
 
 
-def decide(rule, settings, baseline, time_higher_is_better=False, cpu_margin=None, look=1, final=False):
+def decide(rule, settings, baseline, time_higher_is_better=False, cpu_margin=None, look=1, final=False, refuted=()):
     """settings: [Runs]; baseline: the name of one of them; look: the
     race's look (rule.look_of the most runs a setting has); final: the
-    race is over (a file's last look: keep's last test, Rule.alpha_keep)."""
-    return Decider(rule, settings, baseline, time_higher_is_better, cpu_margin, look, final).decide()
+    race is over (a file's last look: keep's last test, Rule.alpha_keep);
+    refuted: candidates their fresh runs contradicted (rule version 5),
+    ruled out (analysis/verdicts.py finds them)."""
+    return Decider(rule, settings, baseline, time_higher_is_better, cpu_margin, look, final, refuted).decide()
 
 
 def cpu_margin(rule, baseline_runs, time_is_ms=True):

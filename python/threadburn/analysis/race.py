@@ -64,8 +64,17 @@ class Race:
         if not wanted:
             return None
         per_item = max(1, available * 2 // len(wanted))  # `available` counts the runs of one side of a pair
-        n = max((confirmation.runs_for(d, self.rule, per_item) for d in sizing), default=confirmation.CONFIRM_MIN)
+        look = confirmation.next_look_of(self.records(), self.rule)
+        n = max((confirmation.runs_for(d, self.rule, per_item, look) for d in sizing),
+                default=confirmation.CONFIRM_MIN)
         return wanted, n
+
+    def refuted(self):
+        """{(workload label, setting)}: the candidates fresh runs have
+        contradicted so far, ruled out by the rule (version 5). A campaign
+        that sees a new one goes back to the race with what the budget has
+        left (then the fresh runs of the candidate it finds)."""
+        return {(e.label, c.chosen) for e in self.verdicts(final=True).entries for c in e.refuted}
 
     def next_look(self, available):
         """([(point key, "confirm")], runs each) of the next look of every

@@ -46,6 +46,7 @@ class Verdict:
     repro: dict = field(default_factory=dict)        # name -> one run's command line
     between_regions: dict = field(default_factory=dict)  # name -> median CPU ms the OpenMP workers burned between regions
     confirmation: object = None                      # analysis.confirmation.Confirmation of a change
+    refuted: list = field(default_factory=list)      # [Confirmation] of candidates fresh runs contradicted, in turn
     copies: int = None                               # a host tune's copies a run (None: one process a run)
     params: dict = field(default_factory=dict)       # name -> {param: value} put into the command
     pins: dict = field(default_factory=dict)         # name -> the CPUs of each copy (a pinned plan), or ()
@@ -284,6 +285,24 @@ def gather(recs, rule, baseline=None):
     return out
 
 
+def confirmed_decision(rule, settings, base, g, final):
+    """(the race's decision, its candidate's Confirmation or None, [the
+    Confirmation of each candidate ruled out]):
+    rule version 5 rules out a candidate its fresh runs contradict (shown
+    not better by the margin: holds "no") and decides again without it, so
+    the next candidate, if any, is the one fresh runs confirm next, and
+    keep counts the contradicted as shown. Before version 5: one decision,
+    its candidate's confirmation whatever it says."""
+    cpu_m = _cpu_margin(rule, g.base_recs)
+    refuted = []
+    while True:
+        d = decide.decide(rule, settings, base, g.higher, cpu_m, g.look, final, [c.chosen for c in refuted])
+        c = None if d.candidate is None else confirmation.analyse(g.confirm, d, rule)
+        if not rule.rules_out_refuted or c is None or c.holds != "no":
+            return d, c, refuted
+        refuted.append(c)
+
+
 def decide_records(recs, rule, source="", kind=None, rule_from="asked", budget_runs=None, baseline=None,
                    final=False):
     """Verdicts of run records under one rule; entries sorted by label (a
@@ -301,12 +320,13 @@ def decide_records(recs, rule, source="", kind=None, rule_from="asked", budget_r
         if base is None or base not in g.settings:
             d = decide.Decision("undecided", rule, g.look, rule.alpha, base or "", rule.margin,
                                 settings=g.settings, higher_is_better=g.higher)
+            confirmed, refuted = None, []
             d.why = ("the baseline (" + ("plain" if kind == "tune" else "the default setting: " + g.baseline_text) +
                      ") has " + ("failed runs" if (base or "plain") in g.failed else "no complete run") +
                      " in this file" + (" (`threadburn verdict --baseline FLAG=VALUE` compares with another)"
                                         if kind == "sweep" and any(g.flags.values()) else ""))
         else:
-            d = decide.decide(rule, settings, base, g.higher, _cpu_margin(rule, g.base_recs), g.look, final)
+            d, confirmed, refuted = confirmed_decision(rule, settings, base, g, final)
         if g.failed:
             d.why += f" (left out, a run failed: {', '.join(g.failed)})"
         label = labels[w]
@@ -315,8 +335,7 @@ def decide_records(recs, rule, source="", kind=None, rule_from="asked", budget_r
         e = Verdict(label, d, sum(s.n for s in settings), g.time_kind, g.env, g.points, g.duplicates, g.failed,
                     g.set_aside, g.benchmark, g.command, g.repro, g.between, copies=g.copies, params=g.params,
                     pins=g.pins, benchmarks=g.benchmarks, flags=g.flags)
-        if d.candidate is not None:
-            e.confirmation = confirmation.analyse(g.confirm, d, rule)
+        e.confirmation, e.refuted = confirmed, refuted
         if g.copies:
             e.alone = hostplan.alone(e, g.confirm, g.alone, rule)
             e.fresh = hostplan.fresh(e, g.confirm)

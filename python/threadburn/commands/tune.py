@@ -298,8 +298,7 @@ def main(args):
         kept = [p for p in points if p.key not in gone]
         race = None if args.repetitions else new_race(t, kept)
         ended = c.run(kept, {p.key: args.repetitions or rules.START_RUNS for p in kept}, race)
-        confirm(t, c)
-        return ended
+        return confirm(t, c) or ended
     ended = campaign.guarded(c, body, lambda: print(
         f"tune: interrupted; {out} holds every finished run; continue with --resume --out {out}"))
     shutil.rmtree(work, ignore_errors=True)
@@ -372,16 +371,22 @@ def confirm(t, race_campaign):
     (confirmation.runs_for); a host tune (--copies) also plain at every N,
     and one copy alone of each N's plan (race.confirmation_plan). While the
     fresh runs cannot yet tell and the budget allows, more looks of them
-    (race.next_look; look k's rounds from 1000 x k): "more runs would tell"
-    only with the budget spent. Fresh runs can change which runs the verdict
-    sets aside as disturbed (their evidence moves the median run's), and
-    with it the race's candidate: then the new one gets fresh runs of its
-    own, budget allowing. The rule says whether there are fresh runs at all
-    (rule.confirm: --confirm 0, or a budget without room for them)."""
+    (race.next_look; look k's rounds from 1000 x k, k counted over the
+    whole tune). Fresh runs can change which runs the verdict sets aside as
+    disturbed (their evidence moves the median run's), and with it the
+    race's candidate: then the new one gets fresh runs of its own, budget
+    allowing. Fresh runs that contradict the candidate (rule version 5: it
+    is ruled out) send the tune back to the race with what the budget has
+    left, less the next candidate's fresh runs (race.Race.refuted): before,
+    such a tune ended undecided with the rest of its budget unspent. The
+    rule says whether there are fresh runs at all (rule.confirm: --confirm
+    0, or a budget without room for them). Returns how the last race ended
+    when the tune went back to it, else None."""
     args, rule, whole = t.args, t.rule, t.whole
     done_fresh = len({r.run_key for r in t.log.rows if r.phase != "race"})
     by = {p.key: p for p in t.points}
     c = t.campaign(t.executor(), race_campaign.done, name="confirm")
+    reserve = fresh_reserve(t.points) if rule.confirm else 0
 
     def left():  # runs the budget has left (None: no budget); the file's fresh runs count once resumed
         if whole is None:
@@ -390,18 +395,52 @@ def confirm(t, race_campaign):
             return max(0, whole.runs - race_campaign.spent - max(c.spent, done_fresh))
         per_run = sum(race_campaign.run_seconds) / max(1, len(race_campaign.run_seconds))
         return int(max(0.0, whole.seconds - (time.monotonic() - race_campaign.t0)) / max(per_run, 1e-3))
-    looks = races.last_looks(lambda: new_race(t, t.points), left,
-                             fresh_reserve(t.points) if rule.confirm else 0) \
-        if left() is not None and not args.repetitions else ()
-    for i, (todo, each) in enumerate(looks):
-        kept = "" if i else " (room kept for fresh runs of a candidate it finds)" if rule.confirm else ""
+
+    ended, seen, look, asked = None, set(), 0, set()
+    while True:
+        last_looks(t, race_campaign, left, reserve)
+        if not rule.confirm:
+            return ended
+        look = fresh_looks(t, c, left, by, look, asked)
+        new = new_race(t, t.points).refuted() - seen
+        if not new or args.repetitions or left() is None:
+            return ended
+        seen |= new
+        room = left() - reserve
+        names = ", ".join(sorted(name for _, name in new))
+        if room < rules.START_RUNS:
+            print(f"tune: the fresh runs contradict {names}: ruled out; no budget left to race on for another "
+                  "candidate", flush=True)
+            return ended
+        race = new_race(t, t.points)
+        needed = race()
+        print(f"tune: the fresh runs contradict {names}: ruled out; the race goes on for another candidate with "
+              f"what the budget has left ({room} runs; room kept for its fresh runs)"
+              + ("" if needed else ": it has one already"), flush=True)
+        if needed:
+            race_campaign.budget = campaign.Budget(runs=race_campaign.spent + room)
+            ended = race_campaign.run(needed, {i.key: race_campaign.runs[i.key] for i in needed}, race)
+
+
+def last_looks(t, race_campaign, left, reserve):
+    """The race's last looks with what the budget has left (race.last_looks)
+    when it ended with no candidate and keep not shown."""
+    if left() is None or t.args.repetitions:
+        return
+    for i, (todo, each) in enumerate(races.last_looks(lambda: new_race(t, t.points), left, reserve)):
+        kept = " (room kept for fresh runs of a candidate it finds)" if not i and reserve else ""
         print(f"tune: no candidate and keep not shown: a last look with what the budget has left{kept}, {each} "
               f"more run{'s' if each != 1 else ''} each of {', '.join(p.name for p in todo)}", flush=True)
         race_campaign.run(todo, {p.key: race_campaign.runs[p.key] + each for p in todo})
-    if not rule.confirm:
-        return
-    asked = set()
-    for look in range(1, MAX_FRESH_LOOKS + 1):
+
+
+def fresh_looks(t, c, left, by, look, asked):
+    """The fresh runs' looks after `look` (the tune's looks so far) while
+    a candidate has none yet or its confirmation cannot yet tell, within
+    the budget and MAX_FRESH_LOOKS; asked: the (point key, phase) items
+    whose first look was made (updated). Returns the last look made."""
+    args, whole = t.args, t.whole
+    while look < MAX_FRESH_LOOKS:
         available = 10 ** 6 if left() is None or args.confirm != "auto" else left() // 2
         race = new_race(t, t.points)
         plan = race.confirmation_plan(available, host=bool(args.copies))
@@ -409,7 +448,7 @@ def confirm(t, race_campaign):
         if not first:  # the candidates have their fresh runs: more looks while they cannot yet tell
             plan = race.next_look(available) if args.confirm == "auto" and whole is not None else None
         if plan is None:
-            return
+            return look
         wanted, n = plan
         if args.confirm != "auto":
             n = int(args.confirm)
@@ -419,7 +458,8 @@ def confirm(t, race_campaign):
             n = left() // len(wanted)
             if n < (confirmation.CONFIRM_MIN if first else confirmation.LOOK_MIN_RUNS):
                 print("tune: no budget left for fresh runs of " + ", ".join(by[k].name for k, _ in wanted), flush=True)
-                return
+                return look
+        look += 1
         items = [by[k].alone() if phase == "alone" else by[k].for_phase(phase) for k, phase in wanted]
         print(f"tune: fresh runs without the probe, look {look} ({n} each): " +
               ", ".join(f"{by[k].name}{' x' + str(by[k].copies) if by[k].copies else ''}"
@@ -428,6 +468,7 @@ def confirm(t, race_campaign):
         c.run(items, {p.key: c.runs.get(p.key, 0) + n for p in items})
         if first:
             asked |= set(wanted)
+    return look
 
 
 def report(t, ended):

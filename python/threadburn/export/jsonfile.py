@@ -51,6 +51,8 @@ def workload(e):
         "runs": e.runs, "runs_per_setting": {n: s.n for n, s in d.settings.items()},
         "duplicates": e.duplicates, "failed": e.failed,
         "set_aside": [{"setting": n, "run_key": k, "why": w} for n, k, w in e.set_aside]}
+    if d.rule.rules_out_refuted:  # rule version 5: a key an older file's verdict does not have
+        out["refuted"] = [_confirmation(r) for r in e.refuted]
     chosen_params = e.params.get(e.chosen, {}) if e.chosen else {}
     if chosen_params or any(e.params.values()):
         out["params"] = chosen_params

@@ -186,7 +186,10 @@ def headline(e):
                   "cpu": "on cpu"}[d.objective]
         else:
             on = "on time, or on CPU at no loss of time" if d.objective == "balanced" else "on " + d.objective
-        return f"KEEP {d.baseline}: every setting tried is shown not to beat it by more than {pct_m} ({on}){alone_text(e)}"
+        fresh = (f"; {', '.join(c.chosen for c in e.refuted)} by {'its' if len(e.refuted) == 1 else 'their'} fresh "
+                 "runs, which contradicted the race's pick" if e.refuted else "")
+        return (f"KEEP {d.baseline}: every setting tried is shown not to beat it by more than {pct_m} ({on}{fresh})"
+                f"{alone_text(e)}")
     if d.candidate is not None:  # selected by the race, never run fresh (the budget ran out)
         race = d.vs_baseline[d.candidate]
         return (f"UNDECIDED: the race selected {d.candidate} ({time_word(e)} {change(e, race.time)}, CPU "
@@ -354,10 +357,15 @@ def table_cells(e, row):
 
 
 def confirmation_lines(e):
-    """The confirmation as lines (the headline has its figures already)."""
+    """The confirmation as lines (the headline has its figures already),
+    after those of each candidate its fresh runs contradicted (rule version
+    5: ruled out, the race went on)."""
+    out = [f"ruled out: the race picked {r.chosen}, but {r.runs[0]} + {r.runs[1]} fresh runs contradict it: "
+           f"{time_text(e, r.headline_ratio) if r.claim == 'time' else 'CPU ' + ci(r.headline_ratio)} against "
+           f"{r.baseline} (look {r.look}); the race went on without it" for r in e.refuted]
     c = e.confirmation
     if c is None:
-        return []
+        return out
     verdict = {"yes": "the gain holds in fresh runs (better by more than the margin)",
                "no": "the gain does NOT hold in fresh runs",
                "undecided": "these fresh runs cannot yet tell whether the gain holds",
@@ -367,8 +375,8 @@ def confirmation_lines(e):
     level = (f"{c.coverage:.0%} interval over its look{'s' if c.look > 1 else ''}, look {c.look} each side one-sided "
              f"at {c.alpha:.2g}" if c.sequential else f"{c.coverage:.0%} interval, each side one-sided at "
              f"{(1 - c.coverage) / 2:g}")
-    return [f"confirmation, {c.runs[0]} + {c.runs[1]} fresh runs interleaved, not used to choose ({level}):",
-            f"  {c.chosen} against {c.baseline}: {figure}: {verdict}"]
+    return out + [f"confirmation, {c.runs[0]} + {c.runs[1]} fresh runs interleaved, not used to choose ({level}):",
+                  f"  {c.chosen} against {c.baseline}: {figure}: {verdict}"]
 
 
 def rule_note(e):

@@ -97,14 +97,20 @@ CPU_FLOOR_CORES = 0.05
 # interval is the two-sided 1 - 2 x CONFIRM_ALPHA one.
 CONFIRM_ALPHA = 0.05
 # The version of this rule's text; a file whose rule says another is read by
-# the rule it names if this code knows it. 4: the sign test's bounds
+# the rule it names if this code knows it. 5: a candidate its fresh runs
+# contradict (shown not better by the margin) is ruled out, and the race
+# goes on for another while the budget allows; the confirmation's looks are
+# counted over the whole campaign (a later candidate's first look gets the
+# share of confirm_alpha the earlier ones left, so all the candidates'
+# confirmations together spend confirm_alpha at most), and a candidate is
+# compared with the baseline's fresh runs of its own rounds only. 4: the sign test's bounds
 # interpolated to their level (lib/stats.sign_bound): with the few rounds a
 # confirmation has, the exact bound's level is often far below alpha (11
 # rounds at 3 %: 0.6 %), power thrown away. 3: the "ranks" method, keep's
 # own spending with its last look, the sequential confirmation, look
 # brackets (a look past a schedule entry is the next look). 2: paired t,
 # keep at the look's share, one confirmation look.
-RULE_VERSION = 4
+RULE_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -189,6 +195,14 @@ class Rule:
         costs runs, never a false change. (n_settings: the same signature
         as alpha_per_test.)"""
         return SELECT_ALPHA if self.version >= 3 else self.alpha
+
+    @property
+    def rules_out_refuted(self):
+        """Is a candidate its fresh runs contradict ruled out, the race going
+        on for another, and are the confirmation's looks counted over the
+        campaign (version 5)? Before: such a candidate ended the verdict
+        undecided, whatever budget was left."""
+        return self.version >= 5
 
     @property
     def interpolates(self):
