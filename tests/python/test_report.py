@@ -108,6 +108,15 @@ class Exports(helpers.TempDir, unittest.TestCase):
         self.assertTrue(data["rule_from"].startswith("the defaults"))
         self.assertEqual((data["rule"]["method"], data["rule"]["design"]), ("welch", "race"))
 
+    def test_an_interval_too_wide_to_bound_a_gain_prints_no_figure(self):
+        # The device check's tune (results/gpu-check-h200-tune.csv): 3 runs a setting at alpha'
+        # 8.3e-05, where the paired t's bound on a higher-is-better figure printed "The most any
+        # setting could gain: your figure +1750017536950120311206...%": no number, the reason.
+        printed, md, _ = self.verdict(os.path.join(RESULTS, "gpu-check-h200-tune.csv"))
+        self.assertIn("What any setting could gain is not bounded yet: the intervals of 3 runs a setting reach "
+                      "past +900.0%", printed)
+        self.assertIsNone(re.search(r"[0-9]{7}", printed + md), printed)
+
     def test_an_unwritable_export_is_one_line(self):
         result = helpers.threadburn("verdict", os.path.join(RESULTS, "default.csv"), "--no-write",
                                     "--export-json", self.path("no", "such", "dir.json"))

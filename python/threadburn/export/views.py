@@ -23,11 +23,24 @@ HOST_KINDS = ("host", "host_metric")
 # The CUDA host wait policies as cudaSetDeviceFlags takes them (cudaDeviceScheduleAuto,
 # Spin, Yield, BlockingSync): how a program keeps a policy without threadburn.
 CUDA_SCHEDULE_FLAGS = {"auto": 0, "spin": 1, "yield": 2, "blocking_sync": 4}
+# A ratio past ten times either way is no figure to print: the interval is too wide yet
+# (few runs at a small alpha').
+UNBOUNDED_BELOW = 0.1
+
+
+def bound(v):
+    """An interval's end, a ratio, as a change: past ten times either way
+    only that (a paired t on 3 runs at a small alpha' reaches e^77)."""
+    if v > 1 / UNBOUNDED_BELOW:
+        return f">{fmt.pct(1 / UNBOUNDED_BELOW - 1)}"
+    if v < UNBOUNDED_BELOW:
+        return f"<{fmt.pct(UNBOUNDED_BELOW - 1)}"
+    return fmt.pct(v - 1)
 
 
 def ci(r):
     """A cost ratio as a change with its interval: -7.9% [-10.1%, -5.6%]."""
-    return f"{fmt.pct(r.est - 1)} [{fmt.pct(r.lo - 1)}, {fmt.pct(r.hi - 1)}]"
+    return f"{fmt.pct(r.est - 1)} [{bound(r.lo)}, {bound(r.hi)}]"
 
 
 def ratio_text(r, higher_is_better=False):
@@ -36,7 +49,7 @@ def ratio_text(r, higher_is_better=False):
     if r is None:
         return ""
     if higher_is_better:
-        return f"{fmt.pct(1 / r.est - 1)} [{fmt.pct(1 / r.hi - 1)}, {fmt.pct(1 / r.lo - 1)}]"
+        return f"{fmt.pct(1 / r.est - 1)} [{bound(1 / r.hi)}, {bound(1 / r.lo)}]"
     return ci(r)
 
 
@@ -210,6 +223,9 @@ def most_to_gain(e):
     if best is None or best[1].time.lo >= 1:
         return ""
     name, r = best
+    if r.time.lo < UNBOUNDED_BELOW:  # (3 runs at a tiny alpha': a t bound of +1.7e111 %, printed once)
+        return (f". What any setting could gain is not bounded yet: the intervals of {runs_range(d)} runs a setting "
+                f"reach past {fmt.pct(1 / UNBOUNDED_BELOW - 1) if e.higher_is_better else fmt.pct(UNBOUNDED_BELOW - 1)}")
     bound = fmt.pct(1 / r.time.lo - 1) if e.higher_is_better else fmt.pct(r.time.lo - 1)
     return (f". The most any setting could gain: {time_word(e)} {bound} ({name}, the bound of its interval), at "
             f"CPU {change(e, r.cpu, 'cpu')}")
