@@ -183,6 +183,66 @@ def case_tune_hidden(a, tmp):
               f"without any evidence the verdict is {w2['verdict']} {w2['setting']}, not change fast")
 
 
+PROBE_ONLY = r'''
+import os
+work = float(os.environ.get("HW_WORK", "1"))
+if "THREADBURN_PROBE_DIR" in os.environ:  # under the probe (the race's runs), not in the fresh runs
+    work *= float(os.environ.get("HW_PROBED", "1"))
+x = 0
+for i in range(int(float(os.environ["HW_N"]) * work)):
+    x += i
+'''
+# tune_refuted: runs a setting (a first look of fresh runs may take 30 pairs to contradict
+# `probed`, and `fast` needs its own after the race goes on), and the run noise over which an
+# undecided verdict is a skip.
+REFUTED_PER_SETTING = 50
+REFUTED_NOISE_LIMIT = 0.06
+
+
+def case_tune_refuted(a, tmp):
+    """A setting 25 % faster only under the probe (HW_PROBED=0.75: the race
+    sees it, the fresh runs without the probe do not) beside `fast`, 15 %
+    faster everywhere: the race picks `probed`, its fresh runs contradict
+    it, the rule (version 5) rules it out and the tune goes back to the race
+    with the budget left; `fast` is confirmed. Rule version 4 ended such a
+    tune undecided with its budget unspent (bench/decisions.py's synthetic
+    tune of this design: 0 of 40 changed; version 5, 97 of 100 at 3 %
+    noise)."""
+    path = os.path.join(tmp, "probe_only.py")
+    with open(path, "w") as f:
+        f.write(PROBE_ONLY)
+    n = loop_steps(path) * 3 // 5   # ~0.3 s a run
+    budget = 3 * REFUTED_PER_SETTING
+    points = [("plain", "gomp", {"HW_N": n}), ("probed", "gomp", {"HW_N": n, "HW_PROBED": 0.75}),
+              ("fast", "gomp", {"HW_N": n, "HW_WORK": 0.85})]
+    out = os.path.join(tmp, "refuted.csv")
+    p = threadburn(a, ["tune", "--build-dir", a.build_dir, "--points", write_points(tmp, points), "--budget",
+                       str(budget), "--seed", "11", "--out", out, "--", PY, path], timeout=900)
+    check(p.returncode == 0, f"tune exited {p.returncode}")
+    _, rows = read_csv(out)
+    spread = paired_noise(rows, set())
+    print(f"tune_refuted: {n} loop steps a run, {len(rows)} runs of a budget of {budget}; run noise {spread:.1%}",
+          flush=True)
+    w = verdict_of(out)
+    refuted = [(c["chosen"], c["holds"]) for c in w.get("refuted", [])]
+    probed_fresh = [r for r in rows if r["study"] == "probed" and r["phase"] == "confirm"]
+    if w["verdict"] == "undecided" and spread > REFUTED_NOISE_LIMIT:
+        # (a soak round at 7.1 %: 70 + 70 fresh runs of probed, -1.2 % [-7.3 %, +1.8 %], could not
+        # show it not better by the margin: right, and nothing here makes the machine quieter)
+        raise Skip(f"the runs' own noise was {spread:.1%} (over {REFUTED_NOISE_LIMIT:.0%} for "
+                   f"{REFUTED_PER_SETTING} runs a setting), and the tune said undecided, which is right at that noise")
+    if probed_fresh:  # the race picked it (as it should, but luck may pick fast first): contradicted, ruled out
+        check(refuted == [("probed", "no")], f"probed had fresh runs; the verdict's ruled out: {refuted}")
+        check("the fresh runs contradict probed: ruled out" in p.stdout, "the tune did not say it ruled probed out")
+    w = check_verdict(a, p, out, "change", "fast")
+    check(w["confirmation"]["holds"] == "yes" and w["gain_from"] == "confirmation",
+          f"fast's gain is not the fresh runs' or does not hold: {w['confirmation']}")
+    if probed_fresh:  # its looks come after probed's: the shares probed's left
+        check(w["confirmation"]["look"] > w["refuted"][0]["look"],
+              f"fast's look {w['confirmation']['look']} does not follow probed's {w['refuted'][0]['look']}")
+    check(len(rows) <= budget, f"{len(rows)} runs for a budget of {budget}")
+
+
 def main():
     return run_main(__doc__, globals())
 

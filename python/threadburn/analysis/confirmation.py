@@ -16,7 +16,10 @@ the truth at every look at once with 1 - 2 x confirm_alpha (90 %). The
 looks are in the rows: look k's rounds are numbered from 1000 x k. Version
 2: one look, at confirm_alpha. The claim holds ("yes") when the fresh runs
 show it, is contradicted ("no") when they show its opposite (not better by
-the margin), and is open ("undecided") otherwise.
+the margin), and is open ("undecided") otherwise. Version 5: a contradicted
+candidate is ruled out and the race goes on (analysis/verdicts.py,
+confirmed_decision); the looks are numbered over the whole campaign, so the
+next candidate's confirmation tests at the shares the earlier looks left.
 """
 import math
 from dataclasses import dataclass

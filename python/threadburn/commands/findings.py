@@ -76,12 +76,14 @@ TABLES = {
     "ddp": Spec("ddp", lambda s: layout.ddp_table(results.world_scaling(s.rows))),
     "overheads": Spec("overheads", lambda s: layout.overheads_table(computed.overheads(s.rows))),
     "decisions": Spec("decisions", lambda s: layout.decisions_table(
-        s.rows, "The decision rule, version 4, on synthetic tunes whose truth is known (decisions.csv, "
+        s.rows, "The decision rule, version 5, on synthetic tunes whose truth is known (decisions.csv, "
         "bench/decisions.py; shares of the cases, tune's default budget)")),
     "decisions_v2": Spec("decisions_v2", lambda s: layout.decisions_table(
         s.rows, "The same scenarios and seeds under rule version 2, before issue 32 (decisions_v2.csv)")),
     "decisions_v3": Spec("decisions_v3", lambda s: layout.decisions_table(
         s.rows, "The same scenarios and seeds under rule version 3 (decisions_v3.csv)")),
+    "decisions_v4": Spec("decisions_v4", lambda s: layout.decisions_table(
+        s.rows, "The same scenarios and seeds under rule version 4 (decisions_v4.csv)")),
     "fleet": Spec("fleet", lambda s: layout.fleet_table(computed.fleet(s.rows))),
     "fleet_ddp": Spec("fleet_ddp", lambda s: layout.fleet_ddp_table(computed.fleet_ddp(s.rows))),
     "verdict_default": verdict_spec("default", "Verdicts of the default study (default.csv)"),
