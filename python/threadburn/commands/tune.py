@@ -402,7 +402,8 @@ def confirm(t, race_campaign):
         if not rule.confirm:
             return ended
         look = fresh_looks(t, c, left, by, look, asked)
-        new = new_race(t, t.points).refuted() - seen
+        race = new_race(t, t.points)
+        new = race.refuted() - seen
         if not new or args.repetitions or left() is None:
             return ended
         seen |= new
@@ -412,7 +413,6 @@ def confirm(t, race_campaign):
             print(f"tune: the fresh runs contradict {names}: ruled out; no budget left to race on for another "
                   "candidate", flush=True)
             return ended
-        race = new_race(t, t.points)
         needed = race()
         print(f"tune: the fresh runs contradict {names}: ruled out; the race goes on for another candidate with "
               f"what the budget has left ({room} runs; room kept for its fresh runs)"

@@ -174,8 +174,7 @@ def headline(e):
                 f"{alone_text(e)}. Set: {set_text(e, d.chosen)}")
     if c is not None:  # the race's candidate, not shown again in fresh runs
         race = d.vs_baseline[c.chosen]
-        r = c.headline_ratio
-        figure = time_text(e, r) if c.claim == "time" else f"CPU {ci(r) if r else 'n/a'}"
+        figure = claim_figure(e, c)
         said = ("contradict it: not better by the margin" if c.holds == "no" else
                 f"cannot yet tell whether it gains more than {pct_m}")
         more = "More runs (--budget) would tell"
@@ -372,12 +371,19 @@ def table_cells(e, row):
             ratio_text(t, e.higher_is_better), fmt.number(row["cpu_geomean"], 4), ratio_text(c)]
 
 
+def claim_figure(e, c):
+    """A confirmation's figure on what its change was claimed on: the time
+    (as the headline writes it) or the CPU, with its interval."""
+    r = c.headline_ratio
+    return time_text(e, r) if c.claim == "time" else f"CPU {ci(r) if r else 'n/a'}"
+
+
 def confirmation_lines(e):
     """The confirmation as lines (the headline has its figures already),
     after those of each candidate its fresh runs contradicted (rule version
     5: ruled out, the race went on)."""
     out = [f"ruled out: the race picked {r.chosen}, but {r.runs[0]} + {r.runs[1]} fresh runs contradict it: "
-           f"{time_text(e, r.headline_ratio) if r.claim == 'time' else 'CPU ' + ci(r.headline_ratio)} against "
+           f"{claim_figure(e, r)} against "
            f"{r.baseline} (look {r.look}); the race went on without it" for r in e.refuted]
     c = e.confirmation
     if c is None:
@@ -386,8 +392,7 @@ def confirmation_lines(e):
                "no": "the gain does NOT hold in fresh runs",
                "undecided": "these fresh runs cannot yet tell whether the gain holds",
                None: "no usable fresh runs"}[c.holds]
-    r = c.headline_ratio
-    figure = (time_text(e, r) if c.claim == "time" else f"CPU {ci(r) if r else 'n/a'}")
+    figure = claim_figure(e, c)
     level = (f"{c.coverage:.0%} interval over its look{'s' if c.look > 1 else ''}, look {c.look} each side one-sided "
              f"at {c.alpha:.2g}" if c.sequential else f"{c.coverage:.0%} interval, each side one-sided at "
              f"{(1 - c.coverage) / 2:g}")
