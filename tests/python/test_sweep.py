@@ -31,12 +31,13 @@ class SweepTest(helpers.TempDir, unittest.TestCase):
         self.build = helpers.make_fake_build(self.path("build"))
         self.lib = helpers.fake_libomp(self.tmp)
         self.out = self.path("res.csv")
+        self.host_stat = helpers.still_host(os.path.join(self.build, "host-stat"))
 
     def grid(self, text, name="g"):
         return helpers.write_file(self.path(f"{name}.toml"), textwrap.dedent(text))
 
     def env(self, **fake):
-        return helpers.clean_env(FAKE_CPUS=2, **fake)
+        return helpers.clean_env(FAKE_CPUS=2, THREADBURN_HOST_STAT=self.host_stat, **fake)
 
     def args(self, grid, *extra):
         return ["sweep", grid, "--build-dir", self.build, "--libomp", self.lib, "--out", self.out,

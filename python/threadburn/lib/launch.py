@@ -24,9 +24,12 @@ TICK_MS = 1000.0 / os.sysconf("SC_CLK_TCK")
 
 
 def _host_ticks():
-    """(busy ticks of all CPUs but steal, steal ticks) from /proc/stat's cpu line."""
+    """(busy ticks of all CPUs but steal, steal ticks) from /proc/stat's cpu
+    line, or from the file THREADBURN_HOST_STAT names: a test whose
+    programs' figures are made up points it at a fixed copy, so that what
+    else ran on the machine meanwhile cannot set its runs aside."""
     try:
-        with open("/proc/stat") as f:
+        with open(os.environ.get("THREADBURN_HOST_STAT") or "/proc/stat") as f:
             fields = [int(x) for x in f.readline().split()[1:]]
     except (OSError, ValueError):
         return None
