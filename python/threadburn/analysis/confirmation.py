@@ -39,6 +39,14 @@ CONFIRM_MAX = 30
 # with less left in the budget the confirmation ends.
 LOOK_GROWTH = 0.5
 LOOK_MIN_RUNS = 3
+# ... and at most this share of them (one look at most doubles the runs): the
+# runs a look would need to tell follow from the gain seen, and a gain just
+# past the margin by luck asks for any number (decide.runs_needed). Sized
+# that way, one look took the whole budget (190 + 190 fresh runs of a
+# setting its runs then contradicted, none left for the next candidate:
+# tests/python/test_robust.py); capped, a gain seen near the margin is seen
+# again, more exactly, at the next look.
+LOOK_MAX_GROWTH = 1.0
 # Fresh runs of look k are in rounds from ROUNDS_PER_LOOK x k.
 ROUNDS_PER_LOOK = 1000
 # The power a confirmation is sized for, at the race's spread, if the true
@@ -201,10 +209,11 @@ def more_needed(conf, rule):
 def next_look(conf, rule, available):
     """Runs each for the confirmation's next look, within `available` runs
     each: what it would need to tell (more_needed), at least LOOK_GROWTH of
-    the runs so far and LOOK_MIN_RUNS; 0 when it is over (settled, a single
-    look by the rule, nothing would tell, or too little budget left)."""
+    the runs so far and LOOK_MIN_RUNS, at most LOOK_MAX_GROWTH of them; 0
+    when it is over (settled, a single look by the rule, nothing would
+    tell, or too little budget left)."""
     if rule.version < 3 or conf is None or conf.holds != "undecided" or conf.more is None:
         return 0
     n = max(conf.more, LOOK_MIN_RUNS, math.ceil(LOOK_GROWTH * min(conf.runs)))
-    n = min(n, available)
+    n = min(n, max(LOOK_MIN_RUNS, math.ceil(LOOK_MAX_GROWTH * min(conf.runs))), available)
     return n if n >= LOOK_MIN_RUNS else 0
