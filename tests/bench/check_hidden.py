@@ -10,7 +10,8 @@ steps); under the setting `fast` it does 12 % less (HW_WORK=0.88), under
 own random source (os.urandom: nothing /proc/stat or threadburn can see), it
 does all of it twice. The tune must change to `fast`, confirmed in fresh
 runs, with no evidence to set the doubled runs aside: the rule's ranks, not
-a disturbance filter, carry it. The loop's length is set first so that a run
+a disturbance filter, carry it (the harness reads host counters that never
+move, THREADBURN_HOST_STAT, so no run of it carries evidence of other load). The loop's length is set first so that a run
 does ~0.5 s of work; then, as a user on a noisy machine raises --budget, the
 test measures the run noise (10 pairs of plain runs) and gives the tune the
 runs a setting that noise needs (SIZES: 50 or 90 a setting, from the rule's
@@ -23,7 +24,6 @@ steal reported. scripts/soak.sh -n 10 -R tune_hidden runs it ten times quiet
 and ten times with a core kept busy.
 Standard library only.
 """
-import csv
 import math
 import os
 import statistics
@@ -140,8 +140,16 @@ def case_tune_hidden(a, tmp):
     points = [("plain", "gomp", {"HW_N": n}), ("fast", "gomp", {"HW_N": n, "HW_WORK": 0.88}),
               ("same", "gomp", {"HW_N": n, "HW_SAME": 1})]
     out = os.path.join(tmp, "hidden.csv")
+    # What the test is for is that the ranks carry the verdict, not the filter that sets aside
+    # a run with evidence of other load: the tune reads host counters that never move
+    # (THREADBURN_HOST_STAT), so no run has any. (Before, the test re-decided the rows with
+    # the evidence erased; where a whole first round had been set aside that re-decision
+    # could pick another candidate, one without fresh runs, and fail a right verdict.)
+    still = os.path.join(tmp, "host-stat")
+    with open(still, "w") as f:
+        f.write("cpu  1000 0 1000 100000 0 0 0 0 0 0\n")
     p = threadburn(a, ["tune", "--build-dir", a.build_dir, "--points", write_points(tmp, points), "--budget", str(budget),
-                       "--out", out, "--", PY, path], timeout=900)
+                       "--out", out, "--", PY, path], timeout=900, env=env_clean(THREADBURN_HOST_STAT=still))
     _, rows = read_csv(out)
     # The program's own doubling, seen from its rows: a run over 1.6 x its setting's median.
     by = {}
@@ -164,26 +172,8 @@ def case_tune_hidden(a, tmp):
     check(w["gain_from"] == "confirmation" and w["confirmation"]["holds"] == "yes",
           f"the gain is not the fresh runs' or does not hold: {w['confirmation']}")
     check(len(rows) <= budget, f"{len(rows)} runs for a budget of {budget}")
-    aside = {s["run_key"] for s in w["set_aside"]}
-    if aside:
-        # Runs set aside carried evidence of another tenant (on a noisy VM, runs the test sees as doubled
-        # among them: a soak round set aside 7 of its 12 with the verdict right). What the test is for is
-        # that the ranks, not that filter, carry the verdict: the same rows with every trace of other
-        # processes and steal erased (nothing can be set aside) must decide the same.
-        header, all_rows = read_csv(out)
-        bare = os.path.join(tmp, "hidden-no-evidence.csv")
-        with open(bare, "w", newline="") as f:
-            wr = csv.DictWriter(f, fieldnames=header)
-            wr.writeheader()
-            for r in all_rows:
-                wr.writerow(dict(r, host_other_cpu_ms="", host_steal_ms=""))
-        p2 = threadburn(a, ["verdict", bare], timeout=300)
-        check(p2.returncode == 0, f"verdict exited {p2.returncode}")
-        w2 = verdict_of(bare)
-        check(not w2["set_aside"], f"runs set aside without evidence: {w2['set_aside']}")
-        check((w2["verdict"], w2["setting"]) == ("change", "fast"),
-              f"{len(aside)} runs were set aside on their evidence ({len(doubled & aside)} of them seen doubled); "
-              f"without any evidence the verdict is {w2['verdict']} {w2['setting']}, not change fast")
+    # No run could be set aside: the harness read still counters for other load.
+    check(not w["set_aside"], f"runs set aside on evidence the tune could not have: {w['set_aside']}")
 
 
 PROBE_ONLY = r'''
