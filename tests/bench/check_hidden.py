@@ -11,7 +11,8 @@ own random source (os.urandom: nothing /proc/stat or threadburn can see), it
 does all of it twice. The tune must change to `fast`, confirmed in fresh
 runs, with no evidence to set the doubled runs aside: the rule's ranks, not
 a disturbance filter, carry it (the harness reads host counters that never
-move, THREADBURN_HOST_STAT, so no run of it carries evidence of other load). The loop's length is set first so that a run
+move, THREADBURN_HOST_STAT, so no run of it carries evidence of other
+load). The loop's length is set first so that a run
 does ~0.5 s of work; then, as a user on a noisy machine raises --budget, the
 test measures the run noise (10 pairs of plain runs) and gives the tune the
 runs a setting that noise needs (SIZES: 50 or 90 a setting, from the rule's
