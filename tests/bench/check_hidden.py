@@ -15,7 +15,7 @@ move, THREADBURN_HOST_STAT, so no run of it carries evidence of other
 load). The loop's length is set first so that a run
 does ~0.5 s of work; then, as a user on a noisy machine raises --budget, the
 test measures the run noise (10 pairs of plain runs) and gives the tune the
-runs a setting that noise needs (SIZES: 50 or 90 a setting, from the rule's
+runs a setting that noise needs (SIZES: 90 or 110 a setting, from the rule's
 benchmark on this very design). The run noise the tune met is printed
 (of the rounds' paired runs, as the rule compares them: a drift a round
 shares cancels); over its budget's noise limit an undecided verdict is right
@@ -53,21 +53,26 @@ TARGET_S = 0.5
 # From bench/decisions.py's synthetic tune (run_case) of this design: plain, a 12 % winner
 # and a setting alike, one run in ten doubled, rule version 5 with its looks capped
 # (confirmation.LOOK_MAX_GROWTH), 200 tunes a cell (seeds 5000-5199), right change in:
-#     noise    35 a setting    50      70      90
+#     noise    35 a setting    50      70      90      110
 #     4.5 %       99 %        99 %    99 %    99 %
 #     6 %         95 %        98 %    98.5 %  99 %
+#     6.5 %                                   98.5 %  99.5 %
 #     7 %         90 %        95 %    98.5 %  98.5 %
+#     7.5 %                                   98.5 %  99 %
 #     8 %         77.5 %      90.5 %  96 %    97.5 %
+#     8.5 %                                   97.5 %  98 %
 #     9 %         67.5 %      83 %    92.5 %  96.5 %
 # The noise measured first (back-to-back plain runs without the probe) runs below the
-# tune's own (its rounds interleave settings under the probe): 2.9 % first, 4.7 % in the
-# tune, in one soak round. So 50 a setting up to 4 % first, 90 above; each size's limit is
-# where it still decides at least 96 tunes in 100, so that a round under its limit fails
-# for the rule, not for the machine's luck. (The sizes were 35 and 50 with limits 8 and
-# 9 %, where one tune in five ends undecided: a soak round at 7.4 % noise, with 21 of its
-# 150 runs doubled, ended -9.8 % [-16.4 %, -4.0 %] after 48 + 48 fresh runs, the budget
-# spent, and failed.)
-SIZES = ((0.04, 50, 0.065), (math.inf, 90, 0.085))
+# tune's own (its rounds interleave settings under the probe): 3.9 % first, 6.4 % in the
+# tune, in one soak round. So 90 a setting up to 4 % first, 110 above, each with a limit
+# where the synthetic tune decides at least 97 tunes in 100: a round under its limit
+# fails for the rule, not for the machine's luck. The live runs are rougher than the
+# model (that round: 19 of 149 runs doubled, the race took 107 runs), hence the room.
+# (The sizes were 35 / 50 with limits 8 / 9 %, where one tune in five ends undecided: a
+# soak round at 7.4 % noise ended -9.8 % [-16.4 %, -4.0 %] after 48 + 48 fresh runs; then
+# 50 / 90 with 6.5 / 8.5 %: the round above, 50 a setting, left 21 + 21 fresh runs,
+# -12.4 % [-18.0 %, +6.0 %], and failed.)
+SIZES = ((0.04, 90, 0.07), (math.inf, 110, 0.085))
 CALIBRATION_PAIRS = 10
 
 
