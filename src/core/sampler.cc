@@ -12,8 +12,15 @@
 
 namespace threadburn {
 
-BurnSampler::BurnSampler(Options options) : options_(options), ring_(std::max<size_t>(options.capacity, 16)) {
-  if (options_.per_thread) thread_ring_.resize(std::max<size_t>(options_.capacity / 8, 1024));
+BurnSampler::BurnSampler(Options options)
+    : options_(options),
+      ring_cap_(std::max<size_t>(options.capacity, 16)),
+      thread_cap_(options.per_thread ? std::max<size_t>(options.capacity / 8, 1024) : 0) {
+  // Room kept, not touched: the pages are the kernel's until a sample lands
+  // in them (the probe's ring is 56 MB; zeroing it cost every probed process
+  // ~45 ms of system time at its start).
+  ring_.reserve(ring_cap_);
+  thread_ring_.reserve(thread_cap_);
   thread_ = std::thread([this] { run(); });
   while (!ready_.load()) std::this_thread::yield();
 }
@@ -32,11 +39,17 @@ void BurnSampler::record(const ClassTotals& totals, int64_t t_ns, bool with_thre
   if (options_.mark) s.mark_ns = options_.mark();
   if (options_.extra) s.extra_ns = options_.extra();
   s.others_wait_ns = totals.others_wait_ns();
-  ring_[static_cast<size_t>(head_ % static_cast<int64_t>(ring_.size()))] = s;
+  // The rings grow until full (head_ equals their size until then), then wrap.
+  if (ring_.size() < ring_cap_) {
+    ring_.push_back(s);
+  } else {
+    ring_[static_cast<size_t>(head_ % static_cast<int64_t>(ring_cap_))] = s;
+  }
   ++head_;
-  if (with_threads && !thread_ring_.empty() && t_ns - last_thread_snapshot_ >= options_.per_thread_every_ns) {
+  if (with_threads && thread_cap_ > 0 && t_ns - last_thread_snapshot_ >= options_.per_thread_every_ns) {
     last_thread_snapshot_ = t_ns;
-    ThreadSnapshot& snap = thread_ring_[static_cast<size_t>(thread_head_ % static_cast<int64_t>(thread_ring_.size()))];
+    if (thread_ring_.size() < thread_cap_) thread_ring_.emplace_back();
+    ThreadSnapshot& snap = thread_ring_[static_cast<size_t>(thread_head_ % static_cast<int64_t>(thread_cap_))];
     snap.t_ns = t_ns;
     snap.threads = clocks_.threads();
     ++thread_head_;
@@ -71,7 +84,7 @@ int64_t BurnSampler::next_deadline(int64_t now, bool* idle) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (head_ >= 2) {
-      const int64_t cap = static_cast<int64_t>(ring_.size());
+      const int64_t cap = static_cast<int64_t>(ring_cap_);
       const BurnSample& b = ring_[static_cast<size_t>((head_ - 1) % cap)];
       const BurnSample& a = ring_[static_cast<size_t>((head_ - 2) % cap)];
       const double dt = static_cast<double>(b.t_ns - a.t_ns);
@@ -155,7 +168,7 @@ void BurnSampler::run() {
 
 std::vector<BurnSample> BurnSampler::window(int64_t from_ns, int64_t to_ns) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const int64_t cap = static_cast<int64_t>(ring_.size());
+  const int64_t cap = static_cast<int64_t>(ring_cap_);
   int64_t first = head_;
   for (int64_t i = head_ - 1; i >= std::max<int64_t>(0, head_ - cap); --i) {
     if (ring_[static_cast<size_t>(i % cap)].t_ns < from_ns) break;
@@ -174,7 +187,7 @@ std::vector<ThreadSnapshot> BurnSampler::thread_window(int64_t from_ns, int64_t 
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<ThreadSnapshot> out;
   if (thread_ring_.empty()) return out;
-  const int64_t cap = static_cast<int64_t>(thread_ring_.size());
+  const int64_t cap = static_cast<int64_t>(thread_cap_);
   for (int64_t i = std::max<int64_t>(0, thread_head_ - cap); i < thread_head_; ++i) {
     const ThreadSnapshot& s = thread_ring_[static_cast<size_t>(i % cap)];
     if (s.t_ns >= from_ns && s.t_ns <= to_ns) out.push_back(s);

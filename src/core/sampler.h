@@ -103,6 +103,7 @@ class BurnSampler {
   Options options_;
   mutable std::mutex mu_;  // clocks_, rings, last_relist_
   ThreadClocks clocks_;
+  size_t ring_cap_ = 0, thread_cap_ = 0;  // the rings' sizes once full (thread_cap_ 0: none)
   std::vector<BurnSample> ring_;
   std::vector<ThreadSnapshot> thread_ring_;
   int64_t head_ = 0, thread_head_ = 0, last_relist_ = 0, last_thread_snapshot_ = 0;

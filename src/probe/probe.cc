@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,10 +54,12 @@
 #include "core/schema.h"
 #include "core/stats.h"
 #include "core/timeline.h"
-#include "cuda/nvml_sampler.h"
+#include "cuda/driver_calls.h"
 #include "cuda/driver_policy.h"
+#include "cuda/nvml_sampler.h"
 #include "omptap/omptap.h"
 #include "probe/children.h"
+#include "probe/dlsym_tap.h"
 #include "probe/report.h"
 #include "probe/thread_tap.h"
 #include "runtime/runtime.h"
@@ -67,6 +70,15 @@ namespace {
 // The sampler's budget: at most this share of a core (the goal is 2 %; the
 // rest is the report's own sample and the noise of the running average).
 constexpr double kSamplerMaxShare = 0.015;
+
+// One end of the startup (docs/probe.md, "Phases"): when it came and the
+// CPU so far, by class and of the forked children.
+struct Boundary {
+  std::atomic<int64_t> t_ns{0};  // CLOCK_MONOTONIC; 0: not yet
+  bool ready = false;            // cpu and children_ns taken (State::mu)
+  ClassTotals cpu;
+  int64_t children_ns = 0;
+};
 
 struct State {
   std::string dir;
@@ -85,9 +97,29 @@ struct State {
   std::atomic<bool> reported{false};
   std::atomic<bool> dnnl_isa_known{false};  // oneDNN answered (dnnl_cpu_isa): no more asking
   std::atomic<int64_t> dnnl_asked_ns{0};
+  // The two ends a startup may have: the first device work, the first region.
+  Boundary device, region;
 };
 
 State* g_state = nullptr;
+
+// The first device work or the first region: the CPU so far, read at once by
+// the thread that got there (a pass over every thread's clock, once).
+void mark(Boundary* b, int64_t t_ns) {
+  int64_t none = 0;
+  if (!b->t_ns.compare_exchange_strong(none, t_ns, std::memory_order_acq_rel)) return;
+  State& s = *g_state;
+  const ClassTotals cpu = s.sampler->sample_now();
+  const int64_t children = s.children->total_ns();
+  std::lock_guard<std::mutex> lock(s.mu);
+  b->cpu = cpu;
+  b->children_ns = children;
+  b->ready = true;
+}
+
+void on_first_device_work(int64_t t_ns) {
+  if (g_state) mark(&g_state->device, t_ns);
+}
 
 int64_t inside_regions_ns() {
   State& s = *g_state;
@@ -103,6 +135,7 @@ class Regions : public omptap::Listener {
     State& s = *g_state;
     if (s.active.fetch_add(1, std::memory_order_acq_rel) != 0) return;
     s.active_since.store(begin_ns, std::memory_order_relaxed);
+    if (s.region.t_ns.load(std::memory_order_relaxed) == 0) mark(&s.region, begin_ns);
     // oneDNN's ISA is asked while the program runs (at exit its state is
     // gone): at a region's start, at most every 50 ms, until it answers.
     if (!s.dnnl_isa_known.load(std::memory_order_relaxed) &&
@@ -194,10 +227,37 @@ void write_file(const std::string& path, const std::string& text) {
 
 std::string stem() { return g_state->dir + "/probe-" + std::to_string(g_state->pid); }
 
+// The startup's end the summary reports: the first device work when the
+// program did any (the same point in every setting a tune compares, where an
+// OpenMP region before it may run under one thread count and not another),
+// else its first OpenMP region; none without either.
+struct Phase {
+  const char* ends = "none";  // device | openmp | none
+  int64_t t_ns = 0;
+  ClassTotals cpu;
+  int64_t children_ns = 0;
+};
+
+Phase chosen_phase() {
+  State& s = *g_state;
+  std::lock_guard<std::mutex> lock(s.mu);
+  Phase p;
+  for (const auto& [b, name] : {std::pair<const Boundary*, const char*>{&s.device, "device"}, {&s.region, "openmp"}}) {
+    if (!b->ready) continue;
+    p.ends = name;
+    p.t_ns = b->t_ns.load(std::memory_order_relaxed);
+    p.cpu = b->cpu;
+    p.children_ns = b->children_ns;
+    break;
+  }
+  return p;
+}
+
 // What the summary's counters are computed from.
 struct Figures {
   std::vector<BurnSample> samples;
   std::vector<ThreadCpu> threads;
+  ClassTotals totals;  // by class at the end (the same reads as the phase's boundary)
   ClassArray wait{};
   std::vector<GapBurn> gaps;
   RegionStats stats;
@@ -205,7 +265,47 @@ struct Figures {
   int threads_max = 0, child_processes = 0;
   std::vector<gpu::Summary> gpus;
   std::string gpu_note;
+  Phase phase;
+  std::vector<gpu::Summary> steady_gpus;   // the GPUs over the steady phase
+  std::vector<cuda::ThreadCalls> calls;    // the driver's waits and launches, per thread
 };
+
+// The counters of the phases and of the driver's waits and launches
+// (report.cc's table); NaN where a figure does not exist (no steady phase).
+void phase_values(const Figures& f, std::map<std::string, double>* out) {
+  State& s = *g_state;
+  const double none = std::numeric_limits<double>::quiet_NaN();
+  const Phase& p = f.phase;
+  const bool phased = p.t_ns > 0;
+  const int main = index_of(ThreadClass::kMain);
+  const double steady_ms = phased ? ns_to_ms(f.end_ns - p.t_ns) : none;
+  const double steady_main = phased ? ns_to_ms(f.totals.cpu_ns[main] - p.cpu.cpu_ns[main]) : none;
+  const int64_t children = f.children_ns - p.children_ns;
+  (*out)["startup_ms"] = phased ? ns_to_ms(p.t_ns - s.start_ns) : none;
+  (*out)["startup_cpu_ms"] = phased ? ns_to_ms(p.cpu.all_but_sampler_cpu_ns() + p.children_ns) : none;
+  (*out)["steady_ms"] = steady_ms;
+  (*out)["steady_cpu_ms"] =
+      phased ? ns_to_ms(f.totals.all_but_sampler_cpu_ns() - p.cpu.all_but_sampler_cpu_ns() + children) : none;
+  (*out)["steady_cpu_main_ms"] = steady_main;
+  (*out)["steady_main_core_share"] = phased && steady_ms > 0 ? steady_main / steady_ms : none;
+  (*out)["steady_children_cpu_ms"] = phased ? ns_to_ms(children) : none;
+  (*out)["steady_gpu_busy_share"] = phased ? gpu::totals(f.steady_gpus).busy_share : none;
+  std::vector<cuda::ThreadCalls> main_calls;
+  for (const cuda::ThreadCalls& t : f.calls) {
+    if (t.tid == s.pid) main_calls.push_back(t);
+  }
+  for (const auto& [prefix, threads] : {std::pair<std::string, const std::vector<cuda::ThreadCalls>*>{"", &f.calls},
+                                        {"main_", &main_calls}}) {
+    const cuda::CallTally waits = cuda::total(*threads, cuda::CallKind::kWait);
+    const cuda::CallTally launches = cuda::total(*threads, cuda::CallKind::kLaunch);
+    (*out)[prefix + "sync_wait_ms"] = ns_to_ms(waits.wall_ns);
+    (*out)[prefix + "sync_cpu_ms"] = ns_to_ms(waits.cpu_ns);
+    (*out)[prefix + "syncs"] = static_cast<double>(waits.calls);
+    (*out)[prefix + "launches"] = static_cast<double>(launches.calls);
+    (*out)[prefix + "launch_ms"] = ns_to_ms(launches.wall_ns);
+    (*out)[prefix + "launch_cpu_ms"] = ns_to_ms(launches.cpu_ns);
+  }
+}
 
 // Every counter of report.h's table.
 std::map<std::string, double> counter_values(const Figures& f) {
@@ -240,7 +340,7 @@ std::map<std::string, double> counter_values(const Figures& f) {
   const double sampler_ms = ns_to_ms(cpu[sampler]);
   const RegionStats& stats = f.stats;
   const gpu::Totals gpus = gpu::totals(f.gpus);
-  return {
+  std::map<std::string, double> values = {
       {"wall_ms", wall_ms},
       {"cpu_ms", ns_to_ms(all + f.children_ns)},
       {"cpu_main_ms", ns_to_ms(cpu[main])},
@@ -284,6 +384,33 @@ std::map<std::string, double> counter_values(const Figures& f) {
       {"gpus_sampled", static_cast<double>(gpus.gpus_sampled)},
       {"gpu_samples", static_cast<double>(gpus.samples)},
   };
+  phase_values(f, &values);
+  return values;
+}
+
+// "device_calls": per thread that called the driver, its waits and launches.
+void write_calls(JsonWriter* j, const std::vector<cuda::ThreadCalls>& calls, const std::vector<ThreadCpu>& threads) {
+  j->key("device_calls").begin_array();
+  for (const cuda::ThreadCalls& t : calls) {
+    const char* cls = "other";
+    for (const ThreadCpu& c : threads) {
+      if (c.tid == t.tid) cls = thread_class_name(c.cls);
+    }
+    const cuda::CallTally& w = t.of[static_cast<int>(cuda::CallKind::kWait)];
+    const cuda::CallTally& l = t.of[static_cast<int>(cuda::CallKind::kLaunch)];
+    j->begin_object().field("tid", static_cast<int64_t>(t.tid)).field("class", cls).field("syncs", w.calls)
+        .field("sync_wait_ms", ns_to_ms(w.wall_ns)).field("sync_cpu_ms", ns_to_ms(w.cpu_ns)).field("launches", l.calls)
+        .field("launch_ms", ns_to_ms(l.wall_ns)).field("launch_cpu_ms", ns_to_ms(l.cpu_ns)).end_object();
+  }
+  j->end_array();
+}
+
+// What the probe could see of the driver's calls, in one line.
+std::string calls_note() {
+  if (!dlsym_tap::installed()) return "the driver's waits and launches are not measured on this architecture";
+  const int left = cuda::unwrapped_entry_points();
+  if (left > 0) return std::to_string(left) + " of the driver's entry points were left unwrapped (every slot of their name taken)";
+  return "none";
 }
 
 // The summary: every counter of report.h, the region histogram, threads, the
@@ -328,6 +455,9 @@ void write_summary(const Figures& f) {
   j.end_array();
   j.key("gpus");
   gpu::write_gpus(&j, f.gpus);
+  j.key("steady_gpus");
+  gpu::write_gpus(&j, f.steady_gpus);
+  write_calls(&j, f.calls, f.threads);
   j.key("threads").begin_array();
   for (const auto& t : f.threads) {
     j.begin_object().field("tid", static_cast<int64_t>(t.tid)).field("name", t.alive ? thread_name(0, t.tid) : "")
@@ -339,6 +469,7 @@ void write_summary(const Figures& f) {
   for (const auto& [k, v] : openmp_context(false)) j.field(k, v);  // at exit: oneDNN is not asked
   j.field("gpu_note", f.gpu_note);
   for (const auto& [k, v] : cuda::context_of(cuda_report())) j.field(k, v);
+  j.field("startup_ends", f.phase.ends).field("driver_calls_note", calls_note());
   j.end_object();
   j.end_object();
   write_file(stem() + ".json", j.str() + "\n");
@@ -401,8 +532,11 @@ void report() {
   // Run-queue waits by class: each thread's schedstat run delay, read at
   // every sample since its birth (a thread's last moments before its exit
   // are lost, at most one period).
-  f.wait = s->sampler->sample_now(true, &f.threads).wait_ns;
+  f.totals = s->sampler->sample_now(true, &f.threads);
+  f.wait = f.totals.wait_ns;
   f.end_ns = wall_ns();
+  f.phase = chosen_phase();
+  f.calls = cuda::thread_calls();
   f.samples = s->sampler->window(0, f.end_ns);
   const auto snaps = s->sampler->thread_window(0, f.end_ns);
   for (const auto& snap : snaps) {
@@ -425,7 +559,10 @@ void report() {
   // use CUDA) are not in the CPU figures. The GPUs over the probe's lifetime.
   cuda_report();
   const gpu::NvmlResult nvml = s->gpus->finish();
-  for (const gpu::Series& g : nvml.gpus) f.gpus.push_back(gpu::summarize(g, s->start_ns, f.end_ns, s->start_ns));
+  for (const gpu::Series& g : nvml.gpus) {
+    f.gpus.push_back(gpu::summarize(g, s->start_ns, f.end_ns, s->start_ns));
+    if (f.phase.t_ns > 0) f.steady_gpus.push_back(gpu::summarize(g, f.phase.t_ns, f.end_ns, s->start_ns));
+  }
   f.gpu_note = nvml.note;
   write_summary(f);
   write_timeline(f.samples, snaps, nvml.gpus, f.end_ns);
@@ -449,6 +586,7 @@ void write_describe(const std::string& dir) {
   for (const auto& [k, v] : openmp_context()) j.field(k, v);
   j.field("gpu_note", "none");
   for (const auto& [k, v] : cuda::context_of({})) j.field(k, v);
+  j.field("startup_ends", "none").field("driver_calls_note", "none");
   j.end_object().end_object();
   write_file(dir + "/describe.json", j.str() + "\n");
 }
@@ -492,6 +630,10 @@ __attribute__((constructor)) void start() {
   // the driver into every process, wrappers included (driver_policy.h).
   s.gpus = std::make_unique<gpu::NvmlSampler>([] { return g_cuda->program_uses_cuda(); });
   omptap::set_listener(&g_regions);
+  // The driver's entry points the program looks up from now on come back
+  // wrapped; its first wait or launch ends the startup.
+  cuda::set_first_work_hook(on_first_device_work);
+  dlsym_tap::set_wrapping(true);
   // After the sampler (a thread the driver starts is seen from its birth),
   // before atexit(report) (an exit handler the driver registers runs after it).
   cuda::apply_from_environment(g_cuda, false);

@@ -165,6 +165,28 @@ const CounterTable& counters() {
       {"gpu_busy_share", "1", "share of the time a kernel ran on the GPU (NVML's utilisation: the whole device, every process; one sample per 1/6-1 s), over the probe's lifetime, mean of the sampled GPUs; empty when none was sampled"},
       {"gpus_sampled", "1", "GPUs with NVML utilisation samples in the probe's lifetime (0 when the process never loaded the CUDA driver)"},
       {"gpu_samples", "1", "NVML utilisation samples of the sampled GPUs in the probe's lifetime"},
+      // The phases (docs/probe.md, "Phases"): empty without a steady phase (no device work, no region).
+      {"startup_ms", "ms", "the startup: from the probe's load to the program's first device work (its first wait or launch through the CUDA driver) or, in a program that did none, to its first OpenMP region (context startup_ends)"},
+      {"startup_cpu_ms", "ms", "CPU of every thread (the sampler excluded) and of the forked children during the startup"},
+      {"steady_ms", "ms", "the steady phase: from the startup's end to the program's end"},
+      {"steady_cpu_ms", "ms", "CPU of every thread (the sampler excluded) and of the forked children during the steady phase"},
+      {"steady_cpu_main_ms", "ms", "the main thread's CPU during the steady phase"},
+      {"steady_main_core_share", "1", "steady_cpu_main_ms / steady_ms: the share of a core the main thread used in the steady phase"},
+      {"steady_children_cpu_ms", "ms", "the forked children's CPU (DataLoader workers) during the steady phase"},
+      {"steady_gpu_busy_share", "1", "gpu_busy_share over the steady phase alone; empty when no GPU was sampled then"},
+      // The CUDA driver's calls (src/cuda/driver_calls.h): every thread, then the main thread's own.
+      {"sync_wait_ms", "ms", "time every thread spent inside the CUDA driver's waits for the device (stream, event and context synchronisation, synchronous copies)"},
+      {"sync_cpu_ms", "ms", "the CPU those threads used inside the waits (a spinning wait: about its time; a blocking one: about none)"},
+      {"syncs", "1", "the driver's waits called, every thread"},
+      {"launches", "1", "kernel and graph launches through the driver, every thread"},
+      {"launch_ms", "ms", "time inside the launches, every thread"},
+      {"launch_cpu_ms", "ms", "CPU inside the launches, every thread (the thread's CPU clock read on one launch in 16, the rest at their share)"},
+      {"main_sync_wait_ms", "ms", "sync_wait_ms of the main thread alone"},
+      {"main_sync_cpu_ms", "ms", "sync_cpu_ms of the main thread alone"},
+      {"main_syncs", "1", "syncs of the main thread alone"},
+      {"main_launches", "1", "launches of the main thread alone"},
+      {"main_launch_ms", "ms", "launch_ms of the main thread alone"},
+      {"main_launch_cpu_ms", "ms", "launch_cpu_ms of the main thread alone"},
   };
   return table;
 }

@@ -17,9 +17,13 @@ sampled GPU's busy share (NVML's utilisation: the share of each driver
 sample period in which a kernel ran), the CUDA host wait policy asked
 (--env THREADBURN_CUDA_SYNC=spin|yield|blocking_sync) and in force, the CPU
 of the CUDA driver's threads and of the pin-memory thread, the main
-thread's share of a core, and advice from those figures: host-bound, sync
-spin, loader-bound (docs/cuda.md). A program that starts no OpenMP team
-gets the same report, its regions said to be none.
+thread's share of a core, the time and CPU of every thread inside the
+driver's waits for the device, its kernel launches, and advice from those
+causes: sync-bound, host-bound, loader-bound (analysis/advice.py,
+docs/cuda.md). The report leads with the steady phase (from the first
+device work, or the first OpenMP region in a program without any, to the
+end) and says the startup before it in one line. A program that starts no
+OpenMP team gets the same report, its regions said to be none.
 
 Where the kernel allows it (root: --exact auto), threadburn_monitor's exact
 mode records the command too (monitor.csv, monitor.intervals.csv,
@@ -34,6 +38,7 @@ import os
 import shutil
 import sys
 
+from ..analysis import advice
 from ..export import figures
 from ..lib import fmt, intervals, knobs, launch, probe, schema
 from ..lib.procs import describe_exit
@@ -57,36 +62,18 @@ def add_parser(sub):
     return p
 
 
-# The advice's thresholds (docs/cuda.md, "run and tune on your own GPU training"): a
-# thread "near a core" ran at least this share of one over the run; the GPU "idles"
-# below this busy share (NVML's: the share of its sample periods a kernel ran in).
-NEAR_A_CORE = 0.8
-GPU_LOW = 0.5
-# The CUDA host wait policies in force that keep a core busy while the host waits for
-# the GPU: spin polls; yield polls between sched_yield calls (a full core when nothing
-# else wants it); auto is the driver's choice, spin while the process has fewer active
-# contexts than CPUs (one training on a host with several cores). blocking_sync sleeps.
-SPINNING_POLICIES = ("spin", "yield", "auto")
-
-
-def figure(counters, name):
-    """A counter as a number, None when absent, empty or NaN (the probe
-    writes no GPU figure when no GPU was sampled)."""
-    value = counters.get(name)
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(value) else value
+figure = advice.figure
 
 
 def describe_report(report, cmd):
     """The summary people read: settings, regions, CPU by class, gaps, GPUs, overhead, advice."""
     c = report.counters
     lines = [f"threadburn run: {' '.join(cmd)} (pid {report.pid}): {fmt.number(c['wall_ms'] / 1000)} s"]
+    lines += phase_lines(report)
     lines += settings_lines(report)
     lines += region_lines(report)
-    lines += ["  " + ln for ln in fmt.table(["CPU (ms)", "total", "in regions", "between regions"], cpu_rows(report))]
+    lines += ["  " + ln for ln in fmt.table(["CPU (ms)", "total", "steady phase", "in regions", "between regions"],
+                                             cpu_rows(report))]
     if report.others:
         lines.append("  processes by command (each with its forked workers):")
         for command, (n, cpu) in probe.command_totals(report).items():
@@ -107,7 +94,41 @@ def describe_report(report, cmd):
         lines.append(f"  advice: the workers burned {fmt.ms(c['omp_between_regions_ms'])} while no region ran "
                      "(spin-waiting). KMP_BLOCKTIME=0 or OMP_WAIT_POLICY=passive stop that, at some cost to the "
                      "next region; `threadburn tune -- <command>` measures which setting costs least here.")
-    lines += ["  advice: " + a for a in gpu_advice(report)]
+    lines += ["  advice: " + a for a in advice.device_advice(c, report.summary.get("context", {}))]
+    return lines
+
+
+# What ended the startup (the probe's context startup_ends).
+STARTUP_ENDS = {"device": "the first device work (a wait or launch through the CUDA driver)",
+                "openmp": "the first OpenMP region"}
+
+
+def phase_lines(report):
+    """The steady phase first (its time, CPU, the main thread's share of a
+    core, the GPUs' busy share, the waits on the device and the launches),
+    then the startup in one line; a run without a steady phase says so."""
+    c, ctx = report.counters, report.summary.get("context", {})
+    p = advice.steady_of(c)
+    if p is None:
+        return ["  phases: no device work and no OpenMP region, so no steady phase: the figures below are the "
+                "whole run's"]
+    busy = f", GPU busy {p.gpu_busy:.0%}" if p.gpu_busy is not None else ""
+    lines = [f"  steady phase: {fmt.number(p.ms / 1000)} s: CPU {fmt.ms(p.cpu_ms)} ({p.cpu_ms / p.ms:.2f} cores), "
+             f"main thread {p.main_share:.2f} of a core{busy}"]
+    if figure(c, "syncs") or figure(c, "launches"):
+        lines.append(f"  waits on the device: the main thread {fmt.ms(p.main_wait_ms)} in {p.waits} waits "
+                     f"({p.wait_share:.0%} of the steady phase) with {fmt.ms(p.main_wait_cpu_ms)} of CPU inside them; "
+                     f"every thread {fmt.ms(figure(c, 'sync_wait_ms'))} in {int(figure(c, 'syncs') or 0)}, "
+                     f"{fmt.ms(p.wait_cpu_ms)} of CPU; launches {p.launches}, {fmt.ms(p.launch_ms)} inside them "
+                     f"({fmt.ms(figure(c, 'launch_cpu_ms'))} of CPU)")
+    elif ctx.get("cuda_used") == "1":
+        lines.append("  waits on the device: none seen (the program reached the driver another way than the probe "
+                     "wraps: docs/cuda.md)")
+    ends = STARTUP_ENDS.get(ctx.get("startup_ends", ""), "the steady phase")
+    lines.append(f"  startup: {fmt.number(figure(c, 'startup_ms') / 1000)} s before {ends}, "
+                 f"{fmt.ms(figure(c, 'startup_cpu_ms'))} of CPU (not in the steady phase's figures)")
+    if ctx.get("driver_calls_note", "none") != "none":
+        lines.append(f"  note: {ctx['driver_calls_note']}")
     return lines
 
 
@@ -161,21 +182,24 @@ def cpu_rows(report):
     c = report.counters
     cuda = gpu_run(report)
     share = figure(c, "main_core_share") if cuda else None
+
+    def steady(name):
+        return fmt.number(figure(c, name)) if figure(c, name) is not None else ""
     rows = [["main thread" + (f" ({fmt.number(share, 2)} of a core)" if share is not None else ""),
-             fmt.number(c["cpu_main_ms"]), "", ""],
-            [f"OpenMP workers ({int(c['threads_omp'])})", fmt.number(c["cpu_omp_ms"]),
+             fmt.number(c["cpu_main_ms"]), steady("steady_cpu_main_ms"), "", ""],
+            [f"OpenMP workers ({int(c['threads_omp'])})", fmt.number(c["cpu_omp_ms"]), "",
              fmt.number(c["omp_in_regions_ms"]), fmt.number(c["omp_between_regions_ms"])]]
     for name, label in (("cpu_cuda_ms", "CUDA driver threads"), ("cpu_pin_ms", "pin-memory thread")):
         if name in c and (cuda or (figure(c, name) or 0) > 0):
-            rows.append([label, fmt.number(figure(c, name)), "", ""])
-    rows.append(["other threads", fmt.number(c["cpu_other_ms"]), "", ""])
+            rows.append([label, fmt.number(figure(c, name)), "", "", ""])
+    rows.append(["other threads", fmt.number(c["cpu_other_ms"]), "", "", ""])
     if c.get("child_processes"):
         rows.append([f"worker processes ({int(c['child_processes'])}: forked, e.g. DataLoader workers)",
-                     fmt.number(probe.workers_ms(report)), "", ""])
+                     fmt.number(probe.workers_ms(report)), steady("steady_children_cpu_ms"), "", ""])
     if report.others:
         rows.append([f"other probed processes ({len(report.others)})",
-                     fmt.number(sum(o.counters.get("cpu_ms", 0) for o in report.others)), "", ""])
-    rows.append(["all (cpu_ms)", fmt.number(c["cpu_ms"]), "", ""])
+                     fmt.number(sum(o.counters.get("cpu_ms", 0) for o in report.others)), "", "", ""])
+    rows.append(["all (cpu_ms)", fmt.number(c["cpu_ms"]), steady("steady_cpu_ms"), "", ""])
     return rows
 
 
@@ -185,14 +209,17 @@ def gpu_lines(report):
     probe's note on what kept a GPU from being sampled."""
     gpus = report.summary.get("gpus") or []
     ctx = report.summary.get("context", {})
+    steady = {g.get("index"): g.get("busy_share") for g in report.summary.get("steady_gpus") or []}
     lines = []
     for g in gpus:
         busy, memory, period = g.get("busy_share"), g.get("memory_busy_share"), g.get("period_ms")
+        in_steady = steady.get(g.get("index"))
         how = (f"{int(g.get('samples') or 0)} readings of NVML's utilisation rate, polled"
                if g.get("source") == "utilization_rates" else
                f"{int(g.get('samples') or 0)} NVML samples" + (f" of {fmt.number(period)} ms each"
                                                                  if isinstance(period, (int, float)) else ""))
         lines.append(f"  GPU {g.get('index')} ({g.get('name', '?')}): "
+                     + (f"busy {in_steady:.0%} of the steady phase, " if isinstance(in_steady, (int, float)) else "")
                      + (f"busy {busy:.0%} of the time" if isinstance(busy, (int, float)) else "no sample")
                      + (f", memory busy {memory:.0%}" if isinstance(memory, (int, float)) else "") + f" ({how})")
     if gpus:
@@ -203,37 +230,6 @@ def gpu_lines(report):
     if ctx.get("gpu_note", "none") != "none":
         lines.append(f"  note: {ctx['gpu_note']}")
     return lines
-
-
-def gpu_advice(report):
-    """Advice from measured figures only (thresholds: NEAR_A_CORE, GPU_LOW,
-    SPINNING_POLICIES): host-bound, sync spin, loader-bound; none without a
-    measured GPU busy share."""
-    c, ctx = report.counters, report.summary.get("context", {})
-    busy, main = figure(c, "gpu_busy_share"), figure(c, "main_core_share")
-    if busy is None or main is None:
-        return []
-    out = []
-    gpu = f"the GPU was busy {busy:.0%} of the time"
-    if main >= NEAR_A_CORE and busy < GPU_LOW:
-        out.append(f"host-bound: the main thread ran {fmt.number(main, 2)} of a core while {gpu}: the GPU waits "
-                   "for the Python thread that launches its work (and, with --workers 0, loads its data). Less "
-                   "host work per sample (a larger batch, fewer small kernels, data kept on the GPU) helps it; "
-                   "a wait policy cannot.")
-    policy = ctx.get("cuda_sync_in_force", "")
-    if main >= NEAR_A_CORE and busy >= GPU_LOW and policy in SPINNING_POLICIES:
-        out.append(f"sync spin: the main thread ran {fmt.number(main, 2)} of a core while {gpu}, and the CUDA wait "
-                   f"policy in force ({policy}) keeps a core busy while the host waits for the GPU: blocking_sync "
-                   f"would save up to that CPU ({fmt.ms(c['cpu_main_ms'])} of the main thread's, the part it spent "
-                   "waiting); `threadburn tune -- <command>` measures it (and whether it costs time): "
-                   f"`threadburn run --env {probe.CUDA_SYNC}=blocking_sync -- <command>` shows it once.")
-    workers, n = probe.workers_ms(report), int(c.get("child_processes") or 0)
-    each = workers / (n * c["wall_ms"]) if n and c.get("wall_ms") else 0.0
-    if n and each >= NEAR_A_CORE and busy < GPU_LOW:
-        out.append(f"loader-bound: the {n} worker processes ran {fmt.number(each, 2)} of a core each while {gpu}: "
-                   "the GPU waits for data. More workers (where cores are idle), cheaper transforms, or the data "
-                   "kept on the GPU; `threadburn tune --param workers=...` measures which.")
-    return out
 
 
 def describe_exact(fig):

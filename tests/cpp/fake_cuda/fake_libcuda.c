@@ -1,8 +1,11 @@
 /* A stand-in for the NVIDIA driver, built as build/tests/fake_cuda/libcuda.so.1
    (SONAME libcuda.so.1, picked up through LD_LIBRARY_PATH), so that what
    threadburn does with the CUDA driver is tested on machines without a GPU:
-   the CUDA host wait policy (tests/cpp/fake_cuda/check_cuda_sync.py) and the
-   probe's class of the driver's threads (tests/bench/check_gpu.py).
+   the CUDA host wait policy (tests/cpp/fake_cuda/check_cuda_sync.py), the
+   probe's class of the driver's threads (tests/bench/check_gpu.py), and,
+   with its simulated device (fake_device.c), the waits and launches the
+   probe times and the advice and verdicts made of them
+   (tests/bench/check_device_waits.py).
    It keeps per device what the driver keeps for a primary context: its flags
    and how often it was retained (active while retained), with the driver's
    return codes (cuda.h) for the calls threadburn and a CUDA runtime make at
@@ -65,28 +68,15 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef void* CUcontext;
+#include "fake_libcuda.h"
 
-enum {
-  CUDA_SUCCESS = 0,
-  CUDA_ERROR_INVALID_VALUE = 1,
-  CUDA_ERROR_NOT_INITIALIZED = 3,
-  CUDA_ERROR_NO_DEVICE = 100,
-  CUDA_ERROR_INVALID_DEVICE = 101,
-  CUDA_ERROR_INVALID_CONTEXT = 201,
-  CUDA_ERROR_UNKNOWN = 999,
-};
-enum { MAX_DEVICES = 16, SCHED_MASK = 0x07, KNOWN_FLAGS = 0x1f };
+pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+int initialised, device_count;
+unsigned flags_of[MAX_DEVICES];
+int retained[MAX_DEVICES];
+char contexts[MAX_DEVICES];  /* a CUcontext is the address of one of these */
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static int initialised, device_count;
-static unsigned flags_of[MAX_DEVICES];
-static int retained[MAX_DEVICES];
-static char contexts[MAX_DEVICES];  /* a CUcontext is the address of one of these */
-
-static void log_call(const char* call, const char* args, CUresult rc) {
+void log_call(const char* call, const char* args, CUresult rc) {
   const char* path = getenv("FAKE_CUDA_LOG");
   if (!path || !*path) return;
   char line[256];
@@ -98,7 +88,7 @@ static void log_call(const char* call, const char* args, CUresult rc) {
   close(fd);
 }
 
-static long env_long(const char* name, long fallback) {
+long env_long(const char* name, long fallback) {
   const char* v = getenv(name);
   if (!v || !*v) return fallback;
   char* end = NULL;
@@ -216,7 +206,7 @@ CUresult cuInit(unsigned int flags) {
 }
 
 /* CUDA_SUCCESS when initialised and `dev` exists; the caller holds mu. */
-static CUresult check_device(CUdevice dev) {
+CUresult check_device(CUdevice dev) {
   if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
   return dev >= 0 && dev < device_count ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
@@ -327,6 +317,8 @@ CUresult cuGetErrorName(CUresult error, const char** name) {
     case CUDA_ERROR_NO_DEVICE: *name = "CUDA_ERROR_NO_DEVICE"; break;
     case CUDA_ERROR_INVALID_DEVICE: *name = "CUDA_ERROR_INVALID_DEVICE"; break;
     case CUDA_ERROR_INVALID_CONTEXT: *name = "CUDA_ERROR_INVALID_CONTEXT"; break;
+    case CUDA_ERROR_INVALID_HANDLE: *name = "CUDA_ERROR_INVALID_HANDLE"; break;
+    case CUDA_ERROR_NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; break;
     case CUDA_ERROR_UNKNOWN: *name = "CUDA_ERROR_UNKNOWN"; break;
     default: *name = NULL; return CUDA_ERROR_INVALID_VALUE;
   }

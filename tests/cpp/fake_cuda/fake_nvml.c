@@ -11,6 +11,11 @@
  *                        /proc/self/stat, to 10 ms); a sample exists only once its
  *                        time has come, and the driver keeps the last
  *                        FAKE_NVML_RING (default 100) of them, as a real one does
+ *                        or "device": each device's samples are made from the stand-in
+ *                        driver's simulated device (fake_device.c, loaded in the same
+ *                        process): one per FAKE_NVML_PERIOD_MS (default 167, the
+ *                        driver's 1/6 s) since the process's start, the share of its
+ *                        period in which the device's queued work ran
  *   FAKE_NVML_CLOCK      the clock of the timestamps: realtime (default, the Unix
  *                        epoch in us) or boottime
  *   FAKE_NVML_NO_SAMPLES =1: nvmlDeviceGetSamples answers NVML_ERROR_NOT_SUPPORTED
@@ -19,6 +24,8 @@
  *   FAKE_NVML_LOG        a file: one line per call, "<pid> <tid> <call> <args> rc=<rc>"
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +47,21 @@ typedef struct { int device; long long t_us; unsigned gpu, memory; } fake_sample
 static fake_device g_devices[MAX_DEVICES];
 static fake_sample* g_samples;
 static int g_nsamples, g_ndevices = -1, g_ring = 100, g_no_samples, g_boottime;
+/* FAKE_NVML_SAMPLES=device: the simulated device's busy time (fake_device.c) */
+static int64_t (*g_busy_ns)(int, int64_t, int64_t);
+static int g_from_device;
+
+/* The stand-in driver's busy time, found in the loaded driver (a program
+ * opens it RTLD_LOCAL: not in the global scope); NULL before it is loaded. */
+static int64_t (*busy_ns_of_driver(void))(int, int64_t, int64_t) {
+  if (!g_busy_ns) {
+    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void* f = driver ? dlsym(driver, "fake_cuda_busy_ns") : NULL;
+    memcpy(&g_busy_ns, &f, sizeof f);
+  }
+  return g_busy_ns;
+}
+static long long g_period_us = 166667;
 
 static void log_call(const char* call, const char* args, int rc) {
   const char* path = getenv("FAKE_NVML_LOG");
@@ -61,6 +83,8 @@ static long long now_us(void) { return clock_us(g_boottime ? CLOCK_BOOTTIME : CL
 /* The process's start on the samples' clock: /proc/self/stat's start time is
  * in clock ticks since boot (CLOCK_BOOTTIME). */
 static long long process_start_us(void) {
+  static long long cached = -1;
+  if (cached >= 0) return cached;
   char buf[4096];
   FILE* f = fopen("/proc/self/stat", "r");
   size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
@@ -71,7 +95,8 @@ static long long process_start_us(void) {
   for (int field = 2; p && field < 22; ++field) p = strchr(p + 1, ' ');
   if (p) start_ticks = strtoull(p + 1, NULL, 10);
   const long long boot_us = (long long)(start_ticks * 1000000ULL / (unsigned long long)sysconf(_SC_CLK_TCK));
-  return g_boottime ? boot_us : clock_us(CLOCK_REALTIME) - (clock_us(CLOCK_BOOTTIME) - boot_us);
+  cached = g_boottime ? boot_us : clock_us(CLOCK_REALTIME) - (clock_us(CLOCK_BOOTTIME) - boot_us);
+  return cached;
 }
 
 static void load_samples(const char* path) {
@@ -102,7 +127,13 @@ int nvmlInit_v2(void) {
   const char* clock = getenv("FAKE_NVML_CLOCK");
   g_boottime = clock && strcmp(clock, "boottime") == 0;
   const char* file = getenv("FAKE_NVML_SAMPLES");
-  if (file && *file && !g_samples) load_samples(file);
+  if (file && strcmp(file, "device") == 0) {
+    g_from_device = 1;
+    const char* period = getenv("FAKE_NVML_PERIOD_MS");
+    if (period && *period && atof(period) > 0) g_period_us = (long long)(atof(period) * 1000);
+  } else if (file && *file && !g_samples) {
+    load_samples(file);
+  }
   log_call("nvmlInit_v2", "-", SUCCESS);
   return SUCCESS;
 }
@@ -147,6 +178,39 @@ int nvmlDeviceGetName(fake_device* device, char* name, unsigned length) {
   return SUCCESS;
 }
 
+/* FAKE_NVML_SAMPLES=device: the sample whose period ends k periods after the
+ * process's start, from the simulated device's busy time in it. */
+static long long device_sample_us(int k) { return process_start_us() + (long long)k * g_period_us; }
+
+static unsigned device_share(int device, long long end_us) {
+  /* The period's end on CLOCK_MONOTONIC: the sample's clock minus its distance from now. */
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const int64_t mono_now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  const int64_t to = mono_now - (int64_t)(now_us() - end_us) * 1000, from = to - (int64_t)g_period_us * 1000;
+  int64_t (*busy_ns)(int, int64_t, int64_t) = busy_ns_of_driver();
+  const int64_t ns = busy_ns ? busy_ns(device, from, to) : 0;
+  return (unsigned)(100.0 * (double)ns / ((double)g_period_us * 1000.0) + 0.5);
+}
+
+/* The device's samples whose time has come after last_seen (the last g_ring of them). */
+static unsigned device_samples(const fake_device* device, unsigned long long last_seen, unsigned room,
+                               nvml_sample* samples) {
+  const long long now = now_us();
+  int last = (int)((now - process_start_us()) / g_period_us);
+  int first = last - g_ring + 1 > 1 ? last - g_ring + 1 : 1;
+  unsigned filled = 0;
+  for (int k = first; k <= last && filled < room; ++k) {
+    const long long t = device_sample_us(k);
+    if ((unsigned long long)t <= last_seen) continue;
+    samples[filled].t_us = (unsigned long long)t;
+    samples[filled].value.ull = 0;
+    samples[filled].value.ui = device_share(device->index, t);
+    ++filled;
+  }
+  return filled;
+}
+
 /* How many of the device's oldest samples whose time has come the driver no
  * longer holds: it keeps the last g_ring (the file lists each device's
  * samples in time order). */
@@ -167,6 +231,10 @@ int nvmlDeviceGetSamples(fake_device* device, int type, unsigned long long last_
     *count = (unsigned)g_ring;  /* what can be asked for: the buffer's size, as the real driver answers */
   } else if (*count == 0) {
     rc = ERROR_INVALID_ARGUMENT;
+  } else if (g_from_device) {
+    *count = type == 1 ? device_samples(device, last_seen, *count, samples) : 0;
+    *value_type = 1;  /* NVML_VALUE_TYPE_UNSIGNED_INT */
+    if (*count == 0) rc = ERROR_NOT_FOUND;
   } else {
     const long long now = now_us();
     const int skip = overwritten(device, now);
@@ -199,6 +267,11 @@ int nvmlDeviceGetUtilizationRates(fake_device* device, nvml_utilization* u) {
   }
   u->gpu = latest ? latest->gpu : 0;
   u->memory = latest ? latest->memory : 0;
+  if (g_from_device) {
+    const int last = (int)((now - process_start_us()) / g_period_us);
+    u->gpu = last >= 1 ? device_share(device->index, device_sample_us(last)) : 0;
+    u->memory = 0;
+  }
   log_call("nvmlDeviceGetUtilizationRates", args, SUCCESS);
   return SUCCESS;
 }

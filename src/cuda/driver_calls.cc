@@ -1,0 +1,259 @@
+#include "cuda/driver_calls.h"
+
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+#include <atomic>
+#include <cstring>
+#include <utility>
+
+namespace threadburn::cuda {
+namespace {
+
+// Not a kind of call the tallies count: the driver's own lookup.
+constexpr auto kLookup = static_cast<CallKind>(-1);
+
+// The entry points, by base name (cuda.h), with the most integer or pointer
+// arguments any version of them takes: a wrapper forwards that many, so one
+// wrapper serves every version of a name (cuCtxSynchronize takes none before
+// CUDA 13 and a context after; cuMemcpyDtoH's first version took 32-bit
+// sizes: on x86-64 each argument travels in a register or a stack slot of its
+// own, and a callee reads what it declares).
+struct Entry {
+  const char* base;
+  CallKind kind;
+  int arity;
+};
+constexpr Entry kTable[] = {
+    // cuGetProcAddress (CUDA 11.3: four arguments) and its _v2 (12.0: a fifth,
+    // the symbol's status): the entry points it returns come back wrapped.
+    {"cuGetProcAddress", kLookup, 5},
+    {"cuCtxSynchronize", CallKind::kWait, 1},
+    {"cuStreamSynchronize", CallKind::kWait, 1},
+    {"cuEventSynchronize", CallKind::kWait, 1},
+    {"cuMemcpyDtoH", CallKind::kWait, 3},   // synchronous copies: they wait for the work before them
+    {"cuMemcpyHtoD", CallKind::kWait, 3},
+    {"cuMemcpy", CallKind::kWait, 3},
+    {"cuMemcpy2D", CallKind::kWait, 1},
+    {"cuMemcpy3D", CallKind::kWait, 1},
+    {"cuLaunchKernel", CallKind::kLaunch, 11},
+    {"cuLaunchKernelEx", CallKind::kLaunch, 4},
+    {"cuLaunchCooperativeKernel", CallKind::kLaunch, 10},
+    {"cuGraphLaunch", CallKind::kLaunch, 2},
+};
+constexpr int kEntries = sizeof(kTable) / sizeof(kTable[0]);
+// Distinct addresses one name may have (legacy and per-thread default stream,
+// versions): each gets a wrapper of its own.
+constexpr int kVariants = 4;
+constexpr int kSlots = kEntries * kVariants;
+// The suffixes a driver's symbol adds to a base name.
+constexpr const char* kSuffixes[] = {"", "_v2", "_ptsz", "_ptds", "_v2_ptds", "_v2_ptsz"};
+
+std::atomic<void*> g_real[kSlots];
+std::atomic<int> g_wrapped{0}, g_unwrapped{0};
+std::atomic<int64_t> g_first_ns{0};
+std::atomic<FirstWorkHook> g_hook{nullptr};
+
+int64_t clock_ns(clockid_t id) {
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// One thread's tallies: written by that thread alone (relaxed stores of
+// single-writer counters), read by anyone; never freed (a thread that ended
+// keeps its figures).
+struct Tallies {
+  pid_t tid = 0;
+  std::atomic<int64_t> calls[kCallKinds]{}, wall_ns[kCallKinds]{}, cpu_ns[kCallKinds]{};
+  // Launches whose CPU clock was read: their wall time (cpu_ns holds their CPU).
+  std::atomic<int64_t> sampled_wall_ns{0};
+  Tallies* next = nullptr;
+};
+std::atomic<Tallies*> g_threads{nullptr};
+thread_local Tallies* t_tallies = nullptr;
+thread_local int t_depth = 0;  // a wrapped call inside a wrapped call counts once (another interposer's)
+
+Tallies* tallies() {
+  if (!t_tallies) {
+    auto* t = new Tallies;
+    t->tid = static_cast<pid_t>(syscall(SYS_gettid));
+    t->next = g_threads.load(std::memory_order_relaxed);
+    while (!g_threads.compare_exchange_weak(t->next, t, std::memory_order_release, std::memory_order_relaxed)) {
+    }
+    t_tallies = t;
+  }
+  return t_tallies;
+}
+
+void add(std::atomic<int64_t>& v, int64_t d) { v.store(v.load(std::memory_order_relaxed) + d, std::memory_order_relaxed); }
+
+// The time (and CPU) of one call, recorded at its end.
+class Span {
+ public:
+  explicit Span(CallKind kind) : kind_(kind), outer_(t_depth++ == 0) {
+    if (!outer_) return;
+    t_ = tallies();
+    const int k = static_cast<int>(kind);
+    cpu_ = kind == CallKind::kWait || t_->calls[k].load(std::memory_order_relaxed) % kLaunchCpuEvery == 0;
+    wall0_ = clock_ns(CLOCK_MONOTONIC);
+    if (g_first_ns.load(std::memory_order_relaxed) == 0) first_work(wall0_);
+    if (cpu_) cpu0_ = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  }
+  ~Span() {
+    --t_depth;
+    if (!outer_) return;
+    const int64_t cpu = cpu_ ? clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0_ : 0;
+    const int64_t wall = clock_ns(CLOCK_MONOTONIC) - wall0_;
+    const int k = static_cast<int>(kind_);
+    add(t_->calls[k], 1);
+    add(t_->wall_ns[k], wall);
+    if (cpu_) add(t_->cpu_ns[k], cpu);
+    if (cpu_ && kind_ == CallKind::kLaunch) add(t_->sampled_wall_ns, wall);
+  }
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+
+ private:
+  static void first_work(int64_t t_ns) {
+    int64_t zero = 0;
+    if (!g_first_ns.compare_exchange_strong(zero, t_ns, std::memory_order_acq_rel)) return;
+    if (FirstWorkHook hook = g_hook.load(std::memory_order_acquire)) hook(t_ns);
+  }
+
+  CallKind kind_;
+  bool outer_;
+  bool cpu_ = false;
+  Tallies* t_ = nullptr;
+  int64_t wall0_ = 0, cpu0_ = 0;
+};
+
+// Every argument as a register-sized integer (see kTable).
+using Arg = uintptr_t;
+template <size_t>
+using ArgAt = Arg;
+
+void* wrap_any(const char* name, void* found);
+
+template <int S, typename... A>
+int wrapper(A... a) {
+  Span span(kTable[S / kVariants].kind);
+  return reinterpret_cast<int (*)(A...)>(g_real[S].load(std::memory_order_relaxed))(a...);
+}
+
+// cuGetProcAddress(symbol, pfn, version, flags[, status]): the entry point it
+// returns, wrapped. One wrapper serves both versions (the first ignores the
+// fifth argument).
+template <int S>
+int lookup_wrapper(const char* symbol, void** pfn, Arg version, Arg flags, Arg status) {
+  using Real = int (*)(const char*, void**, Arg, Arg, Arg);
+  const int rc = reinterpret_cast<Real>(g_real[S].load(std::memory_order_relaxed))(symbol, pfn, version, flags, status);
+  if (rc == 0 && symbol && pfn && *pfn) *pfn = wrap_any(symbol, *pfn);
+  return rc;
+}
+
+template <int S, size_t... I>
+void* wrapper_with(std::index_sequence<I...>) {
+  if constexpr (kTable[S / kVariants].kind == kLookup) {
+    return reinterpret_cast<void*>(&lookup_wrapper<S>);
+  } else {
+    return reinterpret_cast<void*>(&wrapper<S, ArgAt<I>...>);
+  }
+}
+
+template <int S>
+void* wrapper_of() {
+  return wrapper_with<S>(std::make_index_sequence<static_cast<size_t>(kTable[S / kVariants].arity)>{});
+}
+
+template <size_t... S>
+const void* const* make_wrappers(std::index_sequence<S...>) {
+  static void* const table[] = {wrapper_of<static_cast<int>(S)>()...};
+  return table;
+}
+
+const void* wrapper_at(int slot) {
+  static const void* const* table = make_wrappers(std::make_index_sequence<kSlots>{});
+  return table[slot];
+}
+
+// The table's entry of a driver symbol name, or -1.
+int entry_of(const char* name) {
+  for (int e = 0; e < kEntries; ++e) {
+    const size_t n = std::strlen(kTable[e].base);
+    // The rest of the name must be one of the driver's suffixes (cuMemcpy is a prefix of cuMemcpyDtoH).
+    if (std::strncmp(name, kTable[e].base, n) != 0) continue;
+    for (const char* suffix : kSuffixes) {
+      if (std::strcmp(name + n, suffix) == 0) return e;
+    }
+  }
+  return -1;
+}
+
+// The wrapper of `real` as entry e: its slot if it has one, else a free one.
+void* wrap_entry(int e, void* real) {
+  for (int v = 0; v < kVariants; ++v) {
+    const int slot = e * kVariants + v;
+    void* held = g_real[slot].load(std::memory_order_acquire);
+    if (held == real) return const_cast<void*>(wrapper_at(slot));
+    if (held == nullptr && g_real[slot].compare_exchange_strong(held, real, std::memory_order_acq_rel)) {
+      g_wrapped.fetch_add(1, std::memory_order_relaxed);
+      return const_cast<void*>(wrapper_at(slot));
+    }
+    if (held == real) return const_cast<void*>(wrapper_at(slot));  // another thread took it for the same
+  }
+  g_unwrapped.fetch_add(1, std::memory_order_relaxed);
+  return real;
+}
+
+void* wrap_any(const char* name, void* found) {
+  const int e = entry_of(name);
+  return e < 0 ? found : wrap_entry(e, found);
+}
+
+}  // namespace
+
+void* on_lookup(const char* name, void* found) {
+  if (!name || !found || name[0] != 'c' || name[1] != 'u') return found;
+  return wrap_any(name, found);
+}
+
+std::vector<ThreadCalls> thread_calls() {
+  std::vector<ThreadCalls> out;
+  for (Tallies* t = g_threads.load(std::memory_order_acquire); t; t = t->next) {
+    ThreadCalls c;
+    c.tid = t->tid;
+    for (int k = 0; k < kCallKinds; ++k) {
+      c.of[k].calls = t->calls[k].load(std::memory_order_relaxed);
+      c.of[k].wall_ns = t->wall_ns[k].load(std::memory_order_relaxed);
+      c.of[k].cpu_ns = t->cpu_ns[k].load(std::memory_order_relaxed);
+    }
+    // Launches: the wall time of all of them at the CPU share of those measured.
+    CallTally& l = c.of[static_cast<int>(CallKind::kLaunch)];
+    const int64_t sampled = t->sampled_wall_ns.load(std::memory_order_relaxed);
+    l.cpu_ns = sampled > 0 ? static_cast<int64_t>(static_cast<double>(l.wall_ns) * static_cast<double>(l.cpu_ns) /
+                                                  static_cast<double>(sampled))
+                           : 0;
+    out.push_back(c);
+  }
+  return out;
+}
+
+CallTally total(const std::vector<ThreadCalls>& threads, CallKind kind) {
+  CallTally sum;
+  for (const ThreadCalls& t : threads) {
+    const CallTally& x = t.of[static_cast<int>(kind)];
+    sum.calls += x.calls;
+    sum.wall_ns += x.wall_ns;
+    sum.cpu_ns += x.cpu_ns;
+  }
+  return sum;
+}
+
+void set_first_work_hook(FirstWorkHook hook) { g_hook.store(hook, std::memory_order_release); }
+int64_t first_work_ns() { return g_first_ns.load(std::memory_order_acquire); }
+int wrapped_entry_points() { return g_wrapped.load(std::memory_order_relaxed); }
+int unwrapped_entry_points() { return g_unwrapped.load(std::memory_order_relaxed); }
+
+}  // namespace threadburn::cuda

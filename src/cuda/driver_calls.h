@@ -1,0 +1,84 @@
+// The calls a program makes to the CUDA driver that wait for the device, and
+// its kernel launches: timed on the thread that makes them, for an unmodified
+// program (docs/cuda.md, "Waits on the device").
+//
+// How a program's calls reach these wrappers: a CUDA runtime (libcudart, and
+// with it PyTorch's wheels, cuBLAS, cuDNN) opens libcuda.so.1 with dlopen,
+// asks dlsym for cuGetProcAddress_v2 (falling back to dlsym of each entry
+// point by name when the driver lacks it: seen with libcudart 13 against the
+// stand-in driver) and then gets every entry point through it. The preload
+// probe's dlsym (src/probe/dlsym_tap.cc) hands on_lookup() every answer of a
+// lookup in a library: cuGetProcAddress itself comes back wrapped, and so do
+// the entry points of kTable below, by name; the wrapped cuGetProcAddress
+// wraps the table's entry points it returns. Nothing here loads or calls
+// the driver on its own account, and no CUDA header is needed: the few
+// signatures are the driver's API (cuda.h), every argument an integer or a
+// pointer.
+//
+// What a wrapped call costs the program: two CLOCK_MONOTONIC reads (vDSO,
+// ~40 ns here) and, for a wait, two reads of the thread's CPU clock (a system
+// call, ~0.3 us here); a launch reads the CPU clock only on every
+// kLaunchCpuEvery-th call (bench/overheads.py measures both).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace threadburn::cuda {
+
+// What a wrapped entry point does for the host.
+enum class CallKind : int {
+  kWait = 0,    // returns when the device has done something: stream, event and context
+                // synchronisation, synchronous copies (what .item(), .cpu() and
+                // torch.cuda.synchronize() end in)
+  kLaunch = 1,  // enqueues device work: kernel launches, graph launches
+};
+constexpr int kCallKinds = 2;
+
+// A launch's CPU clock is read on this share of launches (1 in N per thread,
+// its first included); the CPU of the others is estimated from them.
+constexpr int kLaunchCpuEvery = 16;
+
+// One kind of call on one thread.
+struct CallTally {
+  int64_t calls = 0;
+  int64_t wall_ns = 0;  // time inside the calls (CLOCK_MONOTONIC)
+  int64_t cpu_ns = 0;   // the thread's CPU inside them; launches: wall_ns times the
+                        // CPU share of the launches whose CPU clock was read
+};
+
+struct ThreadCalls {
+  pid_t tid = 0;
+  CallTally of[kCallKinds];
+};
+
+// dlsym's answer `found` for `name` in a library: the wrapper when `name` is
+// cuGetProcAddress(_v2) or an entry point of the table (by its name in the
+// driver: the base name with _v2, _ptsz or _ptds), else `found` unchanged.
+// Null stays null.
+void* on_lookup(const char* name, void* found);
+
+// Every thread that made a wrapped call, its tallies so far (a thread's own
+// tallies are written by it alone; read while it runs, a figure may lag by
+// the call in progress).
+std::vector<ThreadCalls> thread_calls();
+// The sum over threads of one kind.
+CallTally total(const std::vector<ThreadCalls>& threads, CallKind kind);
+
+// The first wrapped call of the process starts its device work: the hook is
+// called once, on the thread that makes it, with its CLOCK_MONOTONIC time,
+// before the call goes on. Set it before the program can call the driver.
+using FirstWorkHook = void (*)(int64_t t_ns);
+void set_first_work_hook(FirstWorkHook hook);
+// That time (CLOCK_MONOTONIC ns), or 0 before any wrapped call.
+int64_t first_work_ns();
+
+// Entry points handed out wrapped so far, and those left as they were
+// because every slot of their name was taken (distinct addresses of one
+// name: versions and per-thread-stream variants; a note in the summary).
+int wrapped_entry_points();
+int unwrapped_entry_points();
+
+}  // namespace threadburn::cuda

@@ -1,0 +1,198 @@
+// The wrappers of the CUDA driver's waits and launches (src/cuda/driver_calls.h)
+// on stand-in entry points of known cost: a wait that spins 30 ms of its
+// thread's CPU is 30 ms inside, 30 ms of CPU; one that sleeps 30 ms is 30 ms
+// inside and almost no CPU; names the driver exports are wrapped, others
+// not; the arguments and the result pass through. Each test runs in a
+// process of its own (gtest_discover_tests): the first-work time is the
+// process's.
+#include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+
+#include "cuda/driver_calls.h"
+
+namespace threadburn::cuda {
+namespace {
+
+using U = uintptr_t;
+
+double clock_ms(clockid_t id) {
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+int spin_30ms(U) {
+  const double end = clock_ms(CLOCK_THREAD_CPUTIME_ID) + 30;
+  while (clock_ms(CLOCK_THREAD_CPUTIME_ID) < end) {
+  }
+  return 0;
+}
+
+int sleep_30ms(U) {
+  timespec ts{0, 30 * 1000000};
+  nanosleep(&ts, nullptr);
+  return 0;
+}
+
+// A launch's eleven arguments come back as a checksum.
+int launch_sum(U a, U b, U c, U d, U e, U f, U g, U h, U i, U j, U k) {
+  return static_cast<int>(a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h + 9 * i + 10 * j + 11 * k);
+}
+
+int spin_200us_launch(U, U, U, U, U, U, U, U, U, U, U) {
+  const double end = clock_ms(CLOCK_THREAD_CPUTIME_ID) + 0.2;
+  while (clock_ms(CLOCK_THREAD_CPUTIME_ID) < end) {
+  }
+  return 0;
+}
+
+pid_t tid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+ThreadCalls mine() {
+  for (const ThreadCalls& t : thread_calls()) {
+    if (t.tid == tid()) return t;
+  }
+  return {};
+}
+
+template <typename F>
+F wrapped(const char* name, F real) {
+  return reinterpret_cast<F>(on_lookup(name, reinterpret_cast<void*>(real)));
+}
+
+TEST(DriverCalls, ASpinningWaitIsItsTimeInCpu) {
+  auto sync = wrapped("cuStreamSynchronize", &spin_30ms);
+  ASSERT_NE(reinterpret_cast<void*>(sync), reinterpret_cast<void*>(&spin_30ms));
+  EXPECT_EQ(sync(0), 0);
+  const CallTally w = mine().of[static_cast<int>(CallKind::kWait)];
+  EXPECT_EQ(w.calls, 1);
+  EXPECT_NEAR(static_cast<double>(w.cpu_ns) / 1e6, 30, 3);
+  EXPECT_GE(static_cast<double>(w.wall_ns) / 1e6, 30);
+}
+
+TEST(DriverCalls, ASleepingWaitIsItsTimeWithoutCpu) {
+  auto sync = wrapped("cuEventSynchronize", &sleep_30ms);
+  sync(0);
+  const CallTally w = mine().of[static_cast<int>(CallKind::kWait)];
+  EXPECT_EQ(w.calls, 1);
+  EXPECT_GE(static_cast<double>(w.wall_ns) / 1e6, 30);
+  EXPECT_LT(static_cast<double>(w.cpu_ns) / 1e6, 3);  // a wake-up, not the wait
+}
+
+TEST(DriverCalls, TheDriversNamesAreWrappedAndNoOthers) {
+  void* real = reinterpret_cast<void*>(&sleep_30ms);
+  for (const char* name : {"cuStreamSynchronize", "cuStreamSynchronize_ptsz", "cuCtxSynchronize", "cuCtxSynchronize_v2",
+                           "cuMemcpyDtoH_v2", "cuMemcpyDtoH_v2_ptds", "cuMemcpy", "cuMemcpyHtoD_v2", "cuLaunchKernel_ptsz",
+                           "cuLaunchKernelEx", "cuGraphLaunch", "cuGetProcAddress_v2"}) {
+    EXPECT_NE(on_lookup(name, real), real) << name;
+  }
+  for (const char* name : {"cuInit", "cuMemcpyDtoHAsync_v2", "cuMemcpyAsync", "cuStreamQuery", "cuEventQuery",
+                           "cuStreamSynchronizeX", "cudaStreamSynchronize", "cuLaunchHostFunc", "PyInit_math"}) {
+    EXPECT_EQ(on_lookup(name, real), real) << name;
+  }
+  EXPECT_EQ(on_lookup("cuStreamSynchronize", nullptr), nullptr);
+}
+
+TEST(DriverCalls, OneAddressOneWrapperAndAtMostFourAName) {
+  int (*reals[])(U) = {+[](U) { return 1; }, +[](U) { return 2; }, +[](U) { return 3; }, +[](U) { return 4; },
+                       +[](U) { return 5; }};
+  auto first = wrapped("cuEventSynchronize", reals[0]);
+  EXPECT_EQ(wrapped("cuEventSynchronize", reals[0]), first);  // asked again: the same wrapper
+  for (int i = 1; i < 4; ++i) {
+    auto w = wrapped("cuEventSynchronize", reals[i]);
+    EXPECT_NE(w, reals[i]);
+    EXPECT_EQ(w(0), i + 1);  // each wrapper calls its own
+  }
+  EXPECT_EQ(wrapped("cuEventSynchronize", reals[4]), reals[4]);  // no slot left: as it was, and said
+  EXPECT_EQ(unwrapped_entry_points(), 1);
+  EXPECT_EQ(wrapped_entry_points(), 4);
+}
+
+TEST(DriverCalls, ArgumentsAndResultPassThroughALaunch) {
+  auto launch = wrapped("cuLaunchKernel", &launch_sum);
+  EXPECT_EQ(launch(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11), launch_sum(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11));
+  EXPECT_EQ(mine().of[static_cast<int>(CallKind::kLaunch)].calls, 1);
+  EXPECT_EQ(mine().of[static_cast<int>(CallKind::kWait)].calls, 0);
+}
+
+TEST(DriverCalls, LaunchCpuIsEstimatedFromOneInSixteen) {
+  auto launch = wrapped("cuLaunchKernel", &spin_200us_launch);
+  const double cpu0 = clock_ms(CLOCK_THREAD_CPUTIME_ID), wall0 = clock_ms(CLOCK_MONOTONIC);
+  for (int i = 0; i < 64; ++i) launch(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const double cpu = clock_ms(CLOCK_THREAD_CPUTIME_ID) - cpu0, wall = clock_ms(CLOCK_MONOTONIC) - wall0;
+  const CallTally l = mine().of[static_cast<int>(CallKind::kLaunch)];
+  EXPECT_EQ(l.calls, 64);
+  // Every launch spins 0.2 ms of CPU: 12.8 ms of CPU whichever launches were
+  // read. The estimate scales the wall time by the read ones' CPU share, so a
+  // launch preempted on a busy machine moves it by at most the time the
+  // thread was off the CPU (wall - cpu, measured here).
+  EXPECT_GE(cpu, 12.8);
+  EXPECT_NEAR(static_cast<double>(l.cpu_ns) / 1e6, cpu, 0.1 * cpu + (wall - cpu));
+}
+
+// cuGetProcAddress(_v2) hands back wrapped entry points, whichever version.
+int lookup_v2(const char* symbol, void** pfn, int, uint64_t, int* status) {
+  *pfn = std::strcmp(symbol, "cuStreamSynchronize") == 0 ? reinterpret_cast<void*>(&spin_30ms) : nullptr;
+  if (status) *status = *pfn ? 0 : 1;
+  return 0;
+}
+
+TEST(DriverCalls, ProcAddressHandsOutWrappers) {
+  auto lookup = wrapped("cuGetProcAddress_v2", &lookup_v2);
+  ASSERT_NE(lookup, &lookup_v2);
+  void* f = nullptr;
+  int status = -1;
+  ASSERT_EQ(lookup("cuStreamSynchronize", &f, 13000, 0, &status), 0);
+  EXPECT_EQ(status, 0);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f, reinterpret_cast<void*>(&spin_30ms));
+  reinterpret_cast<int (*)(U)>(f)(0);
+  EXPECT_EQ(mine().of[static_cast<int>(CallKind::kWait)].calls, 1);
+  ASSERT_EQ(lookup("cuNothing", &f, 13000, 0, &status), 0);
+  EXPECT_EQ(f, nullptr);
+  EXPECT_EQ(status, 1);
+}
+
+// A wrapper that another interposer's wrapper calls (both wrapped): one wait, not two.
+std::atomic<int (*)(U)> g_inner{nullptr};
+int outer_wait(U x) { return g_inner.load()(x); }
+
+TEST(DriverCalls, AWaitInsideAWaitCountsOnce) {
+  g_inner = wrapped("cuStreamSynchronize", &sleep_30ms);
+  auto outer = wrapped("cuStreamSynchronize_ptsz", &outer_wait);
+  outer(0);
+  const CallTally w = mine().of[static_cast<int>(CallKind::kWait)];
+  EXPECT_EQ(w.calls, 1);
+  EXPECT_LT(static_cast<double>(w.wall_ns) / 1e6, 45);
+}
+
+std::atomic<int64_t> g_hook_ns{0};
+std::atomic<int> g_hook_calls{0};
+
+TEST(DriverCalls, TheFirstCallStartsTheDeviceWorkOnce) {
+  set_first_work_hook([](int64_t t) {
+    g_hook_ns = t;
+    ++g_hook_calls;
+  });
+  EXPECT_EQ(first_work_ns(), 0);
+  auto sync = wrapped("cuCtxSynchronize", &sleep_30ms);
+  const double before = clock_ms(CLOCK_MONOTONIC);
+  std::thread([&] { sync(0); }).join();
+  sync(0);
+  EXPECT_EQ(g_hook_calls.load(), 1);
+  EXPECT_EQ(first_work_ns(), g_hook_ns.load());
+  EXPECT_NEAR(static_cast<double>(first_work_ns()) / 1e6, before, 5);
+  // Per thread: the other thread's wait is its own.
+  EXPECT_EQ(mine().of[static_cast<int>(CallKind::kWait)].calls, 1);
+  EXPECT_EQ(total(thread_calls(), CallKind::kWait).calls, 2);
+}
+
+}  // namespace
+}  // namespace threadburn::cuda

@@ -1,0 +1,214 @@
+/* A GPU "training" of known truth on the stand-in driver's simulated device
+   (fake_device.c, through LD_LIBRARY_PATH=build/tests/fake_cuda): what the
+   probe's waits, launches, phases and advice are tested on
+   (tests/bench/check_device_waits.py), and what tune decides the wait
+   policy of.
+
+   device_training [--kind=sync|launch|loader] [--startup-ms=1000] [--steps=N]
+                   [--step-ms=20] [--kernels=4] [--wait=stream|copy|event|ctx]
+                   [--lookup=proc|dlsym] [--workers=2] [--batch-ms=40]
+
+   It reaches the driver as a CUDA runtime does: dlopen("libcuda.so.1"), then
+   cuGetProcAddress_v2 for every entry point (--lookup=dlsym: dlsym of each by
+   its name, as a runtime does when the driver lacks cuGetProcAddress_v2, and
+   as Python's ctypes does). Before any of that the main thread burns
+   --startup-ms of its own CPU (a program's import and initialisation); its
+   first launch is its first device work. Then --steps steps:
+     sync    (default) --kernels launches that queue --step-ms of device work
+             together, then one wait for it (--wait: cuStreamSynchronize, a
+             synchronous copy of the result as .item() ends in, an event, or
+             cuCtxSynchronize): the host waits about --step-ms a step
+     launch  --kernels launches of 2 us of device work each, then a wait that
+             finds the work done: the host, launching (FAKE_CUDA_LAUNCH_US
+             each), keeps the device idle most of the time
+     loader  --workers forked processes each make batches of --batch-ms of
+             their own CPU and send them through a pipe; the main thread waits
+             for the next batch, then launches 1 ms of device work and waits
+   It prints "device_training: steps=N steps_ms=T startup_ms=S" (its own
+   figures: the steps' wall time on its clock). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int (*proc_address)(const char*, void**, int, uint64_t, int*);
+
+static struct {
+  int (*init)(unsigned);
+  int (*device_get)(int*, int);
+  int (*retain)(void**, int);
+  int (*set_current)(void*);
+  int (*module_load)(void**, const void*);
+  int (*get_function)(void**, void*, const char*);
+  int (*launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**, void**);
+  int (*stream_sync)(void*);
+  int (*ctx_sync)(void);
+  int (*event_create)(void**, unsigned);
+  int (*event_record)(void*, void*);
+  int (*event_sync)(void*);
+  int (*mem_alloc)(uint64_t*, size_t);
+  int (*copy_dtoh)(void*, uint64_t, size_t);
+} cu;
+
+static double now_ms(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void burn_ms(double ms) {
+  const double end = now_ms(CLOCK_THREAD_CPUTIME_ID) + ms;
+  while (now_ms(CLOCK_THREAD_CPUTIME_ID) < end) {
+  }
+}
+
+static void check(int rc, const char* what) {
+  if (rc != 0) {
+    fprintf(stderr, "device_training: %s failed: %d\n", what, rc);
+    exit(1);
+  }
+}
+
+static void* entry(void* driver, proc_address lookup, const char* name, const char* exported) {
+  void* f = NULL;
+  if (lookup) {
+    check(lookup(name, &f, 13000, 0, NULL), name);
+  } else {
+    f = dlsym(driver, exported);
+  }
+  if (!f) {
+    fprintf(stderr, "device_training: no %s\n", name);
+    exit(1);
+  }
+  return f;
+}
+
+static void load_driver(const char* how) {
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!driver) {
+    fprintf(stderr, "device_training: %s\n", dlerror());
+    exit(1);
+  }
+  proc_address lookup = NULL;
+  if (strcmp(how, "dlsym") != 0) {
+    *(void**)&lookup = dlsym(driver, "cuGetProcAddress_v2");  /* POSIX's way to a function pointer */
+    if (!lookup) check(1, "dlsym cuGetProcAddress_v2");
+  }
+#define E(field, name, exported) *(void**)&cu.field = entry(driver, lookup, name, exported)
+  E(init, "cuInit", "cuInit");
+  E(device_get, "cuDeviceGet", "cuDeviceGet");
+  E(retain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain");
+  E(set_current, "cuCtxSetCurrent", "cuCtxSetCurrent");
+  E(module_load, "cuModuleLoadData", "cuModuleLoadData");
+  E(get_function, "cuModuleGetFunction", "cuModuleGetFunction");
+  E(launch, "cuLaunchKernel", "cuLaunchKernel");
+  E(stream_sync, "cuStreamSynchronize", "cuStreamSynchronize");
+  E(ctx_sync, "cuCtxSynchronize", "cuCtxSynchronize");
+  E(event_create, "cuEventCreate", "cuEventCreate");
+  E(event_record, "cuEventRecord", "cuEventRecord");
+  E(event_sync, "cuEventSynchronize", "cuEventSynchronize");
+  E(mem_alloc, "cuMemAlloc", "cuMemAlloc_v2");
+  E(copy_dtoh, "cuMemcpyDtoH", "cuMemcpyDtoH_v2");
+#undef E
+}
+
+static void* kernel(void* module, double us) {
+  char name[48];
+  void* f = NULL;
+  snprintf(name, sizeof name, "sleep_%ld", (long)(us + 0.5));
+  check(cu.get_function(&f, module, name), "cuModuleGetFunction");
+  return f;
+}
+
+static void wait_for(const char* how, void* event, uint64_t result) {
+  float loss = 0;
+  if (strcmp(how, "copy") == 0) {
+    check(cu.copy_dtoh(&loss, result, sizeof loss), "cuMemcpyDtoH");
+  } else if (strcmp(how, "event") == 0) {
+    check(cu.event_record(event, NULL), "cuEventRecord");
+    check(cu.event_sync(event), "cuEventSynchronize");
+  } else if (strcmp(how, "ctx") == 0) {
+    check(cu.ctx_sync(), "cuCtxSynchronize");
+  } else {
+    check(cu.stream_sync(NULL), "cuStreamSynchronize");
+  }
+}
+
+/* A loader worker: a batch (one byte) every batch_ms of its own CPU, until
+   the main thread closes its end (the worker holds none of it). */
+static pid_t fork_worker(const int fds[2], double batch_ms) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  close(fds[0]);
+  const int fd = fds[1];
+  for (;;) {
+    burn_ms(batch_ms);
+    if (write(fd, "b", 1) != 1) _exit(0);
+  }
+}
+
+int main(int argc, char** argv) {
+  const char *kind = "sync", *how = "stream", *lookup = "proc";
+  double startup_ms = 1000, step_ms = 20, batch_ms = 40;
+  int steps = 50, kernels = 4, workers = 2;
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    if (!strncmp(a, "--kind=", 7)) kind = a + 7;
+    else if (!strncmp(a, "--startup-ms=", 13)) startup_ms = atof(a + 13);
+    else if (!strncmp(a, "--steps=", 8)) steps = atoi(a + 8);
+    else if (!strncmp(a, "--step-ms=", 10)) step_ms = atof(a + 10);
+    else if (!strncmp(a, "--kernels=", 10)) kernels = atoi(a + 10);
+    else if (!strncmp(a, "--wait=", 7)) how = a + 7;
+    else if (!strncmp(a, "--lookup=", 9)) lookup = a + 9;
+    else if (!strncmp(a, "--workers=", 10)) workers = atoi(a + 10);
+    else if (!strncmp(a, "--batch-ms=", 11)) batch_ms = atof(a + 11);
+    else {
+      fprintf(stderr, "device_training: unknown argument %s\n", a);
+      return 2;
+    }
+  }
+  if (kernels < 1 || steps < 1 || workers < 1) return 2;
+  const double t0 = now_ms(CLOCK_MONOTONIC);
+  burn_ms(startup_ms);
+  load_driver(lookup);
+  int dev = 0;
+  void *ctx = NULL, *module = NULL, *event = NULL;
+  uint64_t result = 0;
+  check(cu.init(0), "cuInit");
+  check(cu.device_get(&dev, 0), "cuDeviceGet");
+  check(cu.retain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+  check(cu.set_current(ctx), "cuCtxSetCurrent");
+  check(cu.module_load(&module, "image"), "cuModuleLoadData");
+  check(cu.event_create(&event, 0), "cuEventCreate");
+  check(cu.mem_alloc(&result, sizeof(float)), "cuMemAlloc");
+  const int loader = strcmp(kind, "loader") == 0;
+  void* f = kernel(module, strcmp(kind, "launch") == 0 ? 2.0 : loader ? 1000.0 : step_ms * 1000.0 / kernels);
+  int pipefd[2] = {-1, -1};
+  pid_t pids[64];
+  if (loader) {
+    if (pipe(pipefd) != 0 || workers > 64) return 1;
+    for (int w = 0; w < workers; ++w) pids[w] = fork_worker(pipefd, batch_ms);
+    close(pipefd[1]);
+  }
+  const double s0 = now_ms(CLOCK_MONOTONIC);
+  for (int s = 0; s < steps; ++s) {
+    char batch;
+    if (loader && read(pipefd[0], &batch, 1) != 1) return 1;
+    for (int k = 0; k < (loader ? 1 : kernels); ++k) {
+      check(cu.launch(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), "cuLaunchKernel");
+    }
+    wait_for(how, event, result);
+  }
+  const double s1 = now_ms(CLOCK_MONOTONIC);
+  if (loader) {
+    close(pipefd[0]);
+    for (int w = 0; w < workers; ++w) waitpid(pids[w], NULL, 0);
+  }
+  printf("device_training: steps=%d steps_ms=%.3f startup_ms=%.3f\n", steps, s1 - s0, s0 - t0);
+  return 0;
+}
