@@ -1,0 +1,214 @@
+#!/usr/bin/python3
+"""Known answers of the probe's waits on the device, launches and phases
+(src/cuda/driver_calls.h, src/probe/probe.cc), live, with no GPU:
+
+    check_device_waits.py CASE --probe LIB --build-dir DIR --repo DIR
+
+device_training (tests/cpp/fake_cuda/device_training.c) runs on the
+stand-in driver's simulated device (fake_device.c: a launch queues work of a
+chosen time; a wait spins, yields or sleeps as the context's flags say) and
+NVML made of that work (FAKE_NVML_SAMPLES=device). Its truth is known by
+construction: --startup-ms of CPU before its first launch, then steps of
+--step-ms of device work and one wait each.
+
+  sync_spin      the driver's default policy (auto: spin here): the main
+                 thread's time inside the waits is the device work (to 5 %,
+                 less the time the host spent launching, more the time it
+                 waited for a CPU), its CPU there about that time (the CPU
+                 plus the run-queue wait of a spinning thread); the startup
+                 is the program's own figure to 5 %, and its CPU the --startup-ms
+                 burned; the GPU busy nearly all the steady phase
+  sync_blocking  THREADBURN_CUDA_SYNC=blocking_sync: the same time, under 5 %
+                 of it in CPU
+  routes         every way a program reaches a wait: the entry points by
+                 dlsym instead of cuGetProcAddress_v2 (the fallback of a
+                 runtime, and Python's ctypes), and the waits a stream
+                 synchronisation, a synchronous copy (.item()), an event or
+                 the context: each wait of each counted once, its time there
+  cpu_startup    a CPU program (regions_child) that burns 2 s on its main
+                 thread before its first OpenMP region: a startup of 2 s or
+                 more, and a steady phase without it
+  run_advice     `threadburn run` on the three kinds: sync-bound with the
+                 saving, host-bound (many tiny launches), loader-bound
+                 (workers busy, main idle); no other advice
+Standard library only.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def fakes(a):
+    return os.path.join(a.build_dir, "tests", "fake_cuda")
+
+
+def environment(a, extra):
+    env = dict(os.environ, LD_LIBRARY_PATH=fakes(a), FAKE_NVML_SAMPLES="device", **extra)
+    for k in [k for k in env if k.startswith(("FAKE_CUDA_", "THREADBURN_CUDA_")) and k not in extra]:
+        del env[k]  # the stand-in driver's defaults and no wait policy unless the case says
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+def said_of(stdout):
+    """The k=v figures a known-answer program printed."""
+    return {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", stdout)}
+
+
+def probed(a, tmp, cmd, extra=None):
+    """cmd under the probe: (its summary, the figures it printed)."""
+    out = tempfile.mkdtemp(dir=tmp)
+    env = environment(a, dict(extra or {}, LD_PRELOAD=a.probe, THREADBURN_PROBE_DIR=out))
+    print("$ " + " ".join(f"{k}={v}" for k, v in (extra or {}).items()) + " " + " ".join(cmd))
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    sys.stdout.write(p.stdout + p.stderr)
+    check(p.returncode == 0, f"{os.path.basename(cmd[0])} exited {p.returncode}")
+    paths = glob.glob(os.path.join(out, "probe-*.json"))
+    check(len(paths) == 1, f"{len(paths)} probe summaries, expected 1")
+    with open(paths[0]) as f:
+        s = json.load(f)
+    c = s["counters"]
+    print("counters: " + ", ".join(f"{k}={c[k]}" for k in c if k.startswith(("startup", "steady", "sync", "main_s",
+                                                                                 "launch", "main_l", "wait_main"))))
+    return s, said_of(p.stdout)
+
+
+def training(a, *args):
+    return [os.path.join(fakes(a), "device_training"), *args]
+
+
+STEPS, STEP_MS, STARTUP_MS = 50, 20.0, 1000.0
+
+
+def sync_run(a, tmp, policy=None):
+    extra = {"THREADBURN_CUDA_SYNC": policy} if policy else {}
+    s, said = probed(a, tmp, training(a, f"--startup-ms={STARTUP_MS:g}", f"--steps={STEPS}", f"--step-ms={STEP_MS:g}"),
+                     extra)
+    c = s["counters"]
+    check(s["context"]["startup_ends"] == "device", f"startup_ends {s['context']['startup_ends']}, expected device")
+    check(c["main_syncs"] == STEPS and c["syncs"] == STEPS, f"syncs {c['syncs']} (main {c['main_syncs']}), "
+          f"expected one a step ({STEPS})")
+    check(c["main_launches"] == 4 * STEPS, f"launches {c['main_launches']}, expected 4 a step")
+    device_ms = STEPS * STEP_MS
+    wait = c["main_sync_wait_ms"]
+    lo, hi = 0.95 * device_ms - c["main_launch_ms"], 1.05 * device_ms + c["wait_main_ms"]
+    check(lo <= wait <= hi, f"the main thread waited {wait:.1f} ms for {device_ms:g} ms of device work "
+          f"(expected {lo:.1f}..{hi:.1f}: 5 %, less the launches' time, more its run-queue wait)")
+    # The startup: what the program measured from its main to its first launch, to 5 %
+    # (the probe's starts a few ms earlier, at its load), and the CPU the program burned in it.
+    own = said["startup_ms"]
+    check(own >= STARTUP_MS and abs(c["startup_ms"] - own) <= 0.05 * own,
+          f"startup_ms {c['startup_ms']:.1f}, the program's own {own:.1f} (expected within 5 %)")
+    check(STARTUP_MS <= c["startup_cpu_ms"] <= 1.05 * STARTUP_MS + 20,
+          f"startup_cpu_ms {c['startup_cpu_ms']:.1f}, the program burned {STARTUP_MS:g} ms")
+    check(c["steady_cpu_ms"] <= 1.05 * c["steady_ms"] + 20, "the steady phase holds the startup's CPU")
+    busy = c["steady_gpu_busy_share"]
+    check(busy is not None and busy >= 0.8, f"steady_gpu_busy_share {busy}: the device worked all the steps")
+    return c
+
+
+def case_sync_spin(a, tmp):
+    c = sync_run(a, tmp)
+    wait, cpu = c["main_sync_wait_ms"], c["main_sync_cpu_ms"]
+    # A spinning thread is on a CPU or waiting for one all the time it waits.
+    check(cpu <= 1.02 * wait + 1 and cpu + c["wait_main_ms"] >= 0.95 * wait,
+          f"under spin the waits' CPU is {cpu:.1f} ms (+ run-queue wait {c['wait_main_ms']:.1f}) of {wait:.1f} ms")
+
+
+def case_sync_blocking(a, tmp):
+    c = sync_run(a, tmp, "blocking_sync")
+    wait, cpu = c["main_sync_wait_ms"], c["main_sync_cpu_ms"]
+    check(cpu < 0.05 * wait, f"under blocking_sync the waits' CPU is {cpu:.1f} ms of {wait:.1f} ms (expected < 5 %)")
+    check(c["steady_cpu_ms"] < 0.1 * c["steady_ms"], f"the steady phase burned {c['steady_cpu_ms']:.1f} ms")
+
+
+def case_routes(a, tmp):
+    steps, step_ms = 10, 10.0
+    for args in (["--lookup=dlsym"], ["--wait=copy"], ["--wait=event"], ["--wait=ctx"],
+                 ["--lookup=dlsym", "--wait=copy"]):
+        s, _ = probed(a, tmp, training(a, "--startup-ms=0", f"--steps={steps}", f"--step-ms={step_ms:g}", *args))
+        c = s["counters"]
+        check(c["main_syncs"] == steps, f"{args}: {c['main_syncs']} waits seen, expected {steps}")
+        check(c["main_launches"] == 4 * steps, f"{args}: {c['main_launches']} launches seen, expected {4 * steps}")
+        check(c["main_sync_wait_ms"] >= 0.95 * steps * step_ms - c["main_launch_ms"],
+              f"{args}: {c['main_sync_wait_ms']:.1f} ms inside the waits for {steps * step_ms:g} ms of work")
+        check(s["context"]["driver_calls_note"] == "none", s["context"]["driver_calls_note"])
+
+
+def case_cpu_startup(a, tmp):
+    child = os.path.join(a.build_dir, "tests", "cpp", "regions_child")
+    s, said = probed(a, tmp, [child, "--startup_ms=2000", "--steps=5", "--regions=20", "--gap_ms=50"],
+                     {"OMP_NUM_THREADS": "2"})
+    c, ctx = s["counters"], s["context"]
+    check(ctx["startup_ends"] == "openmp", f"startup_ends {ctx['startup_ends']}, expected openmp")
+    check(c["startup_ms"] >= 2000 and abs(c["startup_ms"] - said["startup_ms"]) <= 0.05 * said["startup_ms"],
+          f"startup_ms {c['startup_ms']:.1f}, the program's own {said['startup_ms']:.1f}")
+    check(c["startup_cpu_ms"] >= 2000, f"startup_cpu_ms {c['startup_cpu_ms']:.1f} < the 2000 ms burned")
+    check(abs(c["steady_ms"] - said["steady_ms"]) <= 0.05 * said["steady_ms"] + 5,
+          f"steady_ms {c['steady_ms']:.1f}, the program's regions and gaps {said['steady_ms']:.1f}")
+    check(c["steady_cpu_main_ms"] < 0.5 * c["startup_cpu_ms"], "the steady phase holds the startup's burn")
+    check(abs(c["startup_ms"] + c["steady_ms"] - c["wall_ms"]) <= 1.0, "startup + steady is not the run")
+
+
+def threadburn_run(a, tmp, args, extra=None):
+    out = tempfile.mkdtemp(dir=tmp)
+    cmd = [os.path.join(a.repo, "bin", "threadburn"), "run", "--build-dir", a.build_dir, "--exact", "off",
+           "--no-plot", "--out", out, "--force", "--", *training(a, *args)]
+    env = environment(a, dict(extra or {}, THREADBURN_RUNS=os.path.join(tmp, "runs")))
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    sys.stdout.write(p.stdout + p.stderr)
+    check(p.returncode == 0, f"threadburn run exited {p.returncode}")
+    return p.stdout
+
+
+def advice_kinds(text):
+    return [ln.split("advice: ", 1)[1].split(":")[0] for ln in text.splitlines() if ln.startswith("  advice: ")]
+
+
+def case_run_advice(a, tmp):
+    out = threadburn_run(a, tmp, ["--startup-ms=500", "--steps=50", "--step-ms=20"])
+    check(advice_kinds(out) == ["sync-bound"], f"advice {advice_kinds(out)} on the sync-bound training")
+    m = re.search(r"blocking_sync would save about ([0-9.]+) (ms|s) of CPU", out)
+    check(m is not None, "no saving quoted")
+    saving = float(m.group(1)) * (1000 if m.group(2) == "s" else 1)
+    check(0.9 * STEPS * STEP_MS <= saving <= 1.05 * STEPS * STEP_MS,
+          f"the saving quoted, {saving:g} ms, is not the waits' {STEPS * STEP_MS:g} ms")
+    lines = out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("threadburn run: "))
+    check(lines[head + 1].startswith("  steady phase: "), "the report does not lead with the steady phase")
+    out = threadburn_run(a, tmp, ["--kind=launch", "--startup-ms=200", "--steps=40", "--kernels=400"],
+                         {"FAKE_CUDA_LAUNCH_US": "20"})
+    check(advice_kinds(out) == ["host-bound"], f"advice {advice_kinds(out)} on the launch-bound training")
+    out = threadburn_run(a, tmp, ["--kind=loader", "--startup-ms=200", "--steps=40", "--workers=2", "--batch-ms=40"])
+    check(advice_kinds(out) == ["loader-bound"], f"advice {advice_kinds(out)} on the loader-bound training")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("case", choices=[n[5:] for n in globals() if n.startswith("case_")])
+    ap.add_argument("--probe", required=True)
+    ap.add_argument("--build-dir", required=True)
+    ap.add_argument("--repo", required=True)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        globals()["case_" + a.case](a, tmp)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
