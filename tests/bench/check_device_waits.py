@@ -31,6 +31,10 @@ construction: --startup-ms of CPU before its first launch, then steps of
   run_advice     `threadburn run` on the three kinds: sync-bound with the
                  saving, host-bound (many tiny launches), loader-bound
                  (workers busy, main idle); no other advice
+  tune           `threadburn tune` of the sync-bound training (1 s of startup,
+                 0.6 s of steps): CHANGE to cuda-blocking_sync, its steady
+                 phase's CPU -90 % or more, its time within the margin, in
+                 3 minutes or less, judged on the steady phase
 Standard library only.
 """
 import argparse
@@ -41,6 +45,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 
 def fail(msg):
@@ -196,6 +201,28 @@ def case_run_advice(a, tmp):
     check(advice_kinds(out) == ["host-bound"], f"advice {advice_kinds(out)} on the launch-bound training")
     out = threadburn_run(a, tmp, ["--kind=loader", "--startup-ms=200", "--steps=40", "--workers=2", "--batch-ms=40"])
     check(advice_kinds(out) == ["loader-bound"], f"advice {advice_kinds(out)} on the loader-bound training")
+
+
+def case_tune(a, tmp):
+    out = os.path.join(tmp, "tune.csv")
+    cmd = [os.path.join(a.repo, "bin", "threadburn"), "tune", "--build-dir", a.build_dir, "--out", out, "--",
+           *training(a, "--startup-ms=1000", "--steps=30", f"--step-ms={STEP_MS:g}")]
+    env = environment(a, {"THREADBURN_RUNS": os.path.join(tmp, "runs")})
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    took = time.monotonic() - t0
+    sys.stdout.write(p.stdout[-5000:] + p.stderr[-3000:])
+    check(p.returncode == 0, f"threadburn tune exited {p.returncode}")
+    with open(os.path.join(tmp, "tune.verdict.json")) as f:
+        v = json.load(f)["workloads"][0]
+    print(f"tune: {took:.0f} s; {v['verdict']} {v['setting']}; time {v['time_ratio']}; CPU {v['cpu_ratio']}")
+    check((v["verdict"], v["setting"]) == ("change", "cuda-blocking_sync"),
+          f"{v['verdict']} {v['setting']}, expected change to cuda-blocking_sync")
+    check(v["gain_from"] == "confirmation", "the gain is not the fresh runs'")
+    check(v["time_metric"] == "steady_ms" and v["startup_ms"] >= STARTUP_MS, "not judged on the steady phase")
+    check(v["cpu_ratio"]["high"] <= 0.1, f"the steady phase's CPU {v['cpu_ratio']}: expected -90 % or more")
+    check(0.95 <= v["time_ratio"]["estimate"] <= 1.05, f"the time {v['time_ratio']}: expected within the 5 % margin")
+    check(took <= 180, f"the tune took {took:.0f} s (expected 3 minutes or less)")
 
 
 def main():

@@ -1,16 +1,22 @@
 """`threadburn tune` on a GPU training, whole, in this process, with the
 process launcher (lib/launch.py) replaced by a training whose truth is
-known: its main thread burns 95 % of a core while it waits for the GPU
-unless blocking_sync is in force, then 15 %; every setting runs equally
-fast. The probe's files it writes follow the probe's GPU interface (the
-context cuda_used, cuda_sync_in_force). The policy applies only where
-threadburn puts it: the probe (the race) or libthreadburn_cuda_sync.so
-preloaded (the fresh runs without the probe), as the real libraries do.
+known: 12 s of startup at a core (import, CUDA initialisation: the same in
+every setting), then a steady phase of 1 s in which its main thread burns
+95 % of a core while it waits for the GPU unless blocking_sync is in force,
+then 15 %; every setting runs equally fast. The probe's files it writes
+follow the probe's GPU interface (the context cuda_used,
+cuda_sync_in_force, startup_ends; the phases), and so do the phase mark's
+(phase-<pid>.json) where libthreadburn_phase.so is preloaded. The policy
+applies only where threadburn puts it: the probe (the race) or
+libthreadburn_cuda_sync.so preloaded (the fresh runs without the probe),
+as the real libraries do.
 
 Known answers: round 1 shows CUDA, so the policies join the race on top of
-plain; the verdict changes to cuda-blocking_sync (as fast, 80 % less CPU),
-confirmed in fresh runs that preloaded the library, and says how to keep
-it without threadburn. A program whose context existed before the probe
+plain and the runs are judged on their steady phase (rule version 6); the
+verdict changes to cuda-blocking_sync (as fast, 82 % less CPU in the steady
+phase, where whole runs would read 6 %), confirmed in fresh runs that
+preloaded the library and the phase mark, and says how to keep it without
+threadburn. A program whose context existed before the probe
 could set it (every policy in force is the program's) gets them dropped as
 duplicates; a CPU program gets none. With --copies N on a host of N GPUs,
 copy i sees GPU i alone, and each row says which."""
@@ -31,6 +37,8 @@ from test_gpu_run import cuda_knob
 
 PROBE = "/fake/libthreadburn_probe.so"
 CUDA_LIB = "/fake/libthreadburn_cuda_sync.so"
+PHASE_LIB = "/fake/libthreadburn_phase.so"
+STARTUP_MS = 12000.0  # at a core, in every setting
 with open(os.path.join(helpers.FIXTURES, "gpu_probe", "describe.json")) as _f:
     DESCRIBE = json.load(_f)
 
@@ -48,19 +56,26 @@ class Training:
         asked = env.get(probe.CUDA_SYNC, "auto")
         applied = self.cuda and not self.context_first and (PROBE in preload or CUDA_LIB in preload)
         in_force = asked if applied and asked != "auto" else ("auto" if self.cuda else "n/a")
-        wall = 1000.0 * (1 + self.rng.gauss(0, 0.01))
-        main = wall * (0.15 if in_force == "blocking_sync" else 0.95) if self.cuda else wall * 0.5
+        steady = 1000.0 * (1 + self.rng.gauss(0, 0.01))
+        main = steady * (0.15 if in_force == "blocking_sync" else 0.95) if self.cuda else steady * 0.5
+        steady_cpu = main + 30.0
+        wall, cpu = STARTUP_MS + steady, STARTUP_MS + steady_cpu
+        phases = dict(startup_ms=STARTUP_MS, startup_cpu_ms=STARTUP_MS, steady_ms=steady, steady_cpu_ms=steady_cpu)
         self.calls.append((dict(env), in_force))
         self.pid += 1
         if PROBE in preload:
             counters = {c["name"]: 0 for c in DESCRIBE["counters"]}
-            counters.update(wall_ms=wall, cpu_ms=main + 30.0, cpu_main_ms=main, cpu_cuda_ms=30.0,
-                            main_core_share=main / wall, gpu_busy_share=0.8 if self.cuda else None)
+            counters.update(wall_ms=wall, cpu_ms=cpu, cpu_main_ms=STARTUP_MS + main, cpu_cuda_ms=30.0,
+                            main_core_share=(STARTUP_MS + main) / wall, gpu_busy_share=0.8 if self.cuda else None,
+                            **(phases if self.cuda else {}))
             context = dict(DESCRIBE["context"], cuda_used="1" if self.cuda else "0", cuda_sync_requested=asked,
-                           cuda_sync_in_force=in_force)
+                           cuda_sync_in_force=in_force, startup_ends="device" if self.cuda else "none")
             with open(os.path.join(env["THREADBURN_PROBE_DIR"], f"probe-{self.pid}.json"), "w") as f:
                 json.dump({"pid": self.pid, "command": "train", "counters": counters, "context": context}, f)
-        return wall, main + 30.0
+        elif PHASE_LIB in preload and self.cuda:
+            with open(os.path.join(env[probe.PHASE_DIR], f"phase-{self.pid}.json"), "w") as f:
+                json.dump(dict(pid=self.pid, startup_ends="device", **phases), f)
+        return wall, cpu
 
     def run(self, cmd, env, timeout_s=None, capture=True):
         wall, cpu = self.process(env)
@@ -87,6 +102,7 @@ def faked(training, gpus=None):
             mock.patch.object(probe, "library", return_value=PROBE), \
             mock.patch.object(probe, "cuda_sync_library", return_value=CUDA_LIB), \
             mock.patch.object(paths, "cuda_sync_library", return_value=CUDA_LIB), \
+            mock.patch.object(probe, "phase_library", return_value=PHASE_LIB), \
             mock.patch.object(probe, "describe", return_value=DESCRIBE), \
             mock.patch.dict(os.environ, hook):
         os.environ.pop("CUDA_VISIBLE_DEVICES", None)
@@ -122,18 +138,25 @@ class GpuTune(helpers.TempDir, unittest.TestCase):
         self.assertIn(f"Set: THREADBURN_CUDA_SYNC=blocking_sync; without threadburn the CUDA wait policy needs its "
                       f"library: LD_PRELOAD={CUDA_LIB} THREADBURN_CUDA_SYNC=blocking_sync /usr/bin/python3 train.py; "
                       "or in the program, after `import torch` and before its first CUDA call, "
-                      "`ctypes.CDLL('libcudart.so.12').cudaSetDeviceFlags(4)`", verdict)
+                      "`ctypes.CDLL('libcudart.so.' + torch.version.cuda.split('.')[0]).cudaSetDeviceFlags(4)`", verdict)
         by = {}
         for r in rows:
             by.setdefault((r.study, r.phase), []).append(r)
         self.assertEqual({r.text("cuda_sync") for r in by[("plain", "race")]}, {"auto"})
         self.assertEqual({r.text("cuda_sync") for r in by[("cuda-blocking_sync", "race")]}, {"blocking_sync"})
         self.assertNotIn("THREADBURN_CUDA_SYNC", rows[0].text("knob_layout").split(";")[0])
-        # the fresh runs ran without the probe, the policy's library preloaded, and it was in force
+        # the fresh runs ran without the probe, the policy's library and the phase mark preloaded, and the
+        # policy was in force
         fresh = [(env, in_force) for env, in_force in training.calls if PROBE not in env.get("LD_PRELOAD", "")
                  and env.get(probe.CUDA_SYNC) == "blocking_sync"]
         self.assertTrue(fresh)
-        self.assertEqual({(env["LD_PRELOAD"], f) for env, f in fresh}, {(CUDA_LIB, "blocking_sync")})
+        self.assertEqual({(env["LD_PRELOAD"], f) for env, f in fresh}, {(f"{PHASE_LIB} {CUDA_LIB}", "blocking_sync")})
+        # judged on the steady phase: 180 / 980 ms of CPU (-82 %), not the whole runs' 12180 / 12980 (-6 %)
+        self.assertIn("the steady phase decided (rule version 6)", console)
+        self.assertIn("left out (median 12 s a run)", console)
+        self.assertRegex(verdict, r"CPU -8[12]\.\d% \[")
+        self.assertEqual({r.text("startup_ends") for r in rows}, {"device"})
+        self.assertTrue(all(r.steady_ms for r in by[("plain", "confirm")]))
         self.assertEqual(f"THREADBURN_CUDA_SYNC=blocking_sync LD_PRELOAD={CUDA_LIB} /usr/bin/python3 train.py",
                          by[("cuda-blocking_sync", "confirm")][0].repro)
 

@@ -161,9 +161,11 @@ class Spending(unittest.TestCase):
         self.assertEqual(old.alpha_select(7), 0.05)
         self.assertEqual([old.look_of(n) for n in (3, 5, 7, 8, 10)], [1, 2, 2, 3, 3])
         new = rules.Rule()
-        self.assertEqual((new.version, new.method, new.interpolates, new.rules_out_refuted), (5, "ranks", True, True))
-        self.assertFalse(rules.parse(new.text().replace("version=5", "version=3")).interpolates)
-        self.assertFalse(rules.parse(new.text().replace("version=5", "version=4")).rules_out_refuted)
+        self.assertEqual((new.version, new.method, new.interpolates, new.rules_out_refuted, new.steady_phase),
+                         (6, "ranks", True, True, True))
+        self.assertFalse(rules.parse(new.text().replace("version=6", "version=3")).interpolates)
+        self.assertFalse(rules.parse(new.text().replace("version=6", "version=4")).rules_out_refuted)
+        self.assertFalse(rules.parse(new.text().replace("version=6", "version=5")).steady_phase)
         # version 3: a look short of the next entry (the budget's last) is a look of its own
         self.assertEqual([new.look_of(n) for n in (3, 5, 7, 8, 10)], [1, 2, 3, 3, 4])
 

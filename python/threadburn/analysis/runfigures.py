@@ -61,6 +61,24 @@ def _sweep_figures(run_rows):
 
 # The figures of a host's run (tune --copies): throughput, higher is better.
 HOST_KINDS = ("host", "host_metric")
+# A tune's run judged on its steady phase (rule version 6): its time from the
+# first device work to its end.
+STEADY_KIND = "steady_ms"
+# Where a device did work, what ended the startup (the probe's and the phase
+# mark's context startup_ends).
+DEVICE_STARTUP = "device"
+
+
+def _steady(row):
+    """(steady_ms, steady_cpu_ms) of a tune's row whose run did device work,
+    when its rule judges runs so (version 6); else None: the whole run's
+    figures, as files made under an earlier rule were judged."""
+    rule = row.rule
+    if rule is not None and not rule.steady_phase:
+        return None
+    if row.startup_ends != DEVICE_STARTUP or row.steady_ms is None or row.steady_cpu_ms is None:
+        return None
+    return row.steady_ms, row.steady_cpu_ms
 
 
 def _host_figures(run_rows):
@@ -118,9 +136,14 @@ def of_run(first, run_rows, status):
         host = dict(copies=first.processes, per_copy=per_copy, per_copy_higher=first.metric_higher,
                     overlap=overlap, between_ms=None if None in burns else sum(burns), pins=pins if any(pins) else ())
     elif first.is_tune:
-        time, kind = (first.metric, "metric") if first.metric is not None else (wall_ms, "wall_ms")
-        cpu = first.cpu_ms
-        host = dict(between_ms=first.omp_between_regions_ms)
+        steady = _steady(first)
+        if steady:
+            time, kind = (first.metric, "metric") if first.metric is not None else (steady[0], STEADY_KIND)
+            cpu = steady[1]
+        else:
+            time, kind = (first.metric, "metric") if first.metric is not None else (wall_ms, "wall_ms")
+            cpu = first.cpu_ms
+        host = dict(between_ms=first.omp_between_regions_ms, startup_ms=first.startup_ms if steady else None)
     else:
         time, kind, cpu = _sweep_figures(run_rows) if status == "ok" else (None, "step_ms", None)
     return dict(time=time, time_kind=kind, higher_is_better=kind in HOST_KINDS or first.metric_higher, cpu=cpu,

@@ -35,7 +35,7 @@ class Verdict:
     label: str
     decision: decide.Decision
     runs: int                                        # race runs compared
-    time_kind: str = "step_ms"                       # loop_ms | step_ms | wall_ms | metric
+    time_kind: str = "step_ms"                       # loop_ms | step_ms | wall_ms | steady_ms | metric
     env: dict = field(default_factory=dict)          # name -> the variables a user sets
     points: dict = field(default_factory=dict)       # name -> the point keys (campaign items) behind it
     duplicates: dict = field(default_factory=dict)   # dropped setting -> the one kept (same settings in force)
@@ -54,6 +54,7 @@ class Verdict:
     fresh: dict = field(default_factory=dict)        # name -> {round: host figure} of its fresh runs (confirm)
     benchmarks: dict = field(default_factory=dict)   # name -> the benchmark names its runs reported (a sweep)
     flags: dict = field(default_factory=dict)        # name -> {setting flag: value} away from its baseline
+    startup_ms: float = None                         # runs judged on their steady phase: the startup's median
 
     @property
     def verdict(self):
@@ -170,7 +171,8 @@ def _cpu_margin(rule, base_recs):
     """The baseline's CPU floor as a share of its CPU (decide.cpu_margin):
     cores = CPU / the time in ms of the loop or the run (a user's figure
     or a host's throughput: the run's wall time)."""
-    pairs = [(r.cpu, r.time if r.time_kind in ("loop_ms", "step_ms", "wall_ms") else r.wall_ms) for r in base_recs]
+    pairs = [(r.cpu, r.time if r.time_kind in ("loop_ms", "step_ms", "wall_ms", "steady_ms") else r.wall_ms)
+             for r in base_recs]
     pairs = [(c, t) for c, t in pairs if c and t]
     if not pairs:
         return None
@@ -206,6 +208,7 @@ class Gathered:
     pins: dict = field(default_factory=dict)          # name -> each copy's CPUs (a pinned plan), or ()
     benchmarks: dict = field(default_factory=dict)    # name -> the benchmark names its runs reported
     flags: dict = field(default_factory=dict)         # name -> {setting flag: value} away from its baseline
+    startups: list = field(default_factory=list)      # the startups of runs judged on their steady phase (ms)
 
 
 def _gather_setting(g, name, srecs, aside, baseline):
@@ -243,6 +246,7 @@ def _gather_setting(g, name, srecs, aside, baseline):
         g.pins[name] = first.pins
         g.time_kind, g.higher = first.time_kind, first.higher_is_better
         g.repro[name] = first.repro
+        g.startups += [r.startup_ms for r in usable if r.startup_ms is not None]
         burn = [r.between_ms for r in usable if r.between_ms is not None]
         if burn:
             g.between[name] = statistics.median(burn)
@@ -334,7 +338,8 @@ def decide_records(recs, rule, source="", kind=None, rule_from="asked", budget_r
             label = g.command + (f" ({g.copies} cop{'y' if g.copies == 1 else 'ies'})" if g.copies else "")
         e = Verdict(label, d, sum(s.n for s in settings), g.time_kind, g.env, g.points, g.duplicates, g.failed,
                     g.set_aside, g.benchmark, g.command, g.repro, g.between, copies=g.copies, params=g.params,
-                    pins=g.pins, benchmarks=g.benchmarks, flags=g.flags)
+                    pins=g.pins, benchmarks=g.benchmarks, flags=g.flags,
+                    startup_ms=statistics.median(g.startups) if g.startups else None)
         e.confirmation, e.refuted = confirmed, refuted
         if g.copies:
             e.alone = hostplan.alone(e, g.confirm, g.alone, rule)

@@ -35,6 +35,10 @@ on its own; then fresh runs of each N's plain and chosen plan, and one copy
 of it alone, say what each copy loses and, with several N, how many fit.
 
 A GPU training: when the first round's probe says the program used CUDA,
+every run is judged on its steady phase, from its first wait or launch
+through the CUDA driver to its end (its time and CPU: the startup, a fixed
+cost of import and initialisation, left out and reported beside; the fresh
+runs preload libthreadburn_phase.so to mark it), and
 the CUDA host wait policies join the race on top of plain (cuda-spin,
 cuda-yield, cuda-blocking_sync: THREADBURN_CUDA_SYNC, set by the probe
 before the program's first CUDA call, and in the fresh runs without the
@@ -245,11 +249,14 @@ class Tune:
     log: runlog.RunLog
     seed: int
     work: str
+    # The program does device work (its first round's probe): its runs are judged on their
+    # steady phase (rule version 6), and its fresh runs mark it (libthreadburn_phase.so).
+    steady: bool = False
 
     out = property(lambda self: self.results_file.path)
 
     def executor(self):
-        return ProbeExecutor(probe_options(self.args), self.cmd, self.columns, self.work, self.seed)
+        return ProbeExecutor(probe_options(self.args), self.cmd, self.columns, self.work, self.seed, self.steady)
 
     def campaign(self, executor, done, budget=None, name="tune"):
         return campaign.Campaign(executor, self.results_file, self.seed, done, budget, name=name, log=self.log)
@@ -329,6 +336,12 @@ def add_cuda(t, c, executor):
     libthreadburn_cuda_sync.so: found now, or one line."""
     if not any(r.phase == "race" and probe.used_cuda(r) for r in t.log.rows):
         return []
+    t.steady = t.rule.steady_phase
+    if t.steady:
+        probe.phase_library(t.args.build_dir)  # raises its one line now, not after the race
+        print("tune: its runs are judged on their steady phase, from the first device work to the end (the startup "
+              f"before it is reported beside; the fresh runs without the probe preload {probe.PHASE_LIBRARY} to "
+              "mark it)", flush=True)
     added = plans.cuda_points(t.points)
     if not added:
         return []

@@ -13,7 +13,10 @@ gets CUDA_VISIBLE_DEVICES=i), recorded in its row's extra_context.
 
 A setting with a CUDA wait policy (THREADBURN_CUDA_SYNC) gets it from the
 probe in the race, and from libthreadburn_cuda_sync.so preloaded in the
-fresh runs without the probe: the same policy either way.
+fresh runs without the probe: the same policy either way. Once a tune knows
+its program does device work (steady), the fresh runs also preload
+libthreadburn_phase.so, which marks where their startup ends, so that they
+are judged on their steady phase as the race's runs are (rule version 6).
 """
 import os
 import re
@@ -47,10 +50,12 @@ class ProbeExecutor(campaign.Executor):
     """Runs tune points: a race's under the probe, the others' (confirm,
     alone) without it."""
 
-    def __init__(self, options, cmd, columns, work, seed):
+    def __init__(self, options, cmd, columns, work, seed, steady=False):
         self.options, self.cmd, self.columns, self.work, self.seed = options, cmd, columns, work, seed
         self.lib = probe.library(options.build_dir)
         self._cuda_lib = None
+        # The program does device work: fresh runs mark their phases (libthreadburn_phase.so).
+        self.phase_lib = probe.phase_library(options.build_dir) if steady else None
 
     @property
     def cuda_lib(self):
@@ -94,7 +99,7 @@ class ProbeExecutor(campaign.Executor):
         env = point.copy_env(index)
         cuda_lib = self.cuda_lib if lib is None and probe.sets_cuda_sync(dict(os.environ, **env)) else None
         return probe.environment(os.environ, lib, out, point.runtime, env, self.options.libomp,
-                                 dict(self.options.probe_env), cuda_lib)
+                                 dict(self.options.probe_env), cuda_lib, self.phase_lib)
 
     def run_once(self, spec):
         point = spec.item
@@ -129,6 +134,8 @@ class ProbeExecutor(campaign.Executor):
             row.update(status="ok", reason="" if report.regions else "note: no OpenMP region")
         else:  # no probe: the wall time, and the CPU of the process tree from the kernel's accounting
             row.update(status="ok", reason="", wall_ms=round(wall_s * 1000, 3), cpu_ms=round(cpu_ms, 3))
+            if self.phase_lib:  # and the phases the mark saw
+                row.update({k: v for k, v in probe.phase_of(out).items() if k in self.columns.all})
         if self.options.metric:
             value = usercmd.parse_metric(self.options.metric, stdout)
             if value is None:

@@ -53,6 +53,8 @@ def workload(e):
         "set_aside": [{"setting": n, "run_key": k, "why": w} for n, k, w in e.set_aside]}
     if d.rule.rules_out_refuted:  # rule version 5: a key an older file's verdict does not have
         out["refuted"] = [_confirmation(r) for r in e.refuted]
+    if d.rule.steady_phase:  # version 6: the startup left out of a run judged on its steady phase (null: none)
+        out["startup_ms"] = e.startup_ms
     chosen_params = e.params.get(e.chosen, {}) if e.chosen else {}
     if chosen_params or any(e.params.values()):
         out["params"] = chosen_params

@@ -14,10 +14,12 @@ from ..lib import fmt, paths
 from ..lib.errors import ThreadburnError
 
 TIME_WORDS = {"loop_ms": "time per iteration (step + gap)", "step_ms": "step time", "wall_ms": "wall time",
+              "steady_ms": "the steady phase's time (from the first device work to the end: the startup left out)",
               "metric": "your figure",
               "host": "host throughput (copies / the run's wall time: from their release to the last one's end)",
               "host_metric": "host throughput (your figure summed over the copies)"}
-FIGURE_NAMES = {"loop_ms": "iteration ms", "step_ms": "step ms", "wall_ms": "wall ms", "metric": "your figure",
+FIGURE_NAMES = {"loop_ms": "iteration ms", "step_ms": "step ms", "wall_ms": "wall ms", "steady_ms": "steady ms",
+                "metric": "your figure",
                 "host": "copies/s", "host_metric": "your figure, all copies"}
 HOST_KINDS = ("host", "host_metric")
 # The CUDA host wait policies as cudaSetDeviceFlags takes them (cudaDeviceScheduleAuto,
@@ -64,7 +66,8 @@ def change(e, r, metric="time"):
 def time_word(e):
     if e.time_kind in HOST_KINDS:
         return "host throughput"
-    return "time" if e.time_kind in ("wall_ms", "loop_ms") else ("step" if e.time_kind == "step_ms" else "figure")
+    return "time" if e.time_kind in ("wall_ms", "loop_ms", "steady_ms") else ("step" if e.time_kind == "step_ms"
+                                                                             else "figure")
 
 
 def time_text(e, r):
@@ -116,8 +119,9 @@ def cuda_sync_text(env, command):
     line = " ".join([env_text(rest)] * bool(rest) + [f"LD_PRELOAD={shlex.quote(preload)}",
                                                       f"{paths.CUDA_SYNC}={policy}", command or "<command>"])
     return (f"; without threadburn the CUDA wait policy needs its library: {line}; or in the program, after `import "
-            f"torch` and before its first CUDA call, `ctypes.CDLL('libcudart.so.12').cudaSetDeviceFlags("
-            f"{CUDA_SCHEDULE_FLAGS[policy]})` ({policy}; each device: docs/cuda.md)")
+            f"torch` and before its first CUDA call, `ctypes.CDLL('libcudart.so.' + torch.version.cuda.split('.')[0])"
+            f".cudaSetDeviceFlags({CUDA_SCHEDULE_FLAGS[policy]})` ({policy}; the runtime torch loaded, libcudart.so.13 "
+            "for a CUDA 13 wheel; each device: docs/cuda.md)")
 
 
 def alone_text(e):
@@ -241,6 +245,10 @@ def evidence(e):
         lines.append(f"    {len(d.settings)} settings, {e.runs} runs ({runs_range(d)} a setting); {r.method_text}, "
                      f"alpha' {d.alpha_each:.2g} per one-sided test ({family(d)}), margin {d.margin:.0%}{cpu_m}, "
                      f"objective {d.objective}; compared: {TIME_WORDS[e.time_kind]} and CPU")
+        if e.startup_ms is not None:
+            lines.append(f"    the steady phase decided (rule version {r.version}): each run's time and CPU from its first "
+                         "device work to its end; the startup before it, the same fixed cost in every setting, left "
+                         f"out (median {fmt.number(e.startup_ms / 1000)} s a run)")
     side = side_by_side(e)
     if side:
         lines.append("    " + side)

@@ -61,19 +61,22 @@ def check_command(cmd):
     return path
 
 
-def environment(base, probe_lib, out_dir, runtime="gomp", env=None, libomp=paths.LIBOMP, extra=None, cuda_lib=None):
+def environment(base, probe_lib, out_dir, runtime="gomp", env=None, libomp=paths.LIBOMP, extra=None, cuda_lib=None,
+                phase_lib=None):
     """The command's environment: base, minus the knobs the point leaves unset,
     plus the point's knobs, the probe (and libomp for llvm) in front. With
     probe_lib None: the same setting without the probe (tune's confirmation);
     a CUDA wait policy then needs cuda_lib (libthreadburn_cuda_sync.so)
-    preloaded, which sets it as the probe would."""
+    preloaded, which sets it as the probe would; phase_lib
+    (libthreadburn_phase.so), when given, marks the run's phases into out_dir
+    (phase_of)."""
     out = dict(base)
     for k, v in (env or {}).items():
         if v == schema.UNSET:
             out.pop(k, None)
         else:
             out[k] = v
-    preload = ([probe_lib] if probe_lib else []) + knobs.preloads(runtime, libomp)
+    preload = ([probe_lib] if probe_lib else [phase_lib] if phase_lib else []) + knobs.preloads(runtime, libomp)
     if not probe_lib and sets_cuda_sync(out):
         if not cuda_lib:
             raise ThreadburnError(f"{CUDA_SYNC}={out[CUDA_SYNC]} without the probe needs {CUDA_SYNC_LIBRARY} "
@@ -88,7 +91,38 @@ def environment(base, probe_lib, out_dir, runtime="gomp", env=None, libomp=paths
     if probe_lib:
         out["THREADBURN_PROBE_DIR"] = paths.for_child(out_dir)
         out.update(extra or {})
+    elif phase_lib:
+        out[PHASE_DIR] = paths.for_child(out_dir)
     return out
+
+
+# The phase mark of a run without the probe (src/probe/phase_mark.cc).
+PHASE_LIBRARY = "libthreadburn_phase.so"
+PHASE_DIR = "THREADBURN_PHASE_DIR"
+# Its figures, each the probe's counter of the same name (and startup_ends, its context key).
+PHASE_FIGURES = ("startup_ms", "startup_cpu_ms", "steady_ms", "steady_cpu_ms", "sync_wait_ms", "sync_cpu_ms", "syncs",
+                 "launches", "launch_ms", "launch_cpu_ms")
+
+
+def phase_library(build=None):
+    return paths.find_library(PHASE_LIBRARY, build)
+
+
+def phase_of(out_dir):
+    """The phases the mark wrote in out_dir, as cells of a row (its figures
+    and startup_ends): the process that did device work (the first one, by
+    pid, in a command of several), else the first; {} when none wrote."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(out_dir, "phase-*.json"))):
+        try:
+            with open(path) as f:
+                found.append(json.load(f))
+        except (OSError, ValueError) as e:
+            raise ThreadburnError(f"{path}: unreadable phase mark ({e})") from None
+    if not found:
+        return {}
+    mark = next((m for m in found if m.get("startup_ends") == "device"), found[0])
+    return {"startup_ends": mark.get("startup_ends", "none"), **{k: mark.get(k) for k in PHASE_FIGURES}}
 
 
 @dataclass

@@ -303,7 +303,7 @@ class RunRecord:
     status: str                 # ok | failed | skipped (the worst of its rows)
     reason: str
     time: float                 # the figure compared as time (see time_kind); None when not measured
-    time_kind: str              # loop_ms | step_ms | wall_ms | metric | host | host_metric
+    time_kind: str              # loop_ms | step_ms | wall_ms | steady_ms | metric | host | host_metric
     higher_is_better: bool
     cpu: float                  # CPU ms of the run per iteration (sweep) or in all (tune); None without
     wall_ms: float
@@ -324,6 +324,7 @@ class RunRecord:
     per_copy_higher: bool = False
     overlap: float = None       # the least share of a copy's time the others ran too (None: one copy)
     between_ms: float = None    # the OpenMP workers' CPU between regions, all copies (None: not probed)
+    startup_ms: float = None    # a run judged on its steady phase: the startup before it (not compared)
     pins: tuple = ()            # each copy's CPUs as taskset lists them (a pinned plan), or ()
 
 

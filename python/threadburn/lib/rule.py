@@ -97,7 +97,11 @@ CPU_FLOOR_CORES = 0.05
 # interval is the two-sided 1 - 2 x CONFIRM_ALPHA one.
 CONFIRM_ALPHA = 0.05
 # The version of this rule's text; a file whose rule says another is read by
-# the rule it names if this code knows it. 5: a candidate its fresh runs
+# the rule it names if this code knows it. 6: a tune's run of a program that
+# did device work is judged on its steady phase (its time and CPU from its
+# first wait or launch through the CUDA driver to its end; the startup, a
+# fixed cost of import and initialisation, reported beside it): a 13 s
+# startup at a core drowned a wait policy's saving in whole runs. 5: a candidate its fresh runs
 # contradict (shown not better by the margin) is ruled out, and the race
 # goes on for another while the budget allows; the confirmation's looks are
 # counted over the whole campaign (a later candidate's first look gets the
@@ -110,7 +114,7 @@ CONFIRM_ALPHA = 0.05
 # own spending with its last look, the sequential confirmation, look
 # brackets (a look past a schedule entry is the next look). 2: paired t,
 # keep at the look's share, one confirmation look.
-RULE_VERSION = 5
+RULE_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -195,6 +199,12 @@ class Rule:
         costs runs, never a false change. (n_settings: the same signature
         as alpha_per_test.)"""
         return SELECT_ALPHA if self.version >= 3 else self.alpha
+
+    @property
+    def steady_phase(self):
+        """Is a tune's run that did device work judged on its steady phase
+        (version 6)? Before: on the whole run, its startup included."""
+        return self.version >= 6
 
     @property
     def rules_out_refuted(self):

@@ -113,13 +113,15 @@ PROGRAM_KINDS = {
     **_kind(INTEGER, "world_size"),  # a data-parallel rank's; None for copies
     **_kind(INTEGER, "rank", 0),
     # the probe's counters, and the user's figure (tune --metric)
-    **_kind(NUMBER, "wall_ms cpu_ms cpu_omp_ms omp_between_regions_ms regions gaps gap_tail_ms_median metric"),
+    **_kind(NUMBER, "wall_ms cpu_ms cpu_omp_ms omp_between_regions_ms regions gaps gap_tail_ms_median metric "
+                    "startup_ms startup_cpu_ms steady_ms steady_cpu_ms"),
     **_kind(INTEGER, "max_team"),
     # flags (the probe's: command, metric_better)
     **_kind(TEXT, "kernel model loader mkldnn sampler item_sync preload cuda_sync device command metric_better"),
     **_kind(INTEGER, "n gap_ms workers"),
     # context
     **_kind(TEXT, "omp_runtime omp_library ignored_knobs overridden_knobs knob_notes cuda_sync_in_force cuda_used "
+                  "startup_ends "
                   "throughput_counter throughput_unit loop_counters host_name cpu_model num_cpus available_cpus "
                   "mhz_per_cpu blas_library library_build_type date"),
     **_kind(INTEGER, "omp_max_threads"),

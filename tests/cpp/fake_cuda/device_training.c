@@ -24,6 +24,10 @@
      loader  --workers forked processes each make batches of --batch-ms of
              their own CPU and send them through a pipe; the main thread waits
              for the next batch, then launches 1 ms of device work and waits
+     calls   --steps launches of no device work, then --steps waits with
+             nothing queued, each loop timed: "launch_ns=L wait_ns=W" per call
+             (with FAKE_CUDA_LAUNCH_US=0: what an interposer adds to a call,
+             run with and without it; bench/overheads.py)
    It prints "device_training: steps=N steps_ms=T startup_ms=S" (its own
    figures: the steps' wall time on its clock). */
 #define _GNU_SOURCE
@@ -186,6 +190,16 @@ int main(int argc, char** argv) {
   check(cu.module_load(&module, "image"), "cuModuleLoadData");
   check(cu.event_create(&event, 0), "cuEventCreate");
   check(cu.mem_alloc(&result, sizeof(float)), "cuMemAlloc");
+  if (strcmp(kind, "calls") == 0) {
+    void* nothing = kernel(module, 0);
+    const double l0 = now_ms(CLOCK_MONOTONIC);
+    for (int s = 0; s < steps; ++s) check(cu.launch(nothing, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), "cuLaunchKernel");
+    const double l1 = now_ms(CLOCK_MONOTONIC);
+    for (int s = 0; s < steps; ++s) check(cu.stream_sync(NULL), "cuStreamSynchronize");
+    const double l2 = now_ms(CLOCK_MONOTONIC);
+    printf("device_training: launch_ns=%.1f wait_ns=%.1f\n", (l1 - l0) * 1e6 / steps, (l2 - l1) * 1e6 / steps);
+    return 0;
+  }
   const int loader = strcmp(kind, "loader") == 0;
   void* f = kernel(module, strcmp(kind, "launch") == 0 ? 2.0 : loader ? 1000.0 : step_ms * 1000.0 / kernels);
   int pipefd[2] = {-1, -1};

@@ -64,6 +64,7 @@ static int64_t clock_ns(clockid_t id) {
 }
 
 static void burn_us(long us) {
+  if (us <= 0) return;
   const int64_t end = clock_ns(CLOCK_THREAD_CPUTIME_ID) + us * 1000;
   while (clock_ns(CLOCK_THREAD_CPUTIME_ID) < end) {
   }
@@ -101,9 +102,11 @@ int64_t fake_cuda_busy_ns(int dev, int64_t from_ns, int64_t to_ns) {
 static unsigned policy_of(int dev) {
   const unsigned sched = flags_of[dev] & SCHED_MASK;
   if (sched != 0) return sched;
+  static long cpus = 0;
+  if (cpus == 0) cpus = sysconf(_SC_NPROCESSORS_ONLN);
   int active = 0;
   for (int d = 0; d < device_count; ++d) active += retained[d] > 0;
-  return active <= sysconf(_SC_NPROCESSORS_ONLN) ? SCHED_SPIN : SCHED_YIELD;
+  return active <= cpus ? SCHED_SPIN : SCHED_YIELD;
 }
 
 static void wait_until(int64_t until, unsigned policy) {
