@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <cstdio>
 #include <string>
 #if THREADBURN_HAVE_TBB
 #include <oneapi/tbb/parallel_for.h>
@@ -293,10 +294,22 @@ TEST(Tbb, ObserverMarksWorkersThatEnterTheArena) {
 #endif
 
 // The runtime's own known answer, the core of the whole suite: with T threads
-// and blocktime b, each of the T-1 workers spins b ms (wall time) after a
-// region, then sleeps. A spinning thread is always either on a CPU or waiting
-// for one, so its CPU plus its run-queue wait is b ms each, however busy the
-// machine; on a quiet machine the wait is 0 and the CPU is (T-1)*b.
+// and blocktime b, each of the T-1 workers spins b ms (wall time) after it
+// leaves a region, then sleeps. A spinning thread is always either on a CPU
+// or waiting for one, so its CPU plus its run-queue wait is b ms each,
+// however busy the machine; on a quiet machine the wait is 0 and the CPU is
+// (T-1)*b. Two things move that figure on a busy one, both measured here:
+//  - the spin starts when each worker leaves the region, and the step ends
+//    (the probe reads the clocks) when the master has joined and got back to
+//    it: a master that waited for a CPU meanwhile (preempted after the join,
+//    with a tune beside it on 2 cores: seen as 17.6 ms of residual for a
+//    blocktime of 20, no wait in the gap) leaves that part of the spin in the
+//    step (the workers' step CPU, and the wait of any thread in the step);
+//  - a worker waiting for a CPU when its blocktime ends checks the time only
+//    when it runs again: it spins its b ms of wall time, and the wait around
+//    the deadline adds to CPU + wait (seen up to 3.7 ms over b).
+// So: the spin in the gap and in the step together reach b (less 3 % + 1 ms);
+// the workers' CPU in the gap never exceeds b (plus the same).
 TEST(LiveRuntime, WorkersSpinTheBlocktimeAfterARegion) {
   const std::string b = expect("TB_EXPECT_BLOCKTIME", "");
   if (b.empty() || b == "infinite") GTEST_SKIP() << "no LLVM blocktime expectation set";
@@ -313,21 +326,29 @@ TEST(LiveRuntime, WorkersSpinTheBlocktimeAfterARegion) {
     const int64_t gap_ns = static_cast<int64_t>(blocktime_ms * 3 + 50) * 1000000;
     const StepRecord r = probe.gap(gap_ns);
     if (rep == 0) continue;
-    const double expected = (threads - 1) * blocktime_ms;
-    const double spun = r.residual_cpu_ms() + r.residual_wait_ms;
-    // 3 %: the spin starts when each worker leaves the region, a little before its end.
-    EXPECT_NEAR(spun, expected, 0.03 * expected + 1.0) << "cpu " << r.residual_cpu_ms() << " + wait " << r.residual_wait_ms;
+    const double expected = (threads - 1) * blocktime_ms, tolerance = 0.03 * expected + 1.0;
+    const double in_gap = r.residual_cpu_ms() + r.residual_wait_ms;
+    const double in_step = r.step_class_ms(ThreadClass::kOmp) + r.step_wait_ms;
+    EXPECT_GE(in_gap + in_step, expected - tolerance)
+        << "gap: cpu " << r.residual_cpu_ms() << " + wait " << r.residual_wait_ms << "; step: workers' cpu "
+        << r.step_class_ms(ThreadClass::kOmp) << " + every thread's wait " << r.step_wait_ms;
+    EXPECT_LE(r.residual_cpu_ms(), expected + tolerance) << "wait " << r.residual_wait_ms;
     EXPECT_NEAR(r.gap_class_ms(ThreadClass::kOmp), r.residual_cpu_ms(), 0.05) << "the burn is the workers'";
-    // The tail ends within a sample of b, earlier only by the time the
-    // workers spent waiting for a CPU.
+    // The tail ends within a sample of b, earlier by the time the workers
+    // spent waiting for a CPU and the spin left in the step, later by a wait
+    // around the deadline.
     const auto window = sampler.window(r.step_end_ns, r.gap_end_ns);
     double longest_interval_ms = 0;
     for (size_t i = 1; i < window.size(); ++i) {
       if (window[i].t_ns - r.step_end_ns > (blocktime_ms + 5) * 1e6) break;
       longest_interval_ms = std::max(longest_interval_ms, ns_to_ms(window[i].t_ns - window[i - 1].t_ns));
     }
-    EXPECT_GE(r.tail_ms, blocktime_ms - r.residual_wait_ms - longest_interval_ms - 1.0);
-    EXPECT_LE(r.tail_ms, blocktime_ms + longest_interval_ms + 1.0);
+    EXPECT_GE(r.tail_ms, blocktime_ms - r.residual_wait_ms - in_step - longest_interval_ms - 1.0);
+    EXPECT_LE(r.tail_ms, blocktime_ms + r.residual_wait_ms + longest_interval_ms + 1.0);
+    if (in_gap < expected - tolerance) {  // where the spin went (a busy machine): said, for the record
+      std::printf("spin of %.2f ms in the gap, %.2f ms in the step (workers' cpu %.2f, every thread's wait %.2f)\n",
+                  in_gap, in_step, r.step_class_ms(ThreadClass::kOmp), r.step_wait_ms);
+    }
   }
 }
 
