@@ -46,6 +46,7 @@ void BurnSampler::record(const ClassTotals& totals, int64_t t_ns, bool with_thre
     ring_[static_cast<size_t>(head_ % static_cast<int64_t>(ring_cap_))] = s;
   }
   ++head_;
+  if (options_.on_sample) options_.on_sample(s);
   if (with_threads && thread_cap_ > 0 && t_ns - last_thread_snapshot_ >= options_.per_thread_every_ns) {
     last_thread_snapshot_ = t_ns;
     if (thread_ring_.size() < thread_cap_) thread_ring_.emplace_back();

@@ -61,6 +61,9 @@ class BurnSampler {
     // Also read each thread's run-queue wait at every sample (~0.3 us per
     // thread): BurnSample::others_wait_ns.
     bool with_wait = false;
+    // Called with every sample as it is kept (the sampler's lock held: keep it
+    // short; may be empty).
+    std::function<void(const BurnSample&)> on_sample;
   };
 
   explicit BurnSampler(Options options);

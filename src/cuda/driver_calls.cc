@@ -54,6 +54,8 @@ std::atomic<void*> g_real[kSlots];
 std::atomic<int> g_wrapped{0}, g_unwrapped{0};
 std::atomic<int64_t> g_first_ns{0};
 std::atomic<FirstWorkHook> g_hook{nullptr};
+std::atomic<BeforeWaitHook> g_before_wait{nullptr};
+std::atomic<int64_t> g_calls[kCallKinds], g_last_end_ns[kCallKinds];
 
 int64_t clock_ns(clockid_t id) {
   timespec ts{};
@@ -97,6 +99,9 @@ class Span {
     t_ = tallies();
     const int k = static_cast<int>(kind);
     cpu_ = kind == CallKind::kWait || t_->calls[k].load(std::memory_order_relaxed) % kLaunchCpuEvery == 0;
+    if (kind == CallKind::kWait) {
+      if (BeforeWaitHook hook = g_before_wait.load(std::memory_order_relaxed)) hook();
+    }
     wall0_ = clock_ns(CLOCK_MONOTONIC);
     if (g_first_ns.load(std::memory_order_relaxed) == 0) first_work(wall0_);
     if (cpu_) cpu0_ = clock_ns(CLOCK_THREAD_CPUTIME_ID);
@@ -105,8 +110,10 @@ class Span {
     --t_depth;
     if (!outer_) return;
     const int64_t cpu = cpu_ ? clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0_ : 0;
-    const int64_t wall = clock_ns(CLOCK_MONOTONIC) - wall0_;
+    const int64_t end = clock_ns(CLOCK_MONOTONIC), wall = end - wall0_;
     const int k = static_cast<int>(kind_);
+    g_calls[k].fetch_add(1, std::memory_order_relaxed);
+    g_last_end_ns[k].store(end, std::memory_order_relaxed);
     add(t_->calls[k], 1);
     add(t_->wall_ns[k], wall);
     if (cpu_) add(t_->cpu_ns[k], cpu);
@@ -252,6 +259,12 @@ CallTally total(const std::vector<ThreadCalls>& threads, CallKind kind) {
 }
 
 void set_first_work_hook(FirstWorkHook hook) { g_hook.store(hook, std::memory_order_release); }
+void set_before_wait_hook(BeforeWaitHook hook) { g_before_wait.store(hook, std::memory_order_release); }
+
+Progress progress(CallKind kind) {
+  const int k = static_cast<int>(kind);
+  return {g_calls[k].load(std::memory_order_relaxed), g_last_end_ns[k].load(std::memory_order_relaxed)};
+}
 int64_t first_work_ns() { return g_first_ns.load(std::memory_order_acquire); }
 int wrapped_entry_points() { return g_wrapped.load(std::memory_order_relaxed); }
 int unwrapped_entry_points() { return g_unwrapped.load(std::memory_order_relaxed); }

@@ -75,6 +75,21 @@ void set_first_work_hook(FirstWorkHook hook);
 // That time (CLOCK_MONOTONIC ns), or 0 before any wrapped call.
 int64_t first_work_ns();
 
+// The calls of a kind so far, every thread, and when the last one ended
+// (CLOCK_MONOTONIC ns; 0: none): a running count that costs a wrapped call
+// one relaxed add and one store (the progress of threadburn tune --in-run).
+struct Progress {
+  int64_t calls = 0;
+  int64_t last_end_ns = 0;
+};
+Progress progress(CallKind kind);
+
+// Called on the waiting thread just before each wait, outside any wait
+// (threadburn tune --in-run changes the context's flags there: the next wait
+// honours them); null: none.
+using BeforeWaitHook = void (*)();
+void set_before_wait_hook(BeforeWaitHook hook);
+
 // Entry points handed out wrapped so far, and those left as they were
 // because every slot of their name was taken (distinct addresses of one
 // name: versions and per-thread-stream variants; a note in the summary).

@@ -23,6 +23,7 @@ using Micro = void (*)(int32_t*, int32_t*, ...);
 struct Ident;  // ident_t: passed through untouched
 
 std::atomic<Listener*> g_listener{nullptr};
+std::atomic<TeamHook> g_team_hook{nullptr};
 std::atomic<int64_t> g_regions{0};
 thread_local int t_depth = 0;
 thread_local bool t_classified = false;  // this thread's class was settled
@@ -143,7 +144,9 @@ Fn next_or_die(std::atomic<void*>& slot, const char* name, const char* version) 
   return reinterpret_cast<Fn>(f);
 }
 
-void begin(Call* call, Body body, void* data, Entry entry, unsigned requested) {
+// Returns the team to ask the runtime for: `requested`, or the team hook's
+// for an outermost region.
+unsigned begin(Call* call, Body body, void* data, Entry entry, unsigned requested) {
   call->body = body;
   call->data = data;
   call->caller = cached_tid();
@@ -153,7 +156,12 @@ void begin(Call* call, Body body, void* data, Entry entry, unsigned requested) {
   call->listener = g_listener.load(std::memory_order_acquire);
   call->begin_ns = wall_ns();
   if (call->listener) call->listener->on_begin(call->begin_ns, call->caller, call->depth);
+  unsigned team = requested;
+  if (call->depth == 0 && entry != Entry::kTeamsReg && entry != Entry::kKmpcForkTeams) {
+    if (TeamHook hook = g_team_hook.load(std::memory_order_acquire)) team = hook(requested);
+  }
   t_in_runtime = true;
+  return team;
 }
 
 void finish(Call* call, int extra_team = 0) {
@@ -177,13 +185,23 @@ void finish(Call* call, int extra_team = 0) {
 // then runs fn itself and calls GOMP_parallel_end, which joins the team.
 thread_local Call* t_open = nullptr;
 
-Call* open_pair(Body fn, void* data, Entry entry, unsigned n) {
+Call* open_pair(Body fn, void* data, Entry entry, unsigned* n) {
   Call* call = new Call;
-  begin(call, fn, data, entry, n);
+  *n = begin(call, fn, data, entry, *n);
   call->outer = t_open;
   t_open = call;
   ++t_depth;  // the master runs the body between start and end, outside any trampoline
   return call;
+}
+
+// __kmpc_fork_call's team (0: the runtime's): __kmpc_push_num_threads before the fork.
+void push_team(Ident* loc, unsigned team) {
+  if (team == 0) return;
+  using Gtid = int32_t (*)(Ident*);
+  using Push = void (*)(Ident*, int32_t, int32_t);
+  static Gtid gtid = reinterpret_cast<Gtid>(next_symbol("__kmpc_global_thread_num", "VERSION"));
+  static Push push = reinterpret_cast<Push>(next_symbol("__kmpc_push_num_threads", "VERSION"));
+  if (gtid && push) push(loc, gtid(loc), static_cast<int32_t>(team));
 }
 
 // The kmpc pair: copy the variadic arguments and hand the runtime the trampoline.
@@ -197,7 +215,7 @@ void fork_kmpc(Fn next, Entry entry, Ident* loc, int32_t argc, Micro micro, va_l
     call.caller = cached_tid();
     t_in_runtime = true;
   } else {
-    begin(&call, nullptr, nullptr, entry, 0);
+    push_team(loc, begin(&call, nullptr, nullptr, entry, 0));
   }
   call.micro = micro;
   if (argc < 0 || argc > kMaxMicrotaskArgs) {
@@ -271,6 +289,7 @@ const char* entry_name(Entry entry) {
 }
 
 void set_listener(Listener* listener) { g_listener.store(listener, std::memory_order_release); }
+void set_team_hook(TeamHook hook) { g_team_hook.store(hook, std::memory_order_release); }
 int64_t regions_seen() { return g_regions.load(std::memory_order_relaxed); }
 
 }  // namespace threadburn::omptap
@@ -289,8 +308,8 @@ OMPTAP_EXPORT void GOMP_parallel(Body fn, void* data, unsigned num_threads, unsi
   const Fn next = ot::next_or_die<Fn>(slot, "GOMP_parallel", "GOMP_4.0");
   if (ot::t_in_runtime) return next(fn, data, num_threads, flags);  /* the runtime's own call */
   ot::Call call;
-  ot::begin(&call, fn, data, Entry::kParallel, num_threads);
-  next(ot::trampoline, &call, num_threads, flags);
+  const unsigned team = ot::begin(&call, fn, data, Entry::kParallel, num_threads);
+  next(ot::trampoline, &call, team, flags);
   ot::finish(&call);
 }
 
@@ -301,8 +320,8 @@ OMPTAP_EXPORT unsigned GOMP_parallel_reductions(Body fn, void* data, unsigned nu
   if (ot::t_in_runtime) return next(fn, data, num_threads, flags);  /* the runtime's own call */
   ot::Call call;
   call.head = *static_cast<void**>(data);
-  ot::begin(&call, fn, data, Entry::kParallelReductions, num_threads);
-  const unsigned r = next(ot::trampoline, &call, num_threads, flags);
+  const unsigned team = ot::begin(&call, fn, data, Entry::kParallelReductions, num_threads);
+  const unsigned r = next(ot::trampoline, &call, team, flags);
   ot::finish(&call);
   return r;
 }
@@ -313,8 +332,8 @@ OMPTAP_EXPORT void GOMP_parallel_sections(Body fn, void* data, unsigned num_thre
   const Fn next = ot::next_or_die<Fn>(slot, "GOMP_parallel_sections", "GOMP_4.0");
   if (ot::t_in_runtime) return next(fn, data, num_threads, count, flags);  /* the runtime's own call */
   ot::Call call;
-  ot::begin(&call, fn, data, Entry::kParallelSections, num_threads);
-  next(ot::trampoline, &call, num_threads, count, flags);
+  const unsigned team = ot::begin(&call, fn, data, Entry::kParallelSections, num_threads);
+  next(ot::trampoline, &call, team, count, flags);
   ot::finish(&call);
 }
 
@@ -327,8 +346,8 @@ OMPTAP_EXPORT void GOMP_parallel_sections(Body fn, void* data, unsigned num_thre
     const Fn next = ot::next_or_die<Fn>(slot, "GOMP_parallel_loop_" #suffix, version);                      \
     if (ot::t_in_runtime) return next(fn, data, num_threads, start, end, incr, chunk, flags);  /* the runtime's own call */ \
     ot::Call call;                                                                                           \
-    ot::begin(&call, fn, data, entry, num_threads);                                                          \
-    next(ot::trampoline, &call, num_threads, start, end, incr, chunk, flags);                                \
+    const unsigned team = ot::begin(&call, fn, data, entry, num_threads);                                    \
+    next(ot::trampoline, &call, team, start, end, incr, chunk, flags);                                       \
     ot::finish(&call);                                                                                       \
   }
 OMPTAP_LOOP(static, "GOMP_4.0", Entry::kLoopStatic)
@@ -346,8 +365,8 @@ OMPTAP_LOOP(nonmonotonic_guided, "GOMP_4.5", Entry::kLoopNonmonotonicGuided)
     const Fn next = ot::next_or_die<Fn>(slot, "GOMP_parallel_loop_" #suffix, version);                      \
     if (ot::t_in_runtime) return next(fn, data, num_threads, start, end, incr, flags);  /* the runtime's own call */ \
     ot::Call call;                                                                                           \
-    ot::begin(&call, fn, data, entry, num_threads);                                                          \
-    next(ot::trampoline, &call, num_threads, start, end, incr, flags);                                       \
+    const unsigned team = ot::begin(&call, fn, data, entry, num_threads);                                    \
+    next(ot::trampoline, &call, team, start, end, incr, flags);                                              \
     ot::finish(&call);                                                                                       \
   }
 OMPTAP_LOOP_RUNTIME(runtime, "GOMP_4.0", Entry::kLoopRuntime)
@@ -359,7 +378,7 @@ OMPTAP_EXPORT void GOMP_parallel_start(Body fn, void* data, unsigned num_threads
   using Fn = void (*)(Body, void*, unsigned);
   static std::atomic<void*> slot{nullptr};
   const Fn next = ot::next_or_die<Fn>(slot, "GOMP_parallel_start", "GOMP_1.0");
-  ot::Call* call = ot::open_pair(fn, data, Entry::kParallelStart, num_threads);
+  ot::Call* call = ot::open_pair(fn, data, Entry::kParallelStart, &num_threads);
   next(ot::trampoline, call, num_threads);
   ot::t_in_runtime = false;  /* the master runs the body now */
 }
@@ -368,7 +387,7 @@ OMPTAP_EXPORT void GOMP_parallel_sections_start(Body fn, void* data, unsigned nu
   using Fn = void (*)(Body, void*, unsigned, unsigned);
   static std::atomic<void*> slot{nullptr};
   const Fn next = ot::next_or_die<Fn>(slot, "GOMP_parallel_sections_start", "GOMP_1.0");
-  ot::Call* call = ot::open_pair(fn, data, Entry::kSectionsStart, num_threads);
+  ot::Call* call = ot::open_pair(fn, data, Entry::kSectionsStart, &num_threads);
   next(ot::trampoline, call, num_threads, count);
   ot::t_in_runtime = false;  /* the master runs the body now */
 }
@@ -379,7 +398,7 @@ OMPTAP_EXPORT void GOMP_parallel_sections_start(Body fn, void* data, unsigned nu
     using Fn = void (*)(Body, void*, unsigned, long, long, long, long);                                       \
     static std::atomic<void*> slot{nullptr};                                                                 \
     const Fn next = ot::next_or_die<Fn>(slot, "GOMP_parallel_loop_" #suffix "_start", "GOMP_1.0");          \
-    ot::Call* call = ot::open_pair(fn, data, entry, num_threads);                                            \
+    ot::Call* call = ot::open_pair(fn, data, entry, &num_threads);                                           \
     next(ot::trampoline, call, num_threads, start, end, incr, chunk);                                        \
     ot::t_in_runtime = false;  /* the master runs the body now */                                        \
   }
@@ -392,7 +411,7 @@ OMPTAP_EXPORT void GOMP_parallel_loop_runtime_start(Body fn, void* data, unsigne
   using Fn = void (*)(Body, void*, unsigned, long, long, long);
   static std::atomic<void*> slot{nullptr};
   const Fn next = ot::next_or_die<Fn>(slot, "GOMP_parallel_loop_runtime_start", "GOMP_1.0");
-  ot::Call* call = ot::open_pair(fn, data, Entry::kLoopRuntimeStart, num_threads);
+  ot::Call* call = ot::open_pair(fn, data, Entry::kLoopRuntimeStart, &num_threads);
   next(ot::trampoline, call, num_threads, start, end, incr);
   ot::t_in_runtime = false;  /* the master runs the body now */
 }

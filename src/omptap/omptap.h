@@ -81,6 +81,13 @@ class Listener {
 // One listener at a time (null: none). Calls come from the threads that start
 // regions, possibly several at once.
 void set_listener(Listener* listener);
+// Every outermost parallel region (not host teams): the hook is called on the
+// forking thread just before the region starts, with the team the program
+// asked for (0: the runtime's default), and returns the team to ask the
+// runtime for (threadburn tune --in-run: src/probe/inrun.h; it keeps a team
+// the program named, and may change the forking thread's runtime settings).
+using TeamHook = unsigned (*)(unsigned requested);
+void set_team_hook(TeamHook hook);
 // Regions that passed through since the process started (nested ones included).
 int64_t regions_seen();
 // Whether this process's GOMP_parallel is omptap's (false when the program

@@ -60,6 +60,7 @@
 #include "omptap/omptap.h"
 #include "probe/children.h"
 #include "probe/dlsym_tap.h"
+#include "probe/inrun.h"
 #include "probe/report.h"
 #include "probe/thread_tap.h"
 #include "runtime/runtime.h"
@@ -91,6 +92,7 @@ struct State {
   std::atomic<int> active{0};
   std::atomic<int64_t> active_since{0}, inside_ns{0}, last_end{0};
   std::atomic<int> largest_team{1};  // the sampler re-lists threads when a team grows
+  std::atomic<int64_t> regions_done{0};  // outermost regions ended (in-run progress)
   std::mutex mu;  // stats, gaps
   RegionStats stats;
   std::vector<Gap> gaps;
@@ -111,10 +113,13 @@ void mark(Boundary* b, int64_t t_ns) {
   State& s = *g_state;
   const ClassTotals cpu = s.sampler->sample_now();
   const int64_t children = s.children->total_ns();
-  std::lock_guard<std::mutex> lock(s.mu);
-  b->cpu = cpu;
-  b->children_ns = children;
-  b->ready = true;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    b->cpu = cpu;
+    b->children_ns = children;
+    b->ready = true;
+  }
+  inrun::take(t_ns);  // the steady phase begins: an in-run tune may steer this process from now on
 }
 
 void on_first_device_work(int64_t t_ns) {
@@ -156,6 +161,8 @@ class Regions : public omptap::Listener {
       s.stats.add_region(static_cast<int>(r.entry), r.depth, r.end_ns - r.begin_ns, r.team);
     }
     if (r.depth != 0) return;
+    s.regions_done.fetch_add(1, std::memory_order_relaxed);
+    inrun::saw_region(r.team, r.requested);
     const int64_t since = s.active_since.load(std::memory_order_relaxed);
     if (r.team > s.largest_team.load(std::memory_order_relaxed)) {
       s.largest_team.store(r.team, std::memory_order_relaxed);
@@ -567,6 +574,7 @@ void report() {
   write_summary(f);
   write_timeline(f.samples, snaps, nvml.gpus, f.end_ns);
   write_gaps(gaps, f.gaps);
+  inrun::end();
 }
 
 void on_signal(int sig) {
@@ -582,6 +590,7 @@ void write_describe(const std::string& dir) {
   describe_rules(&j);
   describe_runtimes(&j);
   describe_knobs(&j);
+  inrun::describe(&j);
   j.key("context").begin_object();
   for (const auto& [k, v] : openmp_context()) j.field(k, v);
   j.field("gpu_note", "none");
@@ -625,6 +634,14 @@ __attribute__((constructor)) void start() {
     return g_state->children->total_ns();
   };
   o.max_share = kSamplerMaxShare;
+  if (inrun::open_from_environment()) {  // threadburn tune --in-run steers this process through the probe
+    o.on_sample = [](const BurnSample& sample) {
+      inrun::publish(sample, g_state->regions_done.load(std::memory_order_relaxed),
+                     g_state->last_end.load(std::memory_order_relaxed));
+    };
+    omptap::set_team_hook(inrun::team_hook);
+    cuda::set_before_wait_hook(inrun::before_wait);
+  }
   s.sampler = std::make_unique<BurnSampler>(o);
   // NVML only once the program uses CUDA: under a policy the probe has loaded
   // the driver into every process, wrappers included (driver_policy.h).
@@ -637,6 +654,10 @@ __attribute__((constructor)) void start() {
   // After the sampler (a thread the driver starts is seen from its birth),
   // before atexit(report) (an exit handler the driver registers runs after it).
   cuda::apply_from_environment(g_cuda, false);
+  // Statics the report reads, made before it is registered: a function's
+  // static made later (first used mid-run, as an in-run tune's take() does
+  // with the runtimes' table) is destroyed before the report runs at exit.
+  (void)runtime_specs();
   std::atexit(report);
   for (int sig : {SIGINT, SIGTERM}) {
     struct sigaction old {};

@@ -28,7 +28,8 @@ ALLOWED = {
     "commands": {"commands", "export", "analysis", "engine", "lib"},
     "": {"", "commands", "export", "analysis", "engine", "lib"},
 }
-SHARED_BY_COMMANDS = {"commands.options"}
+# Modules of commands/ that are no command: the flags they share; tune's plan and budget.
+SHARED_BY_COMMANDS = {"commands.options", "commands.tune_plan"}
 MAX_FLOORS = 6
 
 

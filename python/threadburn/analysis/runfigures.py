@@ -64,6 +64,10 @@ HOST_KINDS = ("host", "host_metric")
 # A tune's run judged on its steady phase (rule version 6): its time from the
 # first device work to its end.
 STEADY_KIND = "steady_ms"
+# An in-run tune's block (engine/exec_inrun.py): its rows' bench, and its figure, the
+# time a unit of work took in it.
+INRUN_BENCH = "inrun"
+UNIT_KIND = "unit_ms"
 # Where a device did work, what ended the startup (the probe's and the phase
 # mark's context startup_ends).
 DEVICE_STARTUP = "device"
@@ -135,6 +139,10 @@ def of_run(first, run_rows, status):
         pins = tuple(r.pinned_cpus for r in run_rows)
         host = dict(copies=first.processes, per_copy=per_copy, per_copy_higher=first.metric_higher,
                     overlap=overlap, between_ms=None if None in burns else sum(burns), pins=pins if any(pins) else ())
+    elif first.is_tune and first.bench == INRUN_BENCH:
+        # A block of an in-run tune: the time and CPU a unit of work took (or the user's figure).
+        time, kind = (first.metric, "metric") if first.metric is not None else (first.unit_ms, UNIT_KIND)
+        cpu = first.unit_cpu_ms
     elif first.is_tune:
         steady = _steady(first)
         if steady:

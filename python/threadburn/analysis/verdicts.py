@@ -171,8 +171,8 @@ def _cpu_margin(rule, base_recs):
     """The baseline's CPU floor as a share of its CPU (decide.cpu_margin):
     cores = CPU / the time in ms of the loop or the run (a user's figure
     or a host's throughput: the run's wall time)."""
-    pairs = [(r.cpu, r.time if r.time_kind in ("loop_ms", "step_ms", "wall_ms", "steady_ms") else r.wall_ms)
-             for r in base_recs]
+    pairs = [(r.cpu, r.time if r.time_kind in ("loop_ms", "step_ms", "wall_ms", "steady_ms", "unit_ms")
+              else r.wall_ms) for r in base_recs]
     pairs = [(c, t) for c, t in pairs if c and t]
     if not pairs:
         return None

@@ -67,24 +67,22 @@ results CSV (results/README.md), the verdict to <stem>.verdict.json;
 import argparse
 import os
 import random
-import re
 import shutil
 import time
 from dataclasses import dataclass
 
 from . import options
+from .tune_plan import RUNS_PER_SETTING_BUDGET, budgets, check_args, fresh_reserve, open_out
 from ..analysis import confirmation, race as races, runlog, verdicts
 from ..engine import campaign, plans
+from ..engine import exec_inrun
 from ..engine.exec_probe import ProbeExecutor, ProbeOptions
 from ..export import jsonfile, text
 from ..lib import files, machine, probe, rule as rules
 from ..lib.errors import ThreadburnError
-from ..lib.records import ResultsFile, Resumed
-from ..lib.usercmd import add_run_options, command_of, default_out, parse_env, probe_extra
+from ..lib.records import ResultsFile
+from ..lib.usercmd import add_run_options, command_of, parse_env, probe_extra
 
-RUNS_PER_SETTING_BUDGET = 10   # the default budget: this many runs a setting, on average
-# With a duration budget, the share of it the race may use; the rest is the confirmation's.
-RACE_SHARE_OF_TIME = 0.85
 # Looks of fresh runs after the race at most: the sequential confirmation's, and a new candidate's
 # when fresh runs changed which runs are set aside as disturbed.
 MAX_FRESH_LOOKS = 12
@@ -117,16 +115,23 @@ def add_parser(sub):
     p.add_argument("--seed", type=int, help="seed of the run order (default: random, printed)")
     p.add_argument("--timeout", type=options.positive, default=3600, help="per-run timeout in s (default 3600)")
     p.add_argument("--dry-run", action="store_true", help="list the settings and the plan, run nothing")
+    inrun = p.add_argument_group("in-run trials (--in-run: one run of the command, its in-run settings in blocks)")
+    inrun.add_argument("--in-run", action="store_true",
+                       help="decide in one run: the settings a running program can change (its team, LLVM's "
+                       "blocktime, the CUDA wait policy) alternate in blocks inside it, switched by the probe")
+    inrun.add_argument("--apply", action="store_true",
+                       help="with --in-run: once decided, a changed setting stays in force for the rest of the run")
+    inrun.add_argument("--block", type=options.positive, default=0.5, metavar="S",
+                       help="with --in-run: the least seconds a block measures (default 0.5; longer when a unit of "
+                       f"work needs it: {exec_inrun.MIN_UNITS} x 2 units)")
+    inrun.add_argument("--progress", choices=("auto", "regions", "waits", "launches"), default="auto",
+                       help="with --in-run: the work a block counts (auto: the CUDA driver's waits, else OpenMP "
+                       "regions, else launches; --metric: your figure's lines)")
     options.add_export_options(p)
     add_run_options(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
     p.set_defaults(run=main)
     return p
-
-
-def new_race(t, points):
-    """The race of the settings `points` on the tune's runs so far (in memory)."""
-    return races.Race(t.log.records, {p.key: p for p in points}, t.rule, t.out)
 
 
 def plan_text(points, args, budget, rule):
@@ -153,79 +158,23 @@ def plan_text(points, args, budget, rule):
             f"tune: rule {rule.text()}"] + lines
 
 
-def open_out(args, cmd, columns, rule):
-    """(the results file, what it holds: records.Resumed): with --resume the
-    file's finished runs, read here once (the tune keeps them in memory)."""
-    out = args.out or default_out("tune", cmd) + ".csv"
-    results_file = ResultsFile(out, columns, rule)
-    if args.resume:
-        if not os.path.exists(out):
-            raise ThreadburnError(f"{out}: --resume: no such file")
-        return results_file, results_file.repair_for_resume()
-    if os.path.exists(out) and not args.force:
-        raise ThreadburnError(f"{out}: exists; pass --resume to continue it or --force to replace it")
-    results_file.create()
-    return results_file, Resumed(set(), None, [])
+def gpu_text(copies, gpus):
+    """Once: which copy counts give each copy a GPU of its own, and which share them."""
+    counts = [n for n in copies or () if n > 1]
+    if not counts or not gpus:
+        return []
+    own = [n for n in counts if plans.copy_gpus(n, gpus)]
+    share = [n for n in counts if n not in own]
+    parts = [f"{', '.join(map(str, own))} copies a run: copy i alone sees GPU i of {', '.join(gpus)} "
+             "(CUDA_VISIBLE_DEVICES, in each row's extra_context)"] if own else []
+    if share:
+        parts.append(f"{', '.join(map(str, share))} copies a run share the {len(gpus)} GPU(s)")
+    return ["tune: GPUs: " + "; ".join(parts)]
 
 
-def check_args(args, points, params):
-    if params and args.metric is None:
-        raise ThreadburnError("--param: its values may change the work a run does (a batch size, a number of "
-                              "steps), so a run's wall time cannot compare them; give --metric (your figure per "
-                              "unit of work, e.g. --metric 'samples/s: ([0-9.]+)')")
-    if args.metric is not None:
-        try:
-            re.compile(args.metric)
-        except re.error as e:
-            raise ThreadburnError(f"--metric {args.metric!r}: not a regular expression: {e}") from None
-    if any(p.runtime == "llvm" for p in points) and not os.path.exists(args.libomp):
-        raise ThreadburnError(f"--libomp {args.libomp}: not found (Debian: apt install libomp-dev)")
-    if args.repetitions and args.budget:
-        raise ThreadburnError("--repetitions (a fixed design) and --budget (a race): pick one")
-    if args.repetitions is not None and args.repetitions < rules.MIN_RUNS:
-        raise ThreadburnError(f"--repetitions {args.repetitions}: the decision rule needs at least {rules.MIN_RUNS} "
-                              "runs a setting")
-    if args.confirm != "auto" and not (args.confirm.isdigit() and (int(args.confirm) == 0 or
-                                                                   int(args.confirm) >= rules.MIN_RUNS)):
-        raise ThreadburnError(f"--confirm {args.confirm!r}: expected auto, 0 (none) or a number of runs >= "
-                              f"{rules.MIN_RUNS}")
-
-
-def fresh_items(points):
-    """The most items the fresh runs after the race can have: a pair (plain
-    and a candidate) per copy count, and with copies a copy alone for each
-    N > 1 (one copy count of one copy: the pair)."""
-    counts = sorted({p.copies or 1 for p in points})
-    several = len(counts) > 1 or counts[-1] > 1
-    return sum(2 + (1 if several and n > 1 else 0) for n in counts)
-
-
-def fresh_reserve(points):
-    """The runs the fresh runs after the race need at the least: CONFIRM_MIN
-    of each of their items (fresh_items)."""
-    return fresh_items(points) * confirmation.CONFIRM_MIN
-
-
-def budgets(args, points):
-    """(the whole budget, the race's part of it, whether fresh runs confirm
-    a change): the fresh runs after the race need room for CONFIRM_MIN runs
-    of each of their items (fresh_items); a budget too small for them leaves
-    the claim to the race."""
-    if args.repetitions:
-        return None, None, args.confirm != "0"
-    whole = args.budget or campaign.Budget(runs=RUNS_PER_SETTING_BUDGET * len(points))
-    confirm = args.confirm != "0"
-    if whole.runs is not None:
-        if whole.runs < 2 * rules.MIN_RUNS:
-            raise ThreadburnError(f"--budget {whole.runs}: too few runs to compare two settings (at least "
-                                  f"{2 * rules.MIN_RUNS})")
-        reserve = fresh_reserve(points)
-        if confirm and whole.runs - reserve < rules.START_RUNS * 2:
-            print(f"tune: --budget {whole.runs} leaves no room for fresh runs to confirm a change "
-                  f"({rules.START_RUNS * 2 + reserve} would): the race's own test makes the claim", flush=True)
-            confirm = False
-        return whole, campaign.Budget(runs=whole.runs - (reserve if confirm else 0)), confirm
-    return whole, campaign.Budget(seconds=whole.seconds * (RACE_SHARE_OF_TIME if confirm else 1.0)), confirm
+def new_race(t, points):
+    """The race of the settings `points` on the tune's runs so far (in memory)."""
+    return races.Race(t.log.records, {p.key: p for p in points}, t.rule, t.out)
 
 
 def probe_options(args):
@@ -252,10 +201,17 @@ class Tune:
     # The program does device work (its first round's probe): its runs are judged on their
     # steady phase (rule version 6), and its fresh runs mark it (libthreadburn_phase.so).
     steady: bool = False
+    # An in-run tune's one executor (its blocks, the fresh ones too, are of one process:
+    # commands/inrun.py); None: a new ProbeExecutor for each campaign (a fresh process a run).
+    shared: object = None
+    # What its runs are called: (a run, the fresh runs after the race).
+    words: tuple = ("run", "fresh runs without the probe")
 
     out = property(lambda self: self.results_file.path)
 
     def executor(self):
+        if self.shared is not None:
+            return self.shared
         return ProbeExecutor(probe_options(self.args), self.cmd, self.columns, self.work, self.seed, self.steady)
 
     def campaign(self, executor, done, budget=None, name="tune"):
@@ -263,6 +219,8 @@ class Tune:
 
 
 def main(args):
+    if args.in_run:
+        return main_inrun(args)
     cmd = command_of(args)
     user_env = parse_env(args.env)
     params = plans.parse_params(args.param, cmd)
@@ -359,20 +317,6 @@ def add_cuda(t, c, executor):
           f"{probe.CUDA_SYNC_LIBRARY}){extra}", flush=True)
     c.run(added, {p.key: 1 for p in added})
     return added
-
-
-def gpu_text(copies, gpus):
-    """Once: which copy counts give each copy a GPU of its own, and which share them."""
-    counts = [n for n in copies or () if n > 1]
-    if not counts or not gpus:
-        return []
-    own = [n for n in counts if plans.copy_gpus(n, gpus)]
-    share = [n for n in counts if n not in own]
-    parts = [f"{', '.join(map(str, own))} copies a run: copy i alone sees GPU i of {', '.join(gpus)} "
-             "(CUDA_VISIBLE_DEVICES, in each row's extra_context)"] if own else []
-    if share:
-        parts.append(f"{', '.join(map(str, share))} copies a run share the {len(gpus)} GPU(s)")
-    return ["tune: GPUs: " + "; ".join(parts)]
 
 
 def confirm(t, race_campaign):
@@ -474,7 +418,7 @@ def fresh_looks(t, c, left, by, look, asked):
                 return look
         look += 1
         items = [by[k].alone() if phase == "alone" else by[k].for_phase(phase) for k, phase in wanted]
-        print(f"tune: fresh runs without the probe, look {look} ({n} each): " +
+        print(f"tune: {t.words[1]}, look {look} ({n} each): " +
               ", ".join(f"{by[k].name}{' x' + str(by[k].copies) if by[k].copies else ''}"
                         f"{' alone' if phase == 'alone' else ''}" for k, phase in wanted), flush=True)
         c.round = confirmation.ROUNDS_PER_LOOK * look  # the look is in the rows: confirmation.look_of
@@ -484,7 +428,8 @@ def fresh_looks(t, c, left, by, look, asked):
     return look
 
 
-def report(t, ended):
+def report(t, ended, after=()):
+    """The verdict: printed (and `after`, lines under it), into <stem>.verdict.json and the exports."""
     args, out, rows = t.args, t.out, t.log.rows
     v = verdicts.decide_records(t.log.records(), t.rule, os.path.basename(out), rule_from="the rows", final=True)
     ended_text = {"decided": "the race stopped: nothing left for it to run (a candidate for fresh runs, or "
@@ -492,13 +437,110 @@ def report(t, ended):
                   "budget": "the race ended with its budget spent", "planned": "a fixed design"}.get(ended, ended)
     spent = len({r.run_key for r in rows if r.phase == "race"})
     fresh = len({r.run_key for r in rows if r.phase != "race"})
-    print(f"tune: results in {out}; {ended_text}; {spent} race runs" + (f" + {fresh} fresh runs without the probe"
-                                                                          if fresh else ""))
+    print(f"tune: results in {out}; {ended_text}; {spent} race {t.words[0]}s" + (f" + {fresh} {t.words[1]}"
+                                                                                  if fresh else ""))
     for e in v.entries:
         print("\n".join(text.settings_table(e)))
     print("\n".join(text.lines(v, labels=len(v.entries) > 1 or bool(v.fit))))
+    for line in after:
+        print(line)
     path = files.write_text(files.verdict_path(out), jsonfile.verdict_text(v))
     print(f"tune: verdict in {path}")
     for written in options.write_exports(args, v):
         print(f"tune: exported {written}")
+    return 0
+
+
+# Flags that need a fresh process a run: not with --in-run.
+NOT_IN_RUN = {"copies": "--copies", "param": "--param", "repetitions": "--repetitions", "points": "--points",
+              "resume": "--resume", "dry_run": "--dry-run"}
+
+
+def main_inrun(args):
+    """--in-run: one run of the command under the probe, its in-run settings
+    alternating in blocks (engine/exec_inrun.py), judged by the same rule as
+    any tune: a race on cycles of blocks, then fresh blocks of the candidate
+    and plain that make the claim (docs/design.md, "In-run trials")."""
+    given = [flag for key, flag in NOT_IN_RUN.items() if getattr(args, key)]
+    if given or args.confirm != "auto":
+        raise ThreadburnError(f"--in-run: {', '.join(given or ['--confirm'])} needs a fresh process a run (tune "
+                              "without --in-run)")
+    if args.apply and not args.in_run:
+        raise ThreadburnError("--apply: only with --in-run")
+    cmd, user_env = command_of(args), parse_env(args.env)
+    check_args(args, [], {})
+    desc = probe.describe(args.build_dir)
+    if "inrun" not in desc:
+        raise ThreadburnError(f"{probe.library(args.build_dir)}: a probe without in-run trials; rebuild")
+    columns = probe.inrun_columns(desc, ["OMP_NUM_THREADS", "KMP_BLOCKTIME", probe.CUDA_SYNC] + list(user_env))
+    rule = rules.Rule(objective=args.objective or "balanced", margin=args.margin, design="race", confirm=True)
+    results_file, _ = open_out(args, cmd, columns, rule)
+    out = results_file.path
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2 ** 31)
+    work = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".work")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(os.path.join(work, "probe"))
+    ctl = exec_inrun.Control(os.path.join(work, "inrun.bin"), desc["inrun"])
+    env = probe.environment(os.environ, probe.library(args.build_dir), os.path.join(work, "probe"), args.runtime,
+                            user_env, args.libomp, probe_extra(args))
+    env[desc["inrun"]["variable"]] = os.path.join(work, "inrun.bin")
+    log = os.path.splitext(out)[0] + ".program.log"
+    ex = exec_inrun.InRunExecutor(cmd, env, ctl, columns, args, seed, log)
+    print(f"tune --in-run: {' '.join(cmd)}; seed {seed}; its output in {log}", flush=True)
+    t0 = time.monotonic()
+    t, ended = None, "the program ended"
+    try:
+        ex.wait_steady(args.timeout)
+        unit_s = ex.warm_up(max(1.0, args.block))
+        points, settings, left_out = exec_inrun.observed_points(ctl, user_env, args.runtime, machine.usable_cpus(),
+                                                                machine.physical_cores())
+        ctl.set_settings([s for s in settings if s])
+        ex.index = {p.base_key: i - 1 for i, p in enumerate(points)}
+        whole, race_budget, _ = budgets(args, points)
+        t = Tune(args, cmd, columns, points, rule, whole, results_file, runlog.RunLog(args.libomp, []), seed, work,
+                 shared=ex, words=("block", "fresh blocks, not used to choose"))
+        print(f"tune --in-run: {len(points)} settings in blocks: " + ", ".join(p.name for p in points)
+              + f"; progress: {ex.kind} (a unit every {unit_s * 1000:.3g} ms); blocks of {ex.block_s:.3g} s after "
+              f"{ex.settle_s:.3g} s settling; budget {whole.text()}; margin {rule.margin:.0%}, objective "
+              f"{rule.objective}\ntune --in-run: not in-run here: " + "; ".join(left_out), flush=True)
+        c = t.campaign(ex, set(), race_budget, name="tune --in-run")
+
+        def body():
+            race_ended = c.run(points, {p.key: rules.START_RUNS for p in points}, new_race(t, points))
+            return confirm(t, c) or race_ended
+        ended = campaign.guarded(c, body, lambda: print(f"tune --in-run: interrupted; the program was stopped; "
+                                                        f"{out} holds every block"))
+    except exec_inrun.Ended:
+        pass
+    if ended == 130:
+        return 130
+    return inrun_end(t, ex, ended, time.monotonic() - t0)
+
+
+def inrun_end(t, ex, ended, seconds):
+    """The in-run verdict, then the rest of the run under the chosen setting
+    (--apply, a change) or the program's own, to the program's end."""
+    if t is None or not t.log.rows:
+        ex.finish(-1)
+        code = ex.wait()
+        ex.close()
+        raise ThreadburnError(f"--in-run: the program ended (exit {code}) before any block: nothing to decide")
+    v = verdicts.decide_records(t.log.records(), t.rule, os.path.basename(t.out), rule_from="the rows", final=True)
+    e = v.entries[0]
+    keep = e.chosen if t.args.apply and e.verdict == "change" else "plain"
+    index = ex.index.get(next((p.base_key for p in t.points if p.name == keep), ""), -1)
+    ex.finish(index)
+    blocks = len({r.run_key for r in t.log.rows})
+    alive = ex.alive()
+    after = [f"tune --in-run: decided in one run, {seconds:.0f} s, {blocks} blocks"
+             + ("" if alive else " (the program ended before the tune did)")]
+    if alive:
+        after.append(f"tune --in-run: {keep} in force from {time.monotonic() - ex.t0:.1f} s into the run"
+                     + ("" if keep != "plain" or not t.args.apply else " (--apply: no change was confirmed)")
+                     + "; waiting for the program to end")
+    report(t, ended, after)
+    code = ex.wait()
+    ex.close()
+    shutil.rmtree(t.work, ignore_errors=True)
+    print(f"tune --in-run: the program ended, exit {code}")
     return 0

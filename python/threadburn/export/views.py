@@ -15,10 +15,12 @@ from ..lib.errors import ThreadburnError
 
 TIME_WORDS = {"loop_ms": "time per iteration (step + gap)", "step_ms": "step time", "wall_ms": "wall time",
               "steady_ms": "the steady phase's time (from the first device work to the end: the startup left out)",
+              "unit_ms": "the time a unit of work took in each block (once the switch settled)",
               "metric": "your figure",
               "host": "host throughput (copies / the run's wall time: from their release to the last one's end)",
               "host_metric": "host throughput (your figure summed over the copies)"}
 FIGURE_NAMES = {"loop_ms": "iteration ms", "step_ms": "step ms", "wall_ms": "wall ms", "steady_ms": "steady ms",
+                "unit_ms": "ms a unit",
                 "metric": "your figure",
                 "host": "copies/s", "host_metric": "your figure, all copies"}
 HOST_KINDS = ("host", "host_metric")
@@ -66,8 +68,8 @@ def change(e, r, metric="time"):
 def time_word(e):
     if e.time_kind in HOST_KINDS:
         return "host throughput"
-    return "time" if e.time_kind in ("wall_ms", "loop_ms", "steady_ms") else ("step" if e.time_kind == "step_ms"
-                                                                             else "figure")
+    return "time" if e.time_kind in ("wall_ms", "loop_ms", "steady_ms", "unit_ms") else (
+        "step" if e.time_kind == "step_ms" else "figure")
 
 
 def time_text(e, r):

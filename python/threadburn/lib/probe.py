@@ -254,6 +254,20 @@ def columns(description, variables, params=()):
     return schema.Columns.from_parts(env or ["OMP_NUM_THREADS"], flags, counters, list(description["context"]), params)
 
 
+# The columns of an in-run tune's blocks beyond a tune's (engine/exec_inrun.py).
+INRUN_FLAGS = ("progress",)
+INRUN_FIGURES = ("settle_ms", "block_ms", "units", "unit_ms", "unit_cpu_ms")
+
+
+def inrun_columns(description, variables):
+    """The CSV header of an in-run tune: a tune's (columns) with what a block adds."""
+    counters = [c["name"] for c in description["counters"]] + ["metric"] + list(INRUN_FIGURES)
+    env = [v for v in variables if result_column(v) == v]
+    cuda = cuda_sync_column(description)
+    flags = ("command", "metric_better") + ((cuda,) if cuda else ()) + INRUN_FLAGS
+    return schema.Columns.from_parts(env or ["OMP_NUM_THREADS"], flags, counters, list(description["context"]), ())
+
+
 def setting_cells(columns, env):
     """The knob cells of a row: what the process got (results/README.md):
     each environment knob's value or unset, and the CUDA wait policy it

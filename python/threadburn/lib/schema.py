@@ -98,6 +98,11 @@ SWEEP_KINDS = {
     **_kind(INTEGER, "proc_index", 0),
     **_kind(NUMBER, "real_time cpu_time wall_s overlap world_samples_per_s rank_spread host_other_cpu_ms "
                     "host_steal_ms copy_start_ms"),
+    # an in-run tune's block (engine/exec_inrun.py): its settle time left out, its measured time,
+    # the units of work done in it and the time and CPU a unit took; what a unit is
+    **_kind(NUMBER, "settle_ms block_ms unit_ms unit_cpu_ms"),
+    **_kind(INTEGER, "units"),
+    **_kind(TEXT, "progress"),
 }
 # The programs' and the probe's columns the Python side reads by name: theirs (--describe,
 # results/README.md), named here once; test_columns checks each is a counter, flag or
