@@ -8,6 +8,8 @@
 //          fixed parallel work of a training step's kernels)
 //   sleep  the first thread sleeps --work_us, the others return: the team's
 //          size changes nothing but its own cost
+//   nap    the team shares --work_us of sleep: each thread sleeps its part, so
+//          a team of two is about twice as fast however busy the CPUs are
 // --say prints each step's time ("step_ms=X", for tune --metric); --team=N
 // names the team in every region (num_threads(N)), as a program that sets
 // its own does.
@@ -38,16 +40,17 @@ int main(int argc, char** argv) {
     if (std::sscanf(argv[i], "--seconds=%lf", &seconds) == 1) continue;
     if (std::sscanf(argv[i], "--team=%ld", &team) == 1) continue;
     if (std::sscanf(argv[i], "--body=%15s", body) == 1 &&
-        (!std::strcmp(body, "each") || !std::strcmp(body, "split") || !std::strcmp(body, "sleep"))) continue;
+        (!std::strcmp(body, "each") || !std::strcmp(body, "split") || !std::strcmp(body, "sleep") ||
+         !std::strcmp(body, "nap"))) continue;
     if (!std::strcmp(argv[i], "--say")) {
       say = 1;
       continue;
     }
     std::fprintf(stderr, "regions_child: error: unknown argument '%s' (--steps --regions --gap_ms --work_us "
-                 "--startup_ms --seconds --team --body=each|split|sleep --say)\n", argv[i]);
+                 "--startup_ms --seconds --team --body=each|split|sleep|nap --say)\n", argv[i]);
     return 2;
   }
-  const int split = !std::strcmp(body, "split"), sleeps = !std::strcmp(body, "sleep");
+  const int split = !std::strcmp(body, "split"), sleeps = !std::strcmp(body, "sleep"), naps = !std::strcmp(body, "nap");
   const int64_t start = tb::wall_ns();
   tb::spin_cpu_ns(startup_ms * 1000000);
   const int64_t first_region = tb::wall_ns();
@@ -58,6 +61,8 @@ int main(int argc, char** argv) {
     const auto body_of = [&] {
       if (sleeps) {
         if (omp_get_thread_num() == 0) tb::sleep_for_ns(work_us * 1000);
+      } else if (naps) {
+        tb::sleep_for_ns(work_us * 1000 / omp_get_num_threads());
       } else if (work_us > 0) {
         tb::spin_cpu_ns(split ? work_us * 1000 / omp_get_num_threads() : work_us * 1000);
       }

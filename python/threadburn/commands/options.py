@@ -15,6 +15,17 @@ def positive(text):
     return value
 
 
+def seconds(text):
+    """A positive number of seconds (0.3, 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
+
+
 def budget(text):
     try:
         return campaign.parse_budget(text)

@@ -121,7 +121,7 @@ def add_parser(sub):
                        "blocktime, the CUDA wait policy) alternate in blocks inside it, switched by the probe")
     inrun.add_argument("--apply", action="store_true",
                        help="with --in-run: once decided, a changed setting stays in force for the rest of the run")
-    inrun.add_argument("--block", type=options.positive, default=0.5, metavar="S",
+    inrun.add_argument("--block", type=options.seconds, default=0.5, metavar="S",
                        help="with --in-run: the least seconds a block measures (default 0.5; longer when a unit of "
                        f"work needs it: {exec_inrun.MIN_UNITS} x 2 units)")
     inrun.add_argument("--progress", choices=("auto", "regions", "waits", "launches"), default="auto",

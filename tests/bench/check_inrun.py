@@ -1,0 +1,187 @@
+#!/usr/bin/python3
+"""Known answers of `threadburn tune --in-run` (engine/exec_inrun.py,
+src/probe/inrun.h), live: one run of a program whose best in-run setting is
+known by construction, decided within a minute of it.
+
+    check_inrun.py CASE --build-dir DIR --repo DIR --libomp LIB
+
+  team_up     regions_child, its team's fixed work shared (--body=nap: each
+              thread sleeps its part, so a team of two does it in half the
+              time however busy the CPUs are), started at OMP_NUM_THREADS=1:
+              CHANGE to T2, time -40 % or better
+  team_down   regions of 1 us of work at 2 threads (the fork costs more than
+              the work): CHANGE to T1
+  nothing     regions whose first thread sleeps, the others idle, passive
+              waits: no setting matters: KEEP
+  blocktime   LLVM's runtime, a team the program names itself (so only the
+              blocktime is in-run), a process spinning on the other core:
+              the workers' 200 ms blocktime spins through every gap, blocktime
+              0 (or 1) does not: CHANGE to llvm-bt0 or llvm-bt1, CPU -20 % or better
+  gpu         the stand-in GPU training (tests/cpp/fake_cuda/device_training.c):
+              CHANGE to cuda-blocking_sync (the driver honours a live change of
+              the context's flags), steady CPU -90 % or better
+  apply       team_up with --apply and the program's own step times: after the
+              verdict its steps run at T2's speed to the end (the median of its
+              last steps under 60 % of its first)
+  metric      team_up judged by the program's own figure (--metric on its
+              step_ms lines, lower better): the same verdict as its regions give
+Each verdict comes within 60 s of the program's start. Standard library only.
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+DEADLINE_S = 60.0
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def env_clean(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OMP_", "KMP_", "GOMP_", "THREADBURN_", "FAKE_")) and k != "LD_PRELOAD"}
+    return dict(env, **extra)
+
+
+def in_run(a, tmp, program, env, *args, to_the_end=False):
+    """tune --in-run of program: (its output, the verdict's workload entry,
+    its results file). The program's run goes on after the verdict (a user's
+    training continues): unless to_the_end, the tune and its program are
+    stopped once the verdict is written."""
+    out = os.path.join(tmp, "inrun.csv")
+    cmd = [os.path.join(a.repo, "bin", "threadburn"), "tune", "--in-run", "--build-dir", a.build_dir, "--libomp",
+           a.libomp, "--block", "0.3", "--seed", "7", "--out", out, *args, "--", *program]
+    print("$ " + " ".join(f"{k}={v}" for k, v in env.items() if k.startswith(("OMP", "KMP"))) + " " + " ".join(cmd))
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    lines, decided, stopped = [], None, False
+    for line in p.stdout:
+        lines.append(line)
+        if decided is None and line.startswith("tune --in-run: decided in one run"):
+            decided = time.monotonic() - t0
+        if line.startswith("tune: verdict in ") and not to_the_end:
+            os.killpg(p.pid, signal.SIGTERM)  # its program dies with it (PR_SET_PDEATHSIG)
+            stopped = True
+    p.wait()
+    text = "".join(lines)
+    sys.stdout.write(text[-6000:])
+    check(stopped or p.returncode == 0, f"tune --in-run exited {p.returncode}")
+    check(decided is not None, "no verdict line")
+    with open(os.path.splitext(out)[0] + ".verdict.json") as f:
+        entry = json.load(f)["workloads"][0]
+    print(f"verdict: {entry['verdict']} {entry['setting']}, time {entry['time_ratio']}, cpu {entry['cpu_ratio']}, "
+          f"{decided:.1f} s to the verdict")
+    check(decided <= DEADLINE_S, f"the verdict came {decided:.1f} s into the run (expected within {DEADLINE_S:g} s)")
+    return text, entry, out
+
+
+def child(a, *args):
+    return [os.path.join(a.build_dir, "tests", "cpp", "regions_child"), *args]
+
+
+def expect(entry, verdict, setting):
+    check((entry["verdict"], entry["setting"]) == (verdict, setting),
+          f"{entry['verdict']} {entry['setting']}, expected {verdict} {setting}")
+
+
+TEAM_UP = ("--body=nap", "--work_us=4000", "--regions=10", "--gap_ms=0", "--seconds=90", "--say")
+
+
+def case_team_up(a, tmp):
+    _, entry, _ = in_run(a, tmp, child(a, *TEAM_UP), env_clean(OMP_NUM_THREADS="1"))
+    expect(entry, "change", "T2")
+    check(entry["time_ratio"]["high"] <= 0.6, f"T2's time {entry['time_ratio']}: expected -40 % or better")
+
+
+def case_team_down(a, tmp):
+    program = child(a, "--body=each", "--work_us=1", "--regions=2000", "--gap_ms=0", "--seconds=90")
+    _, entry, _ = in_run(a, tmp, program, env_clean(OMP_NUM_THREADS="2"))
+    expect(entry, "change", "T1")
+
+
+def case_nothing(a, tmp):
+    program = child(a, "--body=sleep", "--work_us=2000", "--regions=10", "--gap_ms=0", "--seconds=90")
+    _, entry, _ = in_run(a, tmp, program, env_clean(OMP_NUM_THREADS="2", OMP_WAIT_POLICY="passive"))
+    expect(entry, "keep", "plain")
+
+
+def case_blocktime(a, tmp):
+    if not os.path.exists(a.libomp):
+        print(f"SKIP: no LLVM runtime ({a.libomp})")
+        sys.exit(77)
+    other = max(os.sched_getaffinity(0))
+    rival = subprocess.Popen(["taskset", "-c", str(other), "sh", "-c", "while :; do :; done"])
+    try:
+        program = child(a, "--team=2", "--body=split", "--work_us=2000", "--regions=5", "--gap_ms=5",
+                        "--seconds=90")
+        text, entry, _ = in_run(a, tmp, program, env_clean(OMP_NUM_THREADS="2"), "--runtime", "llvm")
+    finally:
+        rival.kill()
+        rival.wait()
+    check("every region names its own team" in text, "the team was in-run though the program names it")
+    check(entry["verdict"] == "change" and entry["setting"] in ("llvm-bt0", "llvm-bt1"),
+          f"{entry['verdict']} {entry['setting']}, expected a change to blocktime 0 or 1")
+    check(entry["cpu_ratio"]["high"] <= 0.8, f"its CPU {entry['cpu_ratio']}: expected -20 % or better")
+
+
+def case_gpu(a, tmp):
+    fakes = os.path.join(a.build_dir, "tests", "fake_cuda")
+    env = env_clean(LD_LIBRARY_PATH=fakes, FAKE_NVML_SAMPLES="device")
+    program = [os.path.join(fakes, "device_training"), "--startup-ms=1000", "--steps=3000"]
+    _, entry, _ = in_run(a, tmp, program, env)
+    expect(entry, "change", "cuda-blocking_sync")
+    check(entry["cpu_ratio"]["high"] <= 0.1, f"its CPU {entry['cpu_ratio']}: expected -90 % or better")
+    check(0.95 <= entry["time_ratio"]["estimate"] <= 1.05, f"its time {entry['time_ratio']}: expected within 5 %")
+
+
+def case_apply(a, tmp):
+    text, entry, out = in_run(a, tmp, child(a, *TEAM_UP[:-2], "--seconds=40", "--say"),
+                              env_clean(OMP_NUM_THREADS="1"), "--apply", to_the_end=True)
+    expect(entry, "change", "T2")
+    check(re.search(r"tune --in-run: T2 in force from [0-9.]+ s into the run", text), "no line saying T2 stays")
+    with open(os.path.splitext(out)[0] + ".program.log") as f:
+        steps = [float(x) for x in re.findall(r"step_ms=([0-9.]+)", f.read())]
+    first, last = statistics.median(steps[:20]), statistics.median(steps[-20:])
+    print(f"the program's own steps: first 20 median {first:.2f} ms, last 20 {last:.2f} ms")
+    check(last <= 0.6 * first, f"its last steps took {last:.2f} ms, its first {first:.2f}: T2 did not stay")
+
+
+def case_metric(a, tmp):
+    _, by_regions, _ = in_run(a, tmp, child(a, *TEAM_UP), env_clean(OMP_NUM_THREADS="1"))
+    _, by_figure, _ = in_run(a, tmp, child(a, *TEAM_UP), env_clean(OMP_NUM_THREADS="1"), "--force",
+                             "--metric", r"step_ms=([0-9.]+)", "--metric-better", "lower")
+    check((by_figure["verdict"], by_figure["setting"]) == (by_regions["verdict"], by_regions["setting"]),
+          f"the program's figure decides {by_figure['verdict']} {by_figure['setting']}, its regions "
+          f"{by_regions['verdict']} {by_regions['setting']}")
+    check(by_figure["time_metric"] == "metric" and by_regions["time_metric"] == "unit_ms", "not the figures asked")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("case", choices=[n[5:] for n in globals() if n.startswith("case_")])
+    ap.add_argument("--build-dir", required=True)
+    ap.add_argument("--repo", required=True)
+    ap.add_argument("--libomp", default="/usr/lib/x86_64-linux-gnu/libomp.so.5")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        globals()["case_" + a.case](a, tmp)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
