@@ -136,7 +136,11 @@ def disturbed(recs, rule):
     /proc/stat's ticks alone cannot make). Against the setting's own median,
     not the campaign's: a setting that leaves cores idle lets a co-runner use
     them, one that spins does not, so the level of other load is the
-    setting's own; a burst above it is the run's luck."""
+    setting's own; a burst above it is the run's luck. A legacy rule
+    (rule.legacy_disturbed: the text its campaign wrote predates that) judges
+    as its code did: every run against the median of all the file's runs."""
+    if rule.legacy_disturbed:
+        return _disturbed_against_all(recs, rule)
     groups = {}
     for r in recs:
         if r.status == "ok" and r.disturbance.known:
@@ -152,6 +156,22 @@ def disturbed(recs, rule):
             if excess > max(rule.disturbed_cores * x.wall_ms, rules.DISTURBED_MIN_MS):
                 out[r.run_key] = (f"other processes and steal took {x.cores:.2f} cores during the run (the "
                                   f"setting's median run {typical:.2f})")
+    return out
+
+
+def _disturbed_against_all(recs, rule):
+    """disturbed() as rule version 2's code judged it until its text gained
+    `confirm`: against the median run of every record (race and fresh,
+    every workload), by the same thresholds."""
+    runs = {r.run_key: r.disturbance for r in recs if r.status == "ok" and r.disturbance.known}
+    if len(runs) < 3:
+        return {}
+    typical = statistics.median(x.cores for x in runs.values())
+    out = {}
+    for key, x in runs.items():
+        excess = x.other_ms - typical * x.wall_ms
+        if excess > max(rule.disturbed_cores * x.wall_ms, rules.DISTURBED_MIN_MS):
+            out[key] = f"other processes and steal took {x.cores:.2f} cores during the run (the median run {typical:.2f})"
     return out
 
 

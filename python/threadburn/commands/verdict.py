@@ -19,7 +19,7 @@ import os
 from . import options
 from ..analysis import verdicts
 from ..export import jsonfile, text
-from ..lib import files, keys, paths, records
+from ..lib import files, keys, paths, records, rule as rules
 from ..lib.errors import ThreadburnError
 
 UNDECIDED_EXIT = 3
@@ -73,9 +73,28 @@ def of_file(path, args):
                                 baseline=baseline)
 
 
+def rule_notes(v, recorded_file):
+    """Lines that say plainly when the rule applied is not this threadburn's
+    own, or not the one the file was made by (its rows, or its verdict file)."""
+    out = []
+    r = v.rule
+    asked = " with --" in v.rule_from
+    if r.version != rules.RULE_VERSION and v.rule_from.startswith(("the rows", "its verdict file")) and not asked:
+        out.append(f"verdict: judged by rule version {r.version}, as {v.rule_from} recorded it, the rule the file was "
+                   f"made by (this threadburn's own is version {rules.RULE_VERSION}; docs/design.md, Decisions)"
+                   + ("; its text predates `confirm`: disturbed runs judged against the whole file's median run, "
+                      "as its code did" if r.legacy_disturbed else ""))
+    if asked:
+        out.append(f"verdict: not the rule the file was made by: {v.rule_from} ({r.text()})")
+    elif recorded_file is not None and v.rule_from.startswith("the rows") and recorded_file.text() != r.text():
+        out.append(f"verdict: its verdict file recorded another rule ({recorded_file.text()}) than its rows "
+                   f"({r.text()}): the rows' is applied")
+    return out
+
+
 def main(args):
     v = of_file(args.csv, args)
-    print("\n".join(text.lines(v)))
+    print("\n".join(text.lines(v) + rule_notes(v, files.recorded_rule(args.csv))))
     if not args.no_write and (args.write or not args.baseline):
         print(f"verdict: {files.write_text(files.verdict_path(args.csv), jsonfile.verdict_text(v))}")
     for path in options.write_exports(args, v):

@@ -6,7 +6,7 @@ Decisions). Also the race's fixed schedule: the runs at which it looks.
 
 The engine plans rounds by the schedule; analysis decides by the Rule.
 """
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 ALPHA = 0.05
 MARGIN = 0.05
@@ -129,6 +129,11 @@ class Rule:
     cpu_floor_cores: float = CPU_FLOOR_CORES
     confirm_alpha: float = CONFIRM_ALPHA
     version: int = RULE_VERSION
+    # Not a part of the text: a rule text without `confirm` was written before that part
+    # existed (version 2, by code that also judged a run disturbed against the campaign's
+    # median run; its setting's median since): such a rule judges so, and its text and JSON
+    # read back as written (analysis/verdicts.py, disturbed; results/README.md).
+    legacy_disturbed: bool = field(default=False, metadata={"recorded": False})
 
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
@@ -229,13 +234,18 @@ class Rule:
     def method_text(self):
         return METHOD_TEXT[self.method]
 
+    def recorded(self):
+        """The parts a row and a verdict file record, in order (a legacy rule's as it was written)."""
+        return [f.name for f in fields(self) if f.metadata.get("recorded", True)
+                and not (self.legacy_disturbed and f.name == "confirm")]
+
     def text(self):
         """The rule as one CSV cell: key=value pairs joined by ';'."""
-        return ";".join(f"{f.name}={getattr(self, f.name):g}" if isinstance(getattr(self, f.name), float)
-                        else f"{f.name}={getattr(self, f.name)}" for f in fields(self))
+        return ";".join(f"{k}={getattr(self, k):g}" if isinstance(getattr(self, k), float) else f"{k}={getattr(self, k)}"
+                        for k in self.recorded())
 
     def to_json(self):
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {k: getattr(self, k) for k in self.recorded()}
 
     def with_(self, **changes):
         """The same rule with some parts asked for (None: keep this rule's)."""
@@ -253,7 +263,7 @@ def parse(text):
             if not sep:
                 raise ValueError(f"rule {text!r}: expected key=value pairs joined by ';'")
             parts[key.strip()] = value.strip()
-    known = {f.name: f.type for f in fields(Rule)}
+    known = {f.name: f.type for f in fields(Rule) if f.metadata.get("recorded", True)}
     unknown = set(parts) - set(known)
     if unknown:
         raise ValueError(f"rule {text!r}: unknown part(s) {', '.join(sorted(unknown))}")
@@ -263,7 +273,7 @@ def parse(text):
         raise ValueError(f"rule version {values['version']}: newer than this threadburn knows ({RULE_VERSION})")
     if values.get("version", RULE_VERSION) < 3:
         values.setdefault("method", "paired")  # before the ranks, the paired t was the method
-    return Rule(**values)
+    return Rule(**values, legacy_disturbed="confirm" not in parts)
 
 
 def _share(table, look, whole=1.0):
