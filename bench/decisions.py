@@ -26,6 +26,17 @@ core, steal the hypervisor does not report); bimodal runs (`bimodal`: the
 share of runs in the slow mode and its factor) land in a fast or a slow
 mode, time and CPU alike, whatever the setting.
 
+In-run scenarios (`threadburn tune --in-run`, engine/exec_inrun.py): each run
+is a block of ONE process (its figures: the time and CPU a unit of work took,
+rows of bench inrun), so what a block carries is the process's: a slow
+trend over the run (`drift`: the process slows linearly by it), a phase
+change (`phase`: from that share of the budget on, every setting's work
+takes `factor` times as long: an epoch of another kind, a data set's harder
+half), and carryover (`carryover`: the share of the last block's setting's
+effect that the settle time did not take out of this block, the two mixed
+in the logs). The rounds are cycles of blocks in a shuffled order, as the
+campaign makes them.
+
 Per scenario: the share of cases that changed (to the right setting, or
 falsely: to a setting that does not beat the baseline by more than the
 margin on the objective), kept, stayed undecided; runs spent to the end
@@ -133,6 +144,34 @@ class Synthetic(campaign.Executor):
                              wall_ms=wall, cpu_ms=cpu, host_other_cpu_ms=other, host_steal_ms=0.0)]
 
 
+class Blocks(Synthetic):
+    """Each run: a block of one process (module docstring, in-run)."""
+
+    def __init__(self, rng, s, drift, expected_runs, carryover=0.0, phase=None):
+        super().__init__(rng, s, drift, 0.0, expected_runs)
+        self.carryover, self.phase, self.last = carryover, phase, None
+
+    def execute(self, specs):
+        for spec in specs:
+            t = spec.item.truth
+            at = min(1.0, self.count / self.expected)
+            self.count += 1
+            process = (1 + self.drift * at) * (self.phase[1] if self.phase and at >= self.phase[0] else 1.0)
+            c = self.carryover if self.last is not None else 0.0
+            mix = lambda mine, last: mine ** (1 - c) * last ** c  # noqa: E731
+            time_x = mix(t.time, self.last.time if self.last else 1.0)
+            cpu_x = mix(t.cpu, self.last.cpu if self.last else 1.0)
+            unit = BASE_MS * time_x * process * math.exp(self.rng.gauss(0, self.s))
+            cpu = BASE_MS * cpu_x * process * math.exp(self.rng.gauss(0, self.s))
+            self.last = t
+            other = unit * abs(self.rng.gauss(OTHER_LOAD, OTHER_LOAD / 3))
+            yield spec, [Row(grid="tune", study=t.name, preset="", run_key=spec.key, point_key=t.name,
+                             round=spec.round, phase=spec.item.phase, status="ok", bench=runfigures.INRUN_BENCH,
+                             benchmark="synthetic", command="synthetic", run_rows=1, wall_s=unit / 1000,
+                             wall_ms=unit, unit_ms=unit, unit_cpu_ms=cpu, host_other_cpu_ms=other,
+                             host_steal_ms=0.0)]
+
+
 class Case:
     """One synthetic tune's outcome: the verdict and its setting, the race's
     candidate and what it was claimed on, the race's estimate of it and the
@@ -156,8 +195,11 @@ def run_case(sc, seed):
     rule = rules.Rule(objective=sc["objective"], margin=rules.MARGIN)
     budget = sc.get("runs_per_setting", RUNS_PER_SETTING) * len(truths)
     memory = Memory()
-    ex = Synthetic(rng, sc["noise"], sc.get("drift", 0.0), sc.get("preempt", 0.0), budget,
-                   sc.get("invisible", 0.0), sc.get("bimodal"))
+    if sc.get("design") == "in-run":
+        ex = Blocks(rng, sc["noise"], sc.get("drift", 0.0), budget, sc.get("carryover", 0.0), sc.get("phase"))
+    else:
+        ex = Synthetic(rng, sc["noise"], sc.get("drift", 0.0), sc.get("preempt", 0.0), budget,
+                       sc.get("invisible", 0.0), sc.get("bimodal"))
     items = {t.name: Item(t) for t in truths}
     quiet = lambda *a, **k: None
     c = campaign.Campaign(ex, memory, seed, budget=campaign.Budget(runs=budget - 2 * confirmation.CONFIRM_MIN),
@@ -265,8 +307,10 @@ def true_ratio(sc, name, claim):
 
 
 def run_scenario(sc, trials):
-    out = {"scenario": sc["name"], "objective": sc["objective"], "effect": sc.get("effect", ""),
-           "noise": sc["noise"], "drift": sc.get("drift", 0.0), "preempt": sc.get("preempt", 0.0),
+    out = {"scenario": sc["name"], "design": sc.get("design", "process"), "objective": sc["objective"],
+           "effect": sc.get("effect", ""), "noise": sc["noise"], "drift": sc.get("drift", 0.0),
+           "carryover": sc.get("carryover", 0.0), "phase_change": "%g x%g" % sc["phase"] if sc.get("phase") else "",
+           "preempt": sc.get("preempt", 0.0),
            "invisible": sc.get("invisible", 0.0),
            "bimodal": "%g x%g" % sc["bimodal"] if sc.get("bimodal") else "", "trials": trials}
     right = false = keep = undecided = covered = 0
@@ -298,9 +342,10 @@ def run_scenario(sc, trials):
                bias_reported_pp=pp(bias_rep), bias_as_selected_pp=pp(bias_sel), bias_cases=len(bias_rep),
                coverage=round(covered / len(bias_rep), 4) if bias_rep else "",
                coverage_claimed=1 - 2 * rules.CONFIRM_ALPHA,
-               target=", ".join(text for text, _ in checks_of(sc)),
+               target=", ".join(text for text, _ in checks_of(sc))
+               + ("; the gain printed shrinks with the carryover: no bias target" if sc.get("biased") else ""),
                seconds=round(time.monotonic() - t0, 1))
-    out["meets"] = meets(out, checks_of(sc))
+    out["meets"] = meets(out, checks_of(sc), sc.get("biased", False))
     return out
 
 
@@ -310,7 +355,9 @@ def checks_of(sc):
     return [("false <= 5 %", ("false_at_most", 0.05))] + list(sc.get("checks", ()))
 
 
-def meets(row, checks):
+def meets(row, checks, biased=False):
+    """Whether a scenario's row meets its targets; biased: its gain printed is
+    expected to be biased (in-run carryover), so no bias target."""
     ok = True
     for _, (kind, value) in checks:
         if kind == "false_at_most":
@@ -325,7 +372,7 @@ def meets(row, checks):
             raise ValueError(kind)
     # The reported gain's bias, where enough cases were confirmed to tell it (its standard
     # error then well under the 1 pp target).
-    bias_ok = row["bias_cases"] < BIAS_MIN_CASES or abs(row["bias_reported_pp"]) <= 1.0
+    bias_ok = biased or row["bias_cases"] < BIAS_MIN_CASES or abs(row["bias_reported_pp"]) <= 1.0
     return "yes" if ok and bias_ok else "no"
 
 
@@ -411,12 +458,56 @@ def scenarios():
                 "runs_per_setting": 50, "truths": [Truth("plain", 1.0), Truth("P", 0.75, fresh=1.0),
                                                    Truth("W", 0.85, 0.85)],
                 "checks": [("right >= 90 %", ("right_at_least", 0.90))]})
+    out += inrun_scenarios()
     for i, sc in enumerate(out):
         sc["seed"] = i + 1
     return out
 
 
-COLUMNS = ("scenario", "objective", "effect", "noise", "drift", "preempt", "invisible", "bimodal", "trials",
+# An in-run tune's settings as the probe leaves them on a small machine: its own, a team or
+# blocktime that wins, one as fast as plain, one slower.
+def inrun_set(effect):
+    return [Truth("plain", 1.0), Truth("W", 1 - effect), Truth("same", 1.0), Truth("slow", 1.25)]
+
+
+INRUN_NOISE = 0.03      # a block's noise in one process (the known answers': 1-3 %)
+CARRYOVER = 0.10        # what a settle time too short by a third leaves of the last setting's effect
+HEAVY_CARRYOVER = 0.30  # ... and no settle time at all for a setting whose effect outlasts the block
+PHASE = (0.5, 1.30)     # from half the budget on, every setting's work 30 % slower
+TREND = 0.20            # the process slows 20 % over the run
+
+
+def inrun_scenarios():
+    """What the rule promises in one process: blocks alternate in shuffled
+    cycles, so a trend, a phase change and carryover fall on every setting
+    alike but for the cycle they straddle."""
+    null = [Truth("plain", 1.0), Truth("s1", 1.0), Truth("s2", 1.0), Truth("slow", 1.25)]
+    base = {"design": "in-run", "objective": "balanced", "noise": INRUN_NOISE}
+    right = ("right >= 80 %", ("right_at_least", 0.80))
+    out = [dict(base, name="in-run null", truths=null, checks=[KEEP]),
+           dict(base, name="in-run null, slow trend +20%", drift=TREND, truths=null),
+           dict(base, name="in-run null, phase change x1.3 at half the budget", phase=PHASE, truths=null),
+           dict(base, name="in-run null, 30% carryover beside a setting 25% slower", carryover=HEAVY_CARRYOVER,
+                truths=null),
+           dict(base, name="in-run winner 10%", effect=0.10, truths=inrun_set(0.10), checks=[right]),
+           dict(base, name="in-run winner 10%, slow trend +20%", effect=0.10, drift=TREND, truths=inrun_set(0.10),
+                checks=[right]),
+           dict(base, name="in-run winner 10%, phase change x1.3 at half the budget", effect=0.10, phase=PHASE,
+                truths=inrun_set(0.10), checks=[right]),
+           # Carryover shrinks every difference toward none, the gain printed with it (by about its
+           # share): no false change, power lost; no bias target where it is.
+           dict(base, name="in-run winner 10%, 10% carryover", effect=0.10, carryover=CARRYOVER,
+                truths=inrun_set(0.10), checks=[("right >= 70 %", ("right_at_least", 0.70))], biased=True),
+           dict(base, name="in-run winner 10%, 30% carryover", effect=0.10, carryover=HEAVY_CARRYOVER,
+                truths=inrun_set(0.10), biased=True),
+           dict(base, name="in-run truth at the margin, 10% carryover", carryover=CARRYOVER, biased=True,
+                truths=[Truth("plain", 1.0), Truth("x", 1 / (1 + rules.MARGIN)), Truth("s", 1.0),
+                        Truth("slow", 1.25)])]
+    return out
+
+
+COLUMNS = ("scenario", "design", "objective", "effect", "noise", "drift", "carryover", "phase_change", "preempt",
+           "invisible", "bimodal", "trials",
            "change_right", "change_false", "keep", "undecided", "runs_median", "runs_p90", "bias_reported_pp",
            "bias_as_selected_pp", "bias_cases", "coverage", "coverage_claimed", "target", "meets", "seconds")
 

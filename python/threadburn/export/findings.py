@@ -248,6 +248,14 @@ OVERHEAD_MEANING = {
     "probe_sampler_share_gaps_20ms_llvm": "the probe's sampler, on regions 20 ms apart under LLVM's default blocktime",
     "probe_sampler_share_gaps_3ms_llvm": "the probe's sampler, on regions 3 ms apart under LLVM's default blocktime",
     "probe_sampler_share_dataloader_workers": "the probe's sampler, on a training with DataLoader(num_workers=2)",
+    "probe_launch_ns": "the probe's cost per CUDA kernel launch (the stand-in driver's, of no work; with minus without)",
+    "probe_wait_ns": "the probe's cost per CUDA wait (the stand-in driver's, nothing queued; with minus without)",
+    "phase_launch_ns": "the same per launch with tune's phase library alone (fresh runs of a GPU training)",
+    "phase_wait_ns": "the same per wait with tune's phase library alone",
+    "inrun_settle_ms_llvm_team2_to_1": "how long a worker spins on after an in-run switch cuts LLVM's team from 2 "
+                                       "threads to 1 (blocktime 200 ms, regions 5 ms apart)",
+    "inrun_settle_ms_llvm_bt200_to_bt0": "how long the workers stay busy after an in-run switch of LLVM's blocktime "
+                                         "from 200 ms to 0 (regions 300 ms apart)",
 }
 # Per entry point: the same cost as probe_region_ns, through that entry point.
 ENTRY_PREFIX = "probe_region_ns_"
@@ -263,12 +271,14 @@ def overhead_meaning(figure):
 
 def overheads_table(lines):
     """bench/overheads.py's figures: what measuring costs; counts and times
-    (ns, 1/s) whole, a step's change signed, a share of a core in percent."""
+    (ns, 1/s) whole, times in ms to 3 digits, a step's change signed, a share of a core in percent."""
     t = Table("What measuring costs (overheads.csv, bench/overheads.py)",
               ["figure", "what", "median", "min", "max", "unit", "runs"])
     for figure, median, low, high, unit, runs in lines:
-        counted = unit in ("ns", "1/s")
-        if counted:
+        counted = unit in ("ns", "1/s", "ms")
+        if unit == "ms":
+            show = lambda v: f"{v:.3g}"  # noqa: E731
+        elif counted:
             show = lambda v: f"{v:.0f}"  # noqa: E731
         elif unit == "step":
             show = lambda v: f"{v:+.2%}"  # noqa: E731
