@@ -3,51 +3,68 @@
 # GPU host (an NVIDIA GPU, a CUDA PyTorch wheel importable by python3, cmake,
 # gcc, the CUDA toolkit; no package registry needed: deps/ from
 # `scripts/gpu_host.sh deps` travels with the tree), in at most --budget-s
-# seconds (default 480), from the repository's root:
+# seconds (default 530: one call of at most 9 minutes), from the repository's root:
 #
 #   scripts/gpu_check.sh [--stand-in] [--build-dir DIR] [--budget-s N] [--steps a,b,...]
 #                        [--python PY] [--torch DIR] [--work DIR]
 #
 # Steps, each under its own time limit and a running deadline (a step that
 # has not the least time it needs left is skipped, said in a SKIP row; a step
-# that fails or overruns its limit is a FAIL row, and the next step runs):
-#   preflight  the GPU (nvidia-smi, torch), the driver, torch, the CPUs
-#   build      scripts/gpu_host.sh build into build-gpu (the wheel's torch, TBB and
-#              oneDNN off; reused when up to date); --no-torch into build-gpu-probe
-#              when that fails, so the probe's steps still run
-#   policy     tests/gpu/sync_loop.py under `threadburn run --env THREADBURN_CUDA_SYNC=`
-#              spin and blocking_sync, and under libthreadburn_cuda_sync.so preloaded
-#   nvml       tests/gpu/half_busy.py under `threadburn run`: NVML's busy share
-#   busy       tests/gpu/check_gpu_busy.py (scripts/gpu_host.sh check): gpu_busy_ms
-#   classes    examples/mnist_adadelta.py --device cuda --feed loader --workers 2
+# that fails or overruns its limit is a FAIL row, and the next step runs), in
+# this order (s on an H200: limit, least, expected; a CUDA PyTorch process takes
+# 13-17 s from start to exit there):
+#   preflight  60, 5, 12: the GPU (nvidia-smi, torch), the driver, torch, the CPUs
+#   build      300, 30, 106: scripts/gpu_host.sh build into build-gpu (the wheel's torch,
+#              TBB and oneDNN off; reused when up to date); --no-torch into
+#              build-gpu-probe when that fails, so the probe's steps still run
+#   policy     90, 15, 32: tests/gpu/sync_loop.py under `threadburn run --env
+#              THREADBURN_CUDA_SYNC=` spin and blocking_sync, and under
+#              libthreadburn_cuda_sync.so preloaded
+#   nvml       45, 10, 13: tests/gpu/half_busy.py under `threadburn run`: NVML's busy share
+#   waits      100, 60, ~55: `threadburn run` of a sync-bound training (sync_loop.py
+#              --seconds 11 --step-ms 24): the main thread's waits on the device, their
+#              CPU, advice sync-bound with the saving; and of a launch-bound one
+#              (tests/gpu/launch_bound.py): advice host-bound
+#   inrun      120, 75, ~65: `threadburn tune --in-run --apply` of sync_loop.py --seconds 45:
+#              the CUDA wait policy changed live by block (CPU per wait under
+#              blocking_sync against plain), the verdict, decided in one run
+#   gputune    200, 120, ~165: `threadburn tune --points tests/gpu/tune_points.toml` of
+#              sync_loop.py --seconds 3: the wait policies added after round 1, judged on
+#              the steady phase, a verdict (its runs fit the step's time: 2 a setting, 8
+#              runs of ~20 s, where 12 race runs do not fit)
+#   classes    60, 10, 16: examples/mnist_adadelta.py --device cuda --feed loader --workers 2
 #              --pin-memory under `threadburn run`: CPU by class, the GPU's share
-#   sweep      `threadburn sweep configs/cuda_check.toml` into cuda-check-<gpu>.csv
-#   tune       `threadburn tune` of the example on the GPU: the CUDA wait policies
-#              added after round 1, a verdict (last: its budget fits the time left)
+#   busy       60, 15, 5: tests/gpu/check_gpu_busy.py (scripts/gpu_host.sh check): gpu_busy_ms
+#   sweep      110, 30, 29: `threadburn sweep configs/cuda_check.toml` into cuda-check-<gpu>.csv
+# (the last three are the older checks: the deadline skips them first)
 # then a table (step, check, figure, bound, PASS/FAIL/SKIP), printed last. Exit
 # 0 when no row failed, 1 otherwise. The bounds and why: tests/gpu/gpu_check.py
 # and docs/cuda.md ("The device check").
 #
 # Files: everything under --work (default runs/<run>.work: logs, each run's
-# folder, the tune's and the sweep's files), and at most 8 files under
+# folder, the tunes' and the sweep's files), and at most 8 files under
 # $OUT (default runs/<run>, <run> = gpu-check-<host>-<time>): summary.txt (the
-# host, each step's time, the table), gpu-check.tar.gz (the work folder),
-# tune-<gpu>.csv and .verdict.json, results/cuda-check-<gpu>.csv, .verdict.json
-# and .txt (the sweep's console) for results/.
+# host, each step's time, the table), gpu-check.tar.gz (the work folder, the
+# sweep's console in it), gputune-<gpu>.csv and .verdict.json, inrun-<gpu>.csv and
+# .verdict.json, results/cuda-check-<gpu>.csv and .verdict.json for results/.
 #
-# --stand-in: no GPU. Against the stand-in CUDA driver and NVML a build of the
-# tests makes (--build-dir, default build: build/tests/fake_cuda{,_min}),
-# the steps that can run without a GPU and torch.cuda do (policy, nvml,
-# classes with tests/gpu/stand_in_training.py, tune of tests' cuda_user); the
-# others say SKIP. ctest gpu_check.stand_in runs it (tests/gpu/check_stand_in.py).
+# --stand-in: no GPU. Against the stand-in CUDA driver (its simulated device)
+# and NVML a build of the tests makes (--build-dir, default build:
+# build/tests/fake_cuda{,_min}), the steps that can run without a GPU and
+# torch.cuda do (policy, nvml, waits, inrun and gputune with the tests'
+# device_training, classes with tests/gpu/stand_in_training.py); the others
+# say SKIP. ctest gpu_check.stand_in runs it (tests/gpu/check_stand_in.py).
 # GPU_CHECK_LIMIT_<step>=N replaces a step's time limit (the test's hook).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SELF="$PWD/scripts/gpu_check.sh"
 
 # name:limit:least - the step's time limit and the least time worth starting it with (s).
-# The sweep before the tune: its runs are fixed, the tune fits its budget to the time left.
-STEPS=(preflight:60:5 build:300:30 policy:90:15 nvml:45:10 busy:60:15 classes:60:10 sweep:110:30 tune:180:30)
+# The new checks first (waits, inrun, gputune), the older ones after them: in the default
+# budget the last three have their time left when the earlier steps take what they took on
+# an H200, and the deadline skips them first when they did not.
+STEPS=(preflight:60:5 build:300:30 policy:90:15 nvml:45:10 waits:100:60 inrun:120:75 gputune:200:120
+       classes:60:10 busy:60:15 sweep:110:30)
 RESERVE=10   # s kept at the end for the table and the files
 
 judge() { "$GC_TB_PY" tests/gpu/gpu_check.py "$GC_WORK/checks.tsv" "$GC_STEP" "$@"; }
@@ -224,41 +241,113 @@ step_classes() {
   fi
   tb_run classes -- "${cmd[@]}"
   judge classes --log "$GC_WORK/logs/classes.log" --run-dir "$GC_WORK/runs/classes"
-  "$GC_TB_PY" -c 'import csv, sys; print(next(csv.DictReader(open(sys.argv[1])))["wall_ms"])' \
-    "$GC_WORK/runs/classes/run.csv" > "$GC_WORK/state/train_wall_ms" 2>/dev/null || rm -f "$GC_WORK/state/train_wall_ms"
 }
 
-# The tune's budget for the step's seconds: 3 rounds of plain and the 3 policies
-# (12 runs) + 10 fresh runs without the probe; with --param feed=gpu,loader 24 + 10;
-# else a duration without fresh runs (tune ends itself within it). A run: the classes
-# step's training (a longer one) x 1.2 + 1.5 s (9 s when unknown).
-tune_plan() {
-  local seconds=$1 per
-  per=$(awk -v ms="$(state train_wall_ms || echo 6000)" 'BEGIN { printf "%d", ms / 1000 * 1.2 + 2.499 }')
-  if [ $((34 * per + 20)) -le "$seconds" ]; then echo "param 34"
-  elif [ $((22 * per + 20)) -le "$seconds" ]; then echo "plain 22"
-  else echo "short $((seconds - 20))s"; fi
-}
+# The sync-bound training's steps (ms, the startup left out): in the waits step's run and
+# in a gputune run; the fixed cost of a run (its startup and exit) is measured by the first.
+SYNC_MS=11000 TUNE_RUN_MS=3000
+[ "${GC_MODE:-}" = stand-in ] && { SYNC_MS=3000 TUNE_RUN_MS=900; }  # device_training: its startup + steps
 
-step_tune() {
+step_waits() {
   probe_build || return 0
-  local tag plan budget cmd args=() out
-  tag=$(state gpu_tag || echo gpu)
-  out="$GC_WORK/tune/tune-$tag.csv"
-  mkdir -p "$GC_WORK/tune"
+  local py sync launch
+  py=$(train_py)
   if [ "$GC_MODE" = stand-in ]; then
-    RUN_ENV=(LD_LIBRARY_PATH="$B/tests/fake_cuda"); cmd=("$B/tests/fake_cuda/cuda_user" --sleep-ms=100); args=(--budget 14)
+    RUN_ENV=(LD_LIBRARY_PATH="$B/tests/fake_cuda" FAKE_NVML_SAMPLES=device)
+    sync=("$B/tests/fake_cuda/device_training" --kind=sync --startup-ms=1000 --steps=100)
+    launch=("$B/tests/fake_cuda/device_training" --kind=launch --startup-ms=200 --kernels=400 --steps=40)
   else
-    read -r plan budget <<< "$(tune_plan "$GC_STEP_SECONDS")"
-    echo "  tune: plan $plan, --budget $budget (step limit ${GC_STEP_SECONDS} s)"
-    cmd=("$(train_py)" examples/mnist_adadelta.py --device cuda --steps 40)
-    args=(--budget "$budget" --metric 'samples/s: ([0-9.]+)')
-    [ "$plan" = short ] && args+=(--confirm 0)
-    [ "$plan" = param ] && { args+=(--param feed=gpu,loader); cmd+=(--feed '{feed}' --workers 2); }
+    sync=("$py" tests/gpu/sync_loop.py --seconds 11 --step-ms 24)
+    launch=("$py" tests/gpu/launch_bound.py --seconds 8)
   fi
+  tb_run waits-sync -- "${sync[@]}"
+  judge waits --what sync --log "$GC_WORK/logs/waits-sync.log" --run-dir "$GC_WORK/runs/waits-sync"
+  # A run's cost less its steps (the startup, the exit): what a gputune run adds to its own steps.
+  "$GC_TB_PY" -c '
+import csv, sys
+r = next(csv.DictReader(open(sys.argv[1])))
+fixed = round(float(r["wall_ms"])) - int(sys.argv[2])
+if r["status"] != "ok" or fixed <= 0:
+    sys.exit(1)
+print(fixed)' \
+    "$GC_WORK/runs/waits-sync/run.csv" "$SYNC_MS" > "$GC_WORK/state/run_fixed_ms" 2>/dev/null ||
+    rm -f "$GC_WORK/state/run_fixed_ms"
+  [ "$GC_MODE" = stand-in ] && RUN_ENV+=(FAKE_CUDA_LAUNCH_US=20)  # a launch costs the host 20 us
+  tb_run waits-launch -- "${launch[@]}"
+  judge waits --what launch --log "$GC_WORK/logs/waits-launch.log" --run-dir "$GC_WORK/runs/waits-launch"
+}
+
+# Copies the in-run control block (the probe's snapshot, its last cuCtxSetFlags result)
+# while it exists: the tune removes it at its end.
+watch_control() {
+  local from=$1 to=$2 nap=
+  trap '[ -n "$nap" ] && kill "$nap" 2>/dev/null; exit 0' TERM
+  while :; do
+    [ -f "$from" ] && cp "$from" "$to.tmp" 2>/dev/null && mv -f "$to.tmp" "$to"
+    sleep 0.5 & nap=$!
+    wait "$nap"
+  done
+}
+
+step_inrun() {
+  probe_build || return 0
+  local tag dir out cmd args=() watcher rc
+  tag=$(state gpu_tag || echo gpu)
+  dir="$GC_WORK/inrun"; out="$dir/inrun-$tag.csv"
+  mkdir -p "$dir"
+  if [ "$GC_MODE" = stand-in ]; then
+    # 20 s of 20 ms steps: the verdict comes after ~12 s, 40 blocks of 0.4 s at the most
+    RUN_ENV=(LD_LIBRARY_PATH="$B/tests/fake_cuda" FAKE_NVML_SAMPLES=device)
+    cmd=("$B/tests/fake_cuda/device_training" --startup-ms=1000 --steps=1000); args=(--block 0.3)
+  else
+    # 45 s of 24 ms steps: the verdict comes within ~40 blocks of ~0.6 s after the first wait
+    cmd=("$(train_py)" tests/gpu/sync_loop.py --seconds 45 --step-ms 24)
+  fi
+  env LD_PRELOAD="$B/src/probe/libthreadburn_probe.so" THREADBURN_PROBE_DIR="$dir" THREADBURN_PROBE_DESCRIBE=1 true
+  watch_control "$dir/.$(basename "$out").work/inrun.bin" "$dir/control.bin" &
+  watcher=$!
+  env "${RUN_ENV[@]}" "${TB[@]}" tune --in-run --apply --build-dir "$B" --seed 1 --force --out "$out" "${args[@]}" \
+    -- "${cmd[@]}" > "$GC_WORK/logs/inrun.log" 2>&1
+  rc=$?
+  kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
+  judge inrun --log "$GC_WORK/logs/inrun.log" --csv "$out" --verdict "${out%.csv}.verdict.json" \
+    --program-log "${out%.csv}.program.log" --rc $rc --control "$dir/control.bin" --describe "$dir/describe.json"
+}
+
+# The tune's runs for the step's seconds and a run's expected ms (a run: that x 1.2 + 2 s):
+# its 12 race runs (the first round plain alone, then plain and the 3 policies to 3 runs
+# each; tune runs them whatever its --budget) and 12 fresh ones when they fit; else
+# the 12 race runs alone; else a fixed design of 2 runs a setting (8 runs; the rule's
+# least). Prints the plan's name, then tune's arguments.
+gputune_plan() {
+  local seconds=$1 per
+  per=$(awk -v ms="$2" 'BEGIN { printf "%d", ms / 1000 * 1.2 + 2.499 }')
+  if [ $((24 * per + 20)) -le "$seconds" ]; then echo "confirmed --budget 24"
+  elif [ $((12 * per + 20)) -le "$seconds" ]; then echo "race --budget 12 --confirm 0"
+  else echo "fixed --repetitions 2 --confirm 0"; fi
+}
+
+step_gputune() {
+  probe_build || return 0
+  local tag out cmd fixed plan args targs=() t0 secs
+  tag=$(state gpu_tag || echo gpu)
+  out="$GC_WORK/gputune/gputune-$tag.csv"
+  mkdir -p "$GC_WORK/gputune"
+  if [ "$GC_MODE" = stand-in ]; then
+    RUN_ENV=(LD_LIBRARY_PATH="$B/tests/fake_cuda" FAKE_NVML_SAMPLES=device)
+    cmd=("$B/tests/fake_cuda/device_training" --startup-ms=300 --steps=30); fixed=$(state run_fixed_ms || echo 500)
+  else
+    cmd=("$(train_py)" tests/gpu/sync_loop.py --seconds 3 --step-ms 24); fixed=$(state run_fixed_ms || echo 16000)
+  fi
+  read -r plan args <<< "$(gputune_plan "$GC_STEP_SECONDS" $((fixed + TUNE_RUN_MS)))"
+  read -ra targs <<< "$args"
+  echo "  gputune: plan $plan: $args (a run about $(((fixed + TUNE_RUN_MS + 500) / 1000)) s; step limit ${GC_STEP_SECONDS} s)"
+  t0=$(date +%s%N)
   env "${RUN_ENV[@]}" "${TB[@]}" tune --build-dir "$B" --points tests/gpu/tune_points.toml --seed 1 --force \
-    --out "$out" "${args[@]}" -- "${cmd[@]}" > "$GC_WORK/logs/tune.log" 2>&1
-  judge tune --log "$GC_WORK/logs/tune.log" --csv "$out" --verdict "${out%.csv}.verdict.json"
+    --out "$out" "${targs[@]}" -- "${cmd[@]}" > "$GC_WORK/logs/gputune.log" 2>&1
+  secs=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
+  judge gputune --log "$GC_WORK/logs/gputune.log" --csv "$out" --verdict "${out%.csv}.verdict.json" \
+    --seconds "$secs" --plan "plan $plan: $args"
 }
 
 step_sweep() {
@@ -319,7 +408,7 @@ run_step() {
   echo "   $name: ${secs} s"
 }
 
-# summary.txt, the tarball and the files for results/ into $DEST (at most 8 files).
+# summary.txt, the tarball, the tunes' files and the sweep's for results/ into $DEST (at most 8 files).
 finish() {
   local tag table rc parent base
   tag=$(state gpu_tag || echo gpu)
@@ -339,10 +428,10 @@ finish() {
   if [ "$(stat -c %s "$DEST/gpu-check.tar.gz")" -gt $((15 * 1024 * 1024)) ]; then  # $OUT takes 16 MiB a file
     tar -czf "$DEST/gpu-check.tar.gz" -C "$parent" --exclude='*.timeline.csv' --exclude='*.threads' "$base"
   fi
-  for f in "$GC_WORK/tune/tune-$tag.csv" "$GC_WORK/tune/tune-$tag.verdict.json"; do
+  for f in "$GC_WORK"/gputune/gputune-"$tag".{csv,verdict.json} "$GC_WORK"/inrun/inrun-"$tag".{csv,verdict.json}; do
     [ -f "$f" ] && cp "$f" "$DEST/"
   done
-  for f in "$GC_WORK/results/cuda-check-$tag".{csv,verdict.json,txt}; do
+  for f in "$GC_WORK/results/cuda-check-$tag".{csv,verdict.json}; do  # (its .txt: in the tarball)
     [ -f "$f" ] && mkdir -p "$DEST/results" && cp "$f" "$DEST/results/"
   done
   echo
@@ -351,10 +440,10 @@ finish() {
   return $rc
 }
 
-usage() { sed -n '2,45p' "$SELF"; exit 2; }
+usage() { sed -n '2,/^set -uo/p' "$SELF" | sed '$d'; exit 2; }
 
 main() {
-  local stand_in=0 build="" budget=480 work="" python="" only="" torch="" spec
+  local stand_in=0 build="" budget=530 work="" python="" only="" torch="" spec
   while [ $# -gt 0 ]; do
     case "$1" in
       --stand-in) stand_in=1; shift ;;

@@ -7,19 +7,26 @@ label unit; THREADBURN_BUILD_DIR names a build of the tests):
   check whose known answer the stand-ins hold passes (the policy asked is the
   one in force, through the probe and the preloaded library, and the wait
   follows it; NVML's samples, written from the program's own phases, average
-  its busy half in its window; the driver's thread, the pin-memory thread
-  and two worker processes are their classes; tune adds the three policies
-  after round 1 and ends with a verdict), the others say SKIP, exit 0; the
-  files under $OUT are the ones the device tool brings back (at most 8, no
-  deeper than 2 folders, under 16 MiB each), the table comes last.
+  its busy half in its window; on the driver's simulated device a sync-bound
+  training's main thread waits nearly all its steady phase, spinning, and run
+  says sync-bound with the saving, a launch-bound one host-bound; tune --in-run
+  --apply changes the policy live, its blocking_sync blocks' CPU a wait a
+  fraction of plain's, CHANGE to cuda-blocking_sync, the program waited for;
+  tune adds the three policies after round 1, judges the steady phase and
+  ends CHANGE to cuda-blocking_sync; the driver's thread, the pin-memory
+  thread and two worker processes are their classes), the others say SKIP,
+  exit 0; the files under $OUT are the ones the device tool brings back (at
+  most 8, no deeper than 2 folders, under 16 MiB each), the table comes last.
 * a step over its time limit is a FAIL row and the next step still runs; a
   step without the least time it needs before the deadline is a SKIP row; no
   process of a killed step is left; exit 1.
-* the judge (tests/gpu/gpu_check.py) on made-up program output: each bound
-  fails on the wrong side of it.
+* the judge (tests/gpu/gpu_check.py) on made-up program output and files:
+  each bound fails on the wrong side of it.
 """
 import glob
+import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -39,13 +46,18 @@ EXPECTED = dict(
     [(("preflight", "CUDA device"), "SKIP"), (("preflight", "threadburn command"), "PASS"),
      (("build", "probe and libraries"), "PASS")]
     + [(("policy", r), "PASS") for r in POLICY_ROWS]
-    + [(("nvml", "busy share in the window"), "PASS"), (("nvml", "run.csv gpu_busy_share"), "PASS"),
-       (("busy", "host sleep not in gpu_busy_ms"), "SKIP")]
+    + [(("nvml", "busy share in the window"), "PASS"), (("nvml", "run.csv gpu_busy_share"), "PASS")]
+    + [(("waits", r), "PASS") for r in ("sync-bound: waits' share of the steady phase",
+                                        "sync-bound: CPU inside the waits", "sync-bound: advice",
+                                        "launch-bound: advice")]
+    + [(("inrun", r), "PASS") for r in ("live change of the CUDA wait policy: CPU per wait by block", "verdict",
+                                        "decided in one run")]
+    + [(("gputune", r), "PASS") for r in ("CUDA policies added after round 1", "policy in force per race row", "runs",
+                                          "verdict", "judged on the steady phase", "wall time")]
     + [(("classes", r), "PASS") for r in ("the training ran", "pin-memory thread", "CUDA driver threads",
                                           "worker processes", "main thread", "GPU busy share")]
-    + [(("tune", r), "PASS") for r in ("CUDA policies added after round 1", "policy in force per race row", "runs",
-                                       "verdict")]
-    + [(("sweep", "configs/cuda_check.toml"), "SKIP")])
+    + [(("busy", "host sleep not in gpu_busy_ms"), "SKIP"), (("sweep", "configs/cuda_check.toml"), "SKIP")])
+STEPS = ("preflight", "build", "policy", "nvml", "waits", "inrun", "gputune", "classes", "busy", "sweep")
 MAX_FILES, MAX_DEPTH, MAX_BYTES = 8, 2, 16 * 1024 * 1024
 
 
@@ -91,31 +103,34 @@ class StandIn(unittest.TestCase):
 
     def check_files(self, out):
         files = [os.path.relpath(os.path.join(d, f), out) for d, _, fs in os.walk(out) for f in fs]
-        self.assertEqual(sorted(files), ["gpu-check.tar.gz", "summary.txt", "tune-stand-in.csv",
-                                         "tune-stand-in.verdict.json"])
+        self.assertEqual(sorted(files), ["gpu-check.tar.gz", "gputune-stand-in.csv", "gputune-stand-in.verdict.json",
+                                         "inrun-stand-in.csv", "inrun-stand-in.verdict.json", "summary.txt"])
         self.assertLessEqual(len(files), MAX_FILES)
         for f in files:
             self.assertLessEqual(f.count(os.sep), MAX_DEPTH, f)
             self.assertLessEqual(os.path.getsize(os.path.join(out, f)), MAX_BYTES, f)
         with tarfile.open(os.path.join(out, "gpu-check.tar.gz")) as t:
             names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
-        for want in ("checks.tsv", "summary.txt", "steps.tsv", "logs/policy.txt", "logs/tune.log",
-                     "runs/policy-run-spin/run.csv", "runs/nvml/run.csv", "tune/tune-stand-in.csv"):
+        for want in ("checks.tsv", "summary.txt", "steps.tsv", "logs/policy.txt", "logs/gputune.log", "logs/inrun.log",
+                     "runs/policy-run-spin/run.csv", "runs/nvml/run.csv", "runs/waits-sync/run.csv",
+                     "runs/waits-launch/run.csv", "gputune/gputune-stand-in.csv", "inrun/inrun-stand-in.csv",
+                     "inrun/inrun-stand-in.program.log", "inrun/control.bin"):
             self.assertIn(want, names)
         with open(os.path.join(out, "summary.txt")) as f:
             summary = f.read()
-        for step in ("preflight", "build", "policy", "nvml", "busy", "classes", "tune", "sweep"):
+        for step in STEPS:
             self.assertRegex(summary, rf"\n  {step} +[0-9]+ +[0-9.]+  done\n")
+        self.assertEqual(re.findall(r"\n  ([a-z]+) +[0-9]+ +[0-9.]+  done", summary), list(STEPS), "the steps' order")
 
     def test_limit_and_deadline(self):
         with tempfile.TemporaryDirectory() as tmp:
-            p, rows, _, took = run_check(tmp, "--steps", "preflight,policy,tune", "--budget-s", "30",
+            p, rows, _, took = run_check(tmp, "--steps", "preflight,policy,gputune", "--budget-s", "30",
                                          env={"GPU_CHECK_LIMIT_policy": "2"})
             self.assertEqual(p.returncode, 1)
             self.assertEqual(rows[("policy", "(step)")][2:], ["timed out after 2 s", "<= 2 s", "FAIL"])
-            self.assertEqual(rows[("tune", "(step)")][4], "SKIP")
-            self.assertTrue(rows[("tune", "(step)")][2].startswith("out of time: "), rows[("tune", "(step)")])
-            self.assertEqual(rows[("build", "(step)")][2], "not asked (--steps preflight,policy,tune)")
+            self.assertEqual(rows[("gputune", "(step)")][4], "SKIP")
+            self.assertTrue(rows[("gputune", "(step)")][2].startswith("out of time: "), rows[("gputune", "(step)")])
+            self.assertEqual(rows[("build", "(step)")][2], "not asked (--steps preflight,policy,gputune)")
             self.assertEqual(rows[("preflight", "CUDA device")][4], "SKIP")  # the step before ran
             self.assertLess(took, 30)
             run = p.stdout.split("gpu_check: run ", 1)[1].split()[0]
@@ -136,6 +151,70 @@ def judge(tmp, kind, log_text, *args):
 def loop_line(cpu, runnable, policy):
     return (f"sync_loop: loop_wall_s=2.0 loop_cpu_s=0 cpu_per_wall={cpu} main_cpu_s=0 main_wait_s=0 "
             f"runnable_per_wall={runnable} steps=190 matmuls_per_step=4 step_ms=10.0 policy_in_force={policy}\n")
+
+
+def judge_files(tmp, kind, files, *args):
+    """The judge on made-up files ({name: text} written under tmp; '{tmp}' in args is that
+    folder): its rows' results by check."""
+    for name, text in files.items():
+        path = os.path.join(tmp, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+    rows = os.path.join(tmp, "rows.tsv")
+    open(rows, "w").close()
+    subprocess.run([sys.executable, JUDGE, rows, "s", kind, *[x.format(tmp=tmp) for x in args]], check=True,
+                   capture_output=True)
+    with open(rows) as f:
+        return {ln.split("\t")[1]: ln.rstrip("\n").split("\t")[4] for ln in f}
+
+
+def csv_text(rows):
+    head = list(rows[0])
+    return ",".join(head) + "\n" + "".join(",".join(str(r[k]) for k in head) + "\n" for r in rows)
+
+
+SYNC_ADVICE = ("  advice: sync-bound: the main thread waited for the GPU 95% of the steady phase (1.9 s in 80 "
+               "waits) and burned 1.8 s of CPU inside them under the policy in force (auto), which spins: "
+               "blocking_sync would save about 1.8 s of CPU, 90% of the steady phase's; ...\n")
+SLEEPING_ADVICE = ("  advice: sync-bound: the main thread waited for the GPU 95% of the steady phase (1.9 s in 80 "
+                   "waits), its waits sleeping under the policy in force (blocking_sync: 50 ms of CPU inside them): "
+                   "...\n")
+HOST_ADVICE = "  advice: host-bound: the main thread worked 0.95 of a core outside its waits on the device ...\n"
+
+
+def waits_run(wait=1900, cpu=1800, queue=0, steady=2000):
+    return csv_text([dict(status="ok", exit_code=0, main_sync_wait_ms=wait, main_sync_cpu_ms=cpu, main_syncs=80,
+                          steady_ms=steady, startup_ms=1000, wait_main_ms=queue, steady_gpu_busy_share=0.9,
+                          launches=320, launch_ms=3, steady_main_core_share=0.9, cuda_sync_in_force="auto",
+                          startup_ends="device")])
+
+
+def inrun_blocks(plain_cpu, blocking_cpu):
+    rows = [dict(status="ok", study=study, phase=phase, unit_ms=24.0, unit_cpu_ms=cpu, units=20, progress="waits")
+            for phase in ("race", "race", "confirm") for study, cpu in (("plain", plain_cpu), ("cuda-spin", plain_cpu),
+                                                                        ("cuda-blocking_sync", blocking_cpu))]
+    return csv_text(rows)
+
+
+def verdict_json(verdict, setting, time=1.0, cpu=0.05, metric="steady_ms", startup=1000.0):
+    return json.dumps({"workloads": [dict(verdict=verdict, setting=setting, baseline="plain", gain_from="confirmation",
+                                          time_ratio={"estimate": time}, cpu_ratio={"estimate": cpu},
+                                          time_metric=metric, startup_ms=startup)]})
+
+
+DECIDED = ("tune --in-run: decided in one run, 30 s, 24 blocks\n"
+           "tune --in-run: cuda-blocking_sync in force from 30.2 s into the run; waiting for the program to end\n"
+           "tune --in-run: the program ended, exit 0\n")
+ADDED = ("tune: the program uses CUDA (its first round's probe: cuda_used = 1): added its host wait policies on top of "
+         "plain, THREADBURN_CUDA_SYNC = blocking_sync (cuda-blocking_sync), spin (cuda-spin), yield (cuda-yield) (the "
+         "probe sets each ...)\n")
+
+
+def race_rows(in_force=None):
+    return csv_text([dict(status="ok", run_key=f"{p}-r{i}", phase="race", cuda_sync=p,
+                          cuda_sync_in_force=(in_force or {}).get(p, p))
+                     for i in range(2) for p in ("spin", "yield", "blocking_sync")])
 
 
 class Judge(unittest.TestCase):
@@ -160,6 +239,78 @@ class Judge(unittest.TestCase):
                              {"preload spin": "FAIL"})
             self.assertEqual(judge(tmp, "policy", "sync_loop: SKIP: CUDA is not available\n", "--how", "preload",
                                    "--policy", "spin"), {"preload spin": "SKIP"})
+
+    def test_waits_bounds(self):
+        sync = ["--what", "sync", "--log", "{tmp}/run.log", "--run-dir", "{tmp}/run"]
+        rows = ("sync-bound: waits' share of the steady phase", "sync-bound: CPU inside the waits",
+                "sync-bound: advice")
+        cases = [(waits_run(), SYNC_ADVICE, ("PASS", "PASS", "PASS")),
+                 (waits_run(wait=900, cpu=850), SYNC_ADVICE, ("FAIL", "PASS", "PASS")),      # 0.45 of the phase
+                 (waits_run(cpu=1000, queue=600), SYNC_ADVICE, ("PASS", "PASS", "PASS")),   # a shared core: 0.84
+                 (waits_run(cpu=1000, queue=100), SYNC_ADVICE, ("PASS", "FAIL", "PASS")),   # 0.58: no spin
+                 (waits_run(), SLEEPING_ADVICE, ("PASS", "PASS", "FAIL")),                  # no saving quoted
+                 (waits_run(), SYNC_ADVICE + HOST_ADVICE, ("PASS", "PASS", "FAIL"))]        # not that alone
+        for run, log, want in cases:
+            with self.subTest(run=run, log=log), tempfile.TemporaryDirectory() as tmp:
+                got = judge_files(tmp, "waits", {"run/run.csv": run, "run.log": log}, *sync)
+                self.assertEqual(got, dict(zip(rows, want)))
+        launch = ["--what", "launch", "--log", "{tmp}/run.log", "--run-dir", "{tmp}/run"]
+        for log, want in ((HOST_ADVICE, "PASS"), ("", "FAIL"), (SYNC_ADVICE + HOST_ADVICE, "FAIL")):
+            with self.subTest(log=log), tempfile.TemporaryDirectory() as tmp:
+                got = judge_files(tmp, "waits", {"run/run.csv": waits_run(), "run.log": log}, *launch)
+                self.assertEqual(got, {"launch-bound: advice": want})
+        with tempfile.TemporaryDirectory() as tmp:
+            got = judge_files(tmp, "waits", {"run.log": "sync_loop: SKIP: CUDA is not available\n"}, *sync)
+            self.assertEqual(got, {"sync-bound": "SKIP"})
+
+    def test_inrun_bounds(self):
+        args = ["--log", "{tmp}/inrun.log", "--csv", "{tmp}/inrun.csv", "--verdict", "{tmp}/inrun.verdict.json",
+                "--program-log", "{tmp}/inrun.program.log"]
+        live = "live change of the CUDA wait policy: CPU per wait by block"
+        cases = [(inrun_blocks(24.0, 1.0), verdict_json("change", "cuda-blocking_sync"), DECIDED, 0,
+                  ("PASS", "PASS", "PASS")),
+                 (inrun_blocks(24.0, 6.0), verdict_json("undecided", "cuda-blocking_sync"), DECIDED, 0,
+                  ("FAIL", "PASS", "PASS")),   # 0.25: the driver did not honour it; the verdict could not change
+                 (inrun_blocks(24.0, 23.0), verdict_json("change", "cuda-blocking_sync"), DECIDED, 0,
+                  ("FAIL", "FAIL", "PASS")),   # not honoured, yet a change
+                 (inrun_blocks(24.0, 1.0), verdict_json("keep", "plain"), DECIDED, 0,
+                  ("PASS", "FAIL", "PASS")),   # honoured, yet no change
+                 (inrun_blocks(24.0, 1.0), verdict_json("change", "cuda-spin"), DECIDED, 0, ("PASS", "FAIL", "PASS")),
+                 (inrun_blocks(24.0, 1.0), verdict_json("change", "cuda-blocking_sync"),
+                  DECIDED.replace("24 blocks", "24 blocks (the program ended before the tune did)"), 0,
+                  ("PASS", "PASS", "FAIL")),
+                 (inrun_blocks(24.0, 1.0), verdict_json("change", "cuda-blocking_sync"), DECIDED, 1,
+                  ("PASS", "PASS", "FAIL"))]
+        for blocks, verdict, log, rc, want in cases:
+            with self.subTest(blocks=blocks, verdict=verdict, log=log, rc=rc), tempfile.TemporaryDirectory() as tmp:
+                got = judge_files(tmp, "inrun", {"inrun.csv": blocks, "inrun.verdict.json": verdict, "inrun.log": log,
+                                                 "inrun.program.log": ""}, *args, "--rc", str(rc))
+                self.assertEqual(got, dict(zip((live, "verdict", "decided in one run"), want)))
+        with tempfile.TemporaryDirectory() as tmp:
+            got = judge_files(tmp, "inrun", {"inrun.log": "", "inrun.program.log": "sync_loop: SKIP: no CUDA\n"}, *args)
+            self.assertEqual(got, {"in-run": "SKIP"})
+
+    def test_gputune_bounds(self):
+        args = ["--log", "{tmp}/tune.log", "--csv", "{tmp}/tune.csv", "--verdict", "{tmp}/tune.verdict.json"]
+        checks = ("CUDA policies added after round 1", "policy in force per race row", "runs", "verdict",
+                  "judged on the steady phase", "wall time")
+        ok = ("PASS",) * 6
+        cases = [(ADDED, race_rows(), verdict_json("change", "cuda-blocking_sync"), 120, ok),
+                 (ADDED, race_rows(), verdict_json("undecided", "cuda-blocking_sync"), 120, ok),
+                 (ADDED, race_rows(), verdict_json("change", "cuda-yield", time=0.98), 120, ok),
+                 (ADDED, race_rows(), verdict_json("change", "cuda-spin", time=1.2), 120,
+                  ("PASS", "PASS", "PASS", "FAIL", "PASS", "PASS")),   # a change to a slower setting
+                 (ADDED, race_rows(), verdict_json("change", "cuda-blocking_sync", metric="wall_ms", startup=None), 120,
+                  ("PASS", "PASS", "PASS", "PASS", "FAIL", "PASS")),   # the whole run judged
+                 (ADDED, race_rows(), verdict_json("keep", "plain"), 301, ("PASS",) * 5 + ("FAIL",)),
+                 ("", race_rows({"spin": "auto"}), verdict_json("keep", "plain"), 120,
+                  ("FAIL", "FAIL", "PASS", "PASS", "PASS", "PASS"))]
+        for log, data, verdict, seconds, want in cases:
+            with self.subTest(log=log, data=data, verdict=verdict, seconds=seconds), \
+                    tempfile.TemporaryDirectory() as tmp:
+                got = judge_files(tmp, "gputune", {"tune.log": log, "tune.csv": data, "tune.verdict.json": verdict},
+                                  *args, "--seconds", str(seconds))
+                self.assertEqual(got, dict(zip(checks, want)))
 
     def test_gpu_tag(self):
         sys.path.insert(0, HERE)

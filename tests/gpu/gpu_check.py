@@ -5,7 +5,8 @@ CSV) and appends one row per check to the checks file, tab-separated:
 step, check, figure, bound, PASS|FAIL|SKIP. Each row is printed as it is
 decided; `table` prints them all last and exits 1 when one failed.
 
-    gpu_check.py ROWS STEP KIND [options]     (KIND: preflight policy nvml busy classes tune sweep skip)
+    gpu_check.py ROWS STEP KIND [options]     (KIND: preflight policy nvml waits inrun gputune busy classes
+                                               sweep skip)
     gpu_check.py ROWS - table [--steps FILE]
 
 The bounds, and why (docs/cuda.md, "The device check"):
@@ -21,6 +22,30 @@ The bounds, and why (docs/cuda.md, "The device check"):
            process's life, lies between busy_ms / the life and busy_ms / the time
            since its first CUDA call (NVML may keep no sample before a context
            exists; the GPU idled then either way), with the same tolerance.
+  waits    a sync-bound training (steps of ~24 ms of GPU work, each ending in
+           .item()) under `threadburn run`: the main thread inside the driver's waits
+           >= 0.5 of the steady phase (main_sync_wait_ms / steady_ms: the steps are
+           almost all wait; the startup is not in it); its CPU inside them >= 0.8 of
+           their time under the driver's default policy, which spins (main_sync_cpu_ms,
+           or that plus the main thread's run-queue wait where other processes took
+           the core, as the policy rows); advice exactly sync-bound, with the CPU
+           blocking_sync would save quoted. A launch-bound one (thousands of tiny
+           kernels a step, the host's own work between them): advice exactly
+           host-bound.
+  inrun    `tune --in-run --apply` of the sync-bound training: CPU per wait in the
+           cuda-blocking_sync blocks over the plain blocks (medians) <= 0.2: the driver
+           honoured a live cuCtxSetFlags (a blocking wait costs ~0.03 of its time in
+           CPU on an H200, a spinning one all of it; at 0.2 most of the spin is gone);
+           the verdict CHANGE to cuda-blocking_sync where it did, keep or undecided
+           where it did not; "decided in one run" said before the program's end, which
+           it waits for (exit 0).
+  gputune  `tune` of a short sync-bound training (plain alone in the points file): the
+           CUDA wait policies added after round 1, each race row's policy in force its
+           own, every run ok; judged on the steady phase (time_metric steady_ms, the
+           startup's median set); the verdict a change to cuda-blocking_sync, keep or
+           undecided, never a change to a setting slower than plain by more than the
+           5 % margin; the tune's wall time <= 300 s (its budget is fitted to the
+           step's time).
   classes  present and sane: a pin-memory thread's CPU > 0, a thread of class cuda,
            >= 2 worker processes with CPU > 0, 0 < main_core_share <= 1.05,
            0 <= gpu_busy_share <= 1 with a GPU sampled.
@@ -39,6 +64,11 @@ BLOCKING_CPU_MAX = 0.1
 NVML_TOL = 0.1
 CORE_SHARE_MAX = 1.05
 POLICIES = ("spin", "yield", "blocking_sync")
+WAIT_SHARE_MIN = 0.5      # waits: the main thread's share of the steady phase inside the driver's waits
+SPIN_CPU_MIN = 0.8        # waits: CPU inside the waits per their time under a spinning policy
+LIVE_CPU_RATIO_MAX = 0.2  # inrun: CPU per wait, cuda-blocking_sync blocks over plain blocks
+TIME_MARGIN = 0.05        # gputune: a change slower than plain by more than this fails
+TUNE_WALL_MAX_S = 300     # gputune: the tune's wall time
 
 
 class Rows:
@@ -321,9 +351,150 @@ def in_force_counts(race):
     return out
 
 
-def kind_tune(rows, a):
-    """A tune of the GPU example: the policies added after round 1, in force, a verdict."""
+def advice_lines(text):
+    """The advice lines of a `threadburn run` report, and each one's kind (sync-bound, host-bound, ...)."""
+    lines = [ln.strip()[len("advice: "):] for ln in text.splitlines() if ln.startswith("  advice: ")]
+    return lines, [ln.split(":", 1)[0] for ln in lines]
+
+
+def kind_waits(rows, a):
+    """A training under `threadburn run`: the main thread's waits on the device, their CPU, the advice."""
+    what = {"sync": "sync-bound", "launch": "launch-bound"}[a.what]
+    if skipped(rows, a.log, what):
+        return
+    text, r = read_text(a.log), run_row(a.run_dir)
+    if not r or r.get("status") != "ok":
+        rows.add(f"{what}: the run", f"status {r.get('status', 'no run.csv')}, exit {r.get('exit_code', '?')} "
+                 f"({last_line(a.log)})", "run.csv, status ok", False)
+        return
+    lines, kinds = advice_lines(text)
+    for line in lines:
+        print("  (run's advice: " + line[:300] + ")")
+    c = {k: number(r.get(k)) for k in ("main_sync_wait_ms", "main_sync_cpu_ms", "main_syncs", "steady_ms",
+                                        "startup_ms", "wait_main_ms", "steady_gpu_busy_share", "launches",
+                                        "launch_ms", "steady_main_core_share")}
+    if a.what == "launch":
+        figures = (f"advice {', '.join(kinds) or 'none'}; steady phase {fmt(c['steady_ms'])} ms, GPU busy "
+                   f"{fmt(c['steady_gpu_busy_share'])}, main thread {fmt(c['steady_main_core_share'])} of a core, "
+                   f"{fmt(c['launches'])} launches ({fmt(c['launch_ms'])} ms inside them), waits "
+                   f"{fmt(c['main_sync_wait_ms'])} ms")
+        rows.add(f"{what}: advice", figures, "exactly host-bound", kinds == ["host-bound"])
+        return
+    wait, cpu, steady = c["main_sync_wait_ms"] or 0.0, c["main_sync_cpu_ms"] or 0.0, c["steady_ms"] or 0.0
+    share = wait / steady if steady > 0 else None
+    rows.add(f"{what}: waits' share of the steady phase",
+             f"{fmt(share)}: the main thread {wait:.0f} ms in {fmt(c['main_syncs'])} waits of a {steady:.0f} ms steady "
+             f"phase (startup {fmt(c['startup_ms'])} ms, ended by {r.get('startup_ends', '?')})",
+             f"main_sync_wait_ms / steady_ms >= {WAIT_SHARE_MIN}", share is not None and share >= WAIT_SHARE_MIN)
+    queue = c["wait_main_ms"] or 0.0
+    own, runnable = (cpu / wait, (cpu + queue) / wait) if wait > 0 else (None, None)
+    rows.add(f"{what}: CPU inside the waits",
+             f"{cpu:.0f} ms of CPU in {wait:.0f} ms of waits = {fmt(own)} (+ the main thread's run-queue wait "
+             f"{queue:.0f} ms: {fmt(runnable)}) under {r.get('cuda_sync_in_force', '?')}",
+             f">= {SPIN_CPU_MIN} of the waits' time (CPU, or CPU + run-queue wait)",
+             own is not None and max(own, runnable) >= SPIN_CPU_MIN)
+    m = re.search(r"blocking_sync would save about ([0-9.]+ m?s) of CPU, ([0-9]+%) of the steady phase's", text)
+    saving = f"saving {m.group(1)} ({m.group(2)} of the steady phase's CPU)" if m else "no saving quoted"
+    rows.add(f"{what}: advice", f"advice {', '.join(kinds) or 'none'}; {saving}", "exactly sync-bound, a saving quoted",
+             kinds == ["sync-bound"] and m is not None)
+
+
+def verdict_entry(path):
+    """The first workload of a <stem>.verdict.json: (its entry, a line for a row) or (None, why)."""
+    try:
+        with open(path) as f:
+            v = json.load(f)
+    except (OSError, ValueError) as e:
+        return None, f"no verdict file ({e.__class__.__name__})"
+    if not v.get("workloads"):
+        return None, "no workload in the verdict"
+    w = v["workloads"][0]
+
+    def pct(ratio):
+        x = number((ratio or {}).get("estimate"))
+        return "?" if x is None else f"{(x - 1) * 100:+.1f}%"
+    verdict = str(w.get("verdict")).upper()
+    setting, baseline = w.get("setting"), w.get("baseline")
+    head = {"CHANGE": f"CHANGE to {setting} against {baseline}",
+            "KEEP": f"KEEP {baseline}"}.get(verdict, f"{verdict}: {setting} against {baseline}")
+    text = f"{head}: time {pct(w.get('time_ratio'))}, CPU {pct(w.get('cpu_ratio'))} ({w.get('gain_from')})"
+    return w, text
+
+
+def median(values):
+    values = sorted(values)
+    n = len(values)
+    return None if not n else values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+
+
+def control_rc(control, describe):
+    """The last cuCtxSetFlags result in a copy of the in-run control block ('' without one)."""
+    try:
+        with open(describe) as f:
+            where = json.load(f)["inrun"]["fields"]["cuda_rc"]
+        with open(control, "rb") as f:
+            data = f.read()
+    except (OSError, ValueError, KeyError):
+        return ""
+    if len(data) < where + 8:
+        return ""
+    rc = int.from_bytes(data[where:where + 8], "little", signed=True)
+    why = {-1: " (none called)", 0: " (CUDA_SUCCESS)", 500: " (the driver has no cuCtxSetFlags: before 12.1)"}
+    return f"; the control's cuCtxSetFlags result {rc}{why.get(rc, '')}"
+
+
+def kind_inrun(rows, a):
+    """tune --in-run --apply of the sync-bound training: the live policy's CPU per wait, the verdict, its time."""
+    if skipped(rows, a.program_log, "in-run"):
+        return
+    text, data = read_text(a.log), [r for r in read_csv(a.csv) if r.get("status") == "ok"]
+    by = {}
+    for r in data:
+        by.setdefault(r.get("study"), []).append(r)
+
+    def med(study, column):
+        return median([x for x in (number(r.get(column)) for r in by.get(study, [])) if x is not None])
+    cpu_b, cpu_p = med("cuda-blocking_sync", "unit_cpu_ms"), med("plain", "unit_cpu_ms")
+    unit = (data[0].get("progress") or "unit").rstrip("s") if data else "unit"
+    ratio = cpu_b / cpu_p if cpu_b is not None and cpu_p else None
+    honoured = ratio is not None and ratio <= LIVE_CPU_RATIO_MAX
+    figure = (f"{fmt(ratio)}: {fmt(cpu_b)} ms of CPU a {unit} under cuda-blocking_sync, {fmt(cpu_p)} under plain "
+              f"(medians of {len(by.get('cuda-blocking_sync', []))} and {len(by.get('plain', []))} blocks; time a "
+              f"{unit} {fmt(med('cuda-blocking_sync', 'unit_ms'))} and {fmt(med('plain', 'unit_ms'))} ms)")
+    if ratio is None:
+        figure = f"no blocks of both ({len(data)} blocks ok; {last_line(a.log)})"
+    elif not honoured:
+        figure += ": the driver did not honour a live cuCtxSetFlags"
+    figure += control_rc(a.control, a.describe)
+    rows.add("live change of the CUDA wait policy: CPU per wait by block", figure,
+             f"<= {LIVE_CPU_RATIO_MAX} (the driver honoured it)", honoured)
+    w, vtext = verdict_entry(a.verdict)
+    if w is None:
+        ok = False
+    elif honoured:
+        ok = (w.get("verdict"), w.get("setting")) == ("change", "cuda-blocking_sync")
+    else:
+        ok = w.get("verdict") in ("keep", "undecided")
+    rows.add("verdict", vtext, "change to cuda-blocking_sync where the driver honoured the live change, else keep "
+             "or undecided", ok)
+    m = re.search(r"tune --in-run: decided in one run, ([0-9.]+) s, ([0-9]+) blocks( \(the program ended before)?",
+                  text)
+    kept = re.search(r"tune --in-run: (\S+) in force from ([0-9.]+) s into the run", text)
+    end = re.search(r"tune --in-run: the program ended, exit (-?[0-9]+)", text)
+    parts = [f"{m.group(1)} s, {m.group(2)} blocks" + (" (the program ended first)" if m.group(3) else "")
+             if m else "no 'decided in one run' line"]
+    parts += [f"{kept.group(1)} in force from {kept.group(2)} s"] if kept else []
+    parts += [f"the program ended, exit {end.group(1)}" if end else "its end not said", f"tune exit {a.rc}"]
+    rows.add("decided in one run", "; ".join(parts), "said before the program's end; the program waited for, exit 0",
+             bool(m) and not m.group(3) and bool(end) and end.group(1) == "0" and a.rc == 0)
+
+
+def kind_gputune(rows, a):
+    """A tune of a short sync-bound training: the policies added after round 1, the steady phase judged, a verdict."""
     log, data = read_text(a.log), read_csv(a.csv)
+    if data and all(r.get("exit_code") == "77" for r in data):
+        rows.add("tune", f"its {len(data)} runs exited 77 (the program's skip)", "needs a CUDA device", "SKIP")
+        return
     added = re.search(r"tune: the program uses CUDA .*?added its host wait policies on top of plain, "
                       r"THREADBURN_CUDA_SYNC = ([^(]*\([^)]*\)(?:, [^(]*\([^)]*\))*)", log)
     rows.add("CUDA policies added after round 1", added.group(1) if added else f"not said ({last_line(a.log)})",
@@ -335,8 +506,20 @@ def kind_tune(rows, a):
     bad = [r.get("run_key") for r in data if r.get("status") != "ok"]
     fresh = len([r for r in data if r.get("phase") != "race"])
     rows.add("runs", f"{len(race)} race + {fresh} fresh, {len(bad)} not ok {bad[:3]}", "all ok", bool(data) and not bad)
-    verdict, text = verdict_of(a.verdict)
-    rows.add("verdict", text, "change, keep or undecided", verdict in ("change", "keep", "undecided"))
+    w, text = verdict_entry(a.verdict)
+    if w is None:
+        ok = False
+    elif w.get("verdict") == "change":
+        est = number((w.get("time_ratio") or {}).get("estimate"))
+        ok = w.get("setting") == "cuda-blocking_sync" or (est is not None and est <= 1 + TIME_MARGIN)
+    else:
+        ok = w.get("verdict") in ("keep", "undecided")
+    rows.add("verdict", text, f"change to cuda-blocking_sync, keep or undecided; no change slower by > "
+             f"{TIME_MARGIN:.0%}", ok)
+    metric, startup = (w or {}).get("time_metric"), number((w or {}).get("startup_ms"))
+    rows.add("judged on the steady phase", f"time_metric {metric}, startup {fmt(startup)} ms a run (median)",
+             "time_metric steady_ms, startup_ms set", metric == "steady_ms" and startup is not None)
+    rows.add("wall time", f"{a.seconds:.0f} s ({a.plan})", f"<= {TUNE_WALL_MAX_S} s", a.seconds <= TUNE_WALL_MAX_S)
 
 
 def kind_sweep(rows, a):
@@ -386,8 +569,8 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("rows", help="the checks file (appended to)")
     ap.add_argument("step", help="the step's name in the rows")
-    ap.add_argument("kind", choices=("preflight", "policy", "nvml", "busy", "classes", "tune", "sweep", "skip",
-                                     "table"))
+    ap.add_argument("kind", choices=("preflight", "policy", "nvml", "waits", "inrun", "gputune", "busy", "classes",
+                                     "sweep", "skip", "table"))
     ap.add_argument("--mode", choices=("real", "stand-in"), default="real")
     ap.add_argument("--dir", help="preflight: the folder of its fact files")
     ap.add_argument("--stand-in-dir", default="", help="preflight: the stand-in driver's folder")
@@ -395,7 +578,13 @@ def parse_args(argv):
     ap.add_argument("--run-dir", default="", help="threadburn run's --out")
     ap.add_argument("--how", choices=("run", "preload"), default="run")
     ap.add_argument("--policy", choices=POLICIES)
-    ap.add_argument("--rc", type=int, default=0, help="busy: check_gpu_busy.py's exit status")
+    ap.add_argument("--rc", type=int, default=0, help="busy, inrun: the command's exit status")
+    ap.add_argument("--what", choices=("sync", "launch"), default="sync", help="waits: which training")
+    ap.add_argument("--program-log", default="", help="inrun: the program's output (<stem>.program.log)")
+    ap.add_argument("--control", default="", help="inrun: a copy of the control block, taken during the run")
+    ap.add_argument("--describe", default="", help="inrun: the probe's describe.json (the control block's layout)")
+    ap.add_argument("--seconds", type=float, default=0.0, help="gputune: the tune's wall time")
+    ap.add_argument("--plan", default="", help="gputune: its plan and budget, for the row")
     ap.add_argument("--csv", default="")
     ap.add_argument("--verdict", default="")
     ap.add_argument("--check", default="(step)")
