@@ -60,7 +60,7 @@ build() {
       *) echo "gpu_host.sh build: unknown argument '$1'" >&2; exit 2 ;;
     esac
   done
-  local targets=(threadburn_probe threadburn_cuda_sync threadburn_monitor)
+  local targets=(threadburn_probe threadburn_phase threadburn_cuda_sync threadburn_monitor)
   if [ "$with_torch" = ON ]; then
     if [ -z "$torch" ]; then
       torch=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null) || {
