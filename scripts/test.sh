@@ -6,24 +6,36 @@
 #                              $BUILD_DIR/variants), unit, bench, install (cmake --install and the .deb), slurm
 #                              (a private one-node Slurm) and fleet (a private two-node Slurm
 #                              in network namespaces); slurm and fleet are skipped if not root
-#   scripts/test.sh unit       one label only (bench,install: those two in one ctest run)
+#   scripts/test.sh unit       one label only (bench,install: those two as one set)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${THREADBURN_BUILD_DIR:-build}
+root=$PWD
 bash scripts/build.sh
-# Each argument a label, or labels joined by commas that share one ctest run. The default:
-# the variants alone (each builds on every core); the unit, install, Slurm and fleet tests
-# together, two at a time where they may (ctest keeps the RUN_SERIAL ones, which measure time
-# or CPU, alone on the machine; the Slurm and fleet tests check function, so they run beside
-# the others); then the benchmarks one at a time: they measure CPU.
-groups=("${@:-build unit,install,slurm,fleet bench}")
+# Each argument a label, or labels joined by commas that run as one set. The default: the
+# variants alone (each builds on every core), then every other label as one set in two passes:
+# first the tests that may share the machine (not RUN_SERIAL: their checks are of function,
+# or hold under load), nproc at a time; then those that measure time or CPU (RUN_SERIAL), one
+# at a time, alone. (One ctest run of both kinds would drain the machine before each
+# RUN_SERIAL test, idling a core behind every long test started before it.)
+groups=("${@:-build unit,install,slurm,fleet,bench}")
 rc=0
 for group in ${groups[@]}; do
   regex="^(${group//,/|})\$"
-  case ",$group," in *,unit,*|*,slurm,*|*,fleet,*) jobs=$(nproc) ;; *) jobs=1 ;; esac
-  echo "== ctest -L '$regex' -j $jobs"
   start=$(date +%s)
-  (cd "$BUILD_DIR" && ctest -L "$regex" --output-on-failure -j "$jobs") || rc=1
+  if [ "$group" = build ]; then
+    echo "== ctest -L '$regex' -j 1"
+    (cd "$BUILD_DIR" && ctest -L "$regex" --output-on-failure -j 1) || rc=1
+  else
+    mapfile -t pass < <(cd "$BUILD_DIR" && ctest --show-only=json-v1 | /usr/bin/python3 "$root/scripts/test_passes.py" "$regex")
+    [ "${#pass[@]}" = 2 ] || { echo "test.sh: could not list the tests of $group" >&2; exit 1; }
+    for i in 0 1; do
+      [ "${pass[$i]}" = none ] && continue
+      jobs=$([ "$i" = 0 ] && nproc || echo 1)
+      echo "== ctest -L '$regex', $([ "$i" = 0 ] && echo "the tests that may share the machine" || echo "RUN_SERIAL, one at a time") (-j $jobs)"
+      (cd "$BUILD_DIR" && ctest -I "${pass[$i]}" --output-on-failure -j "$jobs") || rc=1
+    done
+  fi
   echo "== $group: $(( $(date +%s) - start )) s"
 done
 exit $rc

@@ -22,7 +22,8 @@ known by construction, decided within a minute of it.
               the context's flags), steady CPU -90 % or better
   apply       team_up with --apply and the program's own step times: after the
               verdict its steps run at T2's speed to the end (the median of its
-              last steps under 60 % of its first)
+              last steps under 60 % of its first; the test ends the program 2 s
+              after the verdict, regions_child --until_file)
   metric      team_up judged by the program's own figure (--metric on its
               step_ms lines, lower better): the same verdict as its regions give
 Each verdict comes within 60 s of the program's start. Standard library only.
@@ -36,9 +37,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 DEADLINE_S = 60.0
+# --apply: the program runs on this long after the verdict, then ends (its last steps at the setting kept).
+END_AFTER_S = 2.0
 
 
 def fail(msg):
@@ -57,11 +61,13 @@ def env_clean(**extra):
     return dict(env, **extra)
 
 
-def in_run(a, tmp, program, env, *args, to_the_end=False):
+def in_run(a, tmp, program, env, *args, to_the_end=False, end_file=None):
     """tune --in-run of program: (its output, the verdict's workload entry,
     its results file). The program's run goes on after the verdict (a user's
     training continues): unless to_the_end, the tune and its program are
-    stopped once the verdict is written."""
+    stopped once the verdict is written; to_the_end with end_file, that file
+    is made END_AFTER_S after the verdict (the program ends its steps when it
+    appears: regions_child --until_file)."""
     out = os.path.join(tmp, "inrun.csv")
     cmd = [os.path.join(a.repo, "bin", "threadburn"), "tune", "--in-run", "--build-dir", a.build_dir, "--libomp",
            a.libomp, "--block", "0.3", "--seed", "7", "--out", out, *args, "--", *program]
@@ -77,6 +83,8 @@ def in_run(a, tmp, program, env, *args, to_the_end=False):
         if line.startswith("tune: verdict in ") and not to_the_end:
             os.killpg(p.pid, signal.SIGTERM)  # its program dies with it (PR_SET_PDEATHSIG)
             stopped = True
+        if line.startswith("tune: verdict in ") and end_file:
+            threading.Timer(END_AFTER_S, lambda: open(end_file, "w").close()).start()
     p.wait()
     text = "".join(lines)
     sys.stdout.write(text[-6000:])
@@ -150,8 +158,9 @@ def case_gpu(a, tmp):
 
 
 def case_apply(a, tmp):
-    text, entry, out = in_run(a, tmp, child(a, *TEAM_UP[:-2], "--seconds=40", "--say"),
-                              env_clean(OMP_NUM_THREADS="1"), "--apply", to_the_end=True)
+    enough = os.path.join(tmp, "enough")
+    text, entry, out = in_run(a, tmp, child(a, *TEAM_UP[:-2], "--seconds=90", "--say", f"--until_file={enough}"),
+                              env_clean(OMP_NUM_THREADS="1"), "--apply", to_the_end=True, end_file=enough)
     expect(entry, "change", "T2")
     check(re.search(r"tune --in-run: T2 in force from [0-9.]+ s into the run", text), "no line saying T2 stays")
     with open(os.path.splitext(out)[0] + ".program.log") as f:

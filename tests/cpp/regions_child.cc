@@ -12,7 +12,8 @@
 //          a team of two is about twice as fast however busy the CPUs are
 // --say prints each step's time ("step_ms=X", for tune --metric); --team=N
 // names the team in every region (num_threads(N)), as a program that sets
-// its own does.
+// its own does; --until_file=PATH ends the steps early once PATH exists (a
+// test that has seen what it waited for ends the run there).
 // Built with -fopenmp against libgomp and NOT linked with omptap: the probe
 // must find its regions from outside, through LD_PRELOAD, as in any user
 // program; the team is the runtime's (no num_threads clause), so an in-run
@@ -22,6 +23,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include <unistd.h>
 
 #include "core/clock.h"
 
@@ -31,7 +35,12 @@ int main(int argc, char** argv) {
   long steps = 5, regions = 20, gap_ms = 100, work_us = 200, startup_ms = 0, say = 0, team = 0;
   double seconds = 0;
   char body[16] = "each";
+  std::string until_file;
   for (int i = 1; i < argc; ++i) {
+    if (!std::strncmp(argv[i], "--until_file=", 13) && argv[i][13]) {
+      until_file = argv[i] + 13;
+      continue;
+    }
     if (std::sscanf(argv[i], "--steps=%ld", &steps) == 1) continue;
     if (std::sscanf(argv[i], "--regions=%ld", &regions) == 1) continue;
     if (std::sscanf(argv[i], "--gap_ms=%ld", &gap_ms) == 1) continue;
@@ -47,7 +56,7 @@ int main(int argc, char** argv) {
       continue;
     }
     std::fprintf(stderr, "regions_child: error: unknown argument '%s' (--steps --regions --gap_ms --work_us "
-                 "--startup_ms --seconds --team --body=each|split|sleep|nap --say)\n", argv[i]);
+                 "--startup_ms --seconds --team --body=each|split|sleep|nap --say --until_file)\n", argv[i]);
     return 2;
   }
   const int split = !std::strcmp(body, "split"), sleeps = !std::strcmp(body, "sleep"), naps = !std::strcmp(body, "nap");
@@ -82,6 +91,10 @@ int main(int argc, char** argv) {
     if (say) {
       std::printf("step_ms=%.4f\n", static_cast<double>(tb::wall_ns() - t0) / 1e6);
       std::fflush(stdout);
+    }
+    if (!until_file.empty() && access(until_file.c_str(), F_OK) == 0) {
+      ++s;
+      break;
     }
   }
   // The mean wall time of a region, start to join: what an interposer adds to.
