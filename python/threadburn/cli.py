@@ -27,10 +27,18 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+class Version(argparse.Action):
+    """--version, its line made when asked (it imports scipy for its version: most of a start's cost)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"threadburn (results schema {SCHEMA}) under {interpreter()}")
+        parser.exit(0)
+
+
 def parser():
     p = Parser(prog="threadburn", description=DESCRIPTION,
                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--version", action="version", version=f"threadburn (results schema {SCHEMA}) under {interpreter()}",
+    p.add_argument("--version", action=Version, nargs=0,
                    help="the results' schema and the python that runs the command (with its scipy)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sweep.add_parser(sub)

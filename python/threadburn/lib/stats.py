@@ -7,7 +7,20 @@ import functools
 import math
 import statistics
 
-from scipy import stats as _dist
+
+class _LazyScipyStats:
+    """scipy.stats, imported at its first use: its ~0.7 s of import is most of
+    what starting `threadburn` costs, and the commands that decide nothing
+    (--help, list, run, doctor) never use it."""
+
+    def __getattr__(self, name):
+        global _dist
+        from scipy import stats
+        _dist = stats
+        return getattr(stats, name)
+
+
+_dist = _LazyScipyStats()
 
 # Below this many samples per side a Mann-Whitney p-value cannot get small
 # enough to mean much. google/benchmark's tools/gbench/report.py draws the same
