@@ -2,7 +2,8 @@
 the control block's layout as the probe describes it (the build's own
 describe.json when there is a build), its seqlock, the settings an in-run
 tune tries for what the probe saw, and a block's figures from two marks
-of known work and CPU."""
+of known work and CPU, and the note where the units counted differ in size."""
+import collections
 import sys
 import threading
 import unittest
@@ -174,6 +175,37 @@ class BlockFigures(unittest.TestCase):
         row = self.executor("waits").row(self.spec(), a, a, "now", 10.0)
         self.assertEqual(row.status, "failed")
         self.assertIn("no waits ended", row.reason)
+
+
+Block = collections.namedtuple("Block", "name time time_kind")
+
+
+class UnitSpread(unittest.TestCase):
+    """A unit's time from block to block of one setting, on blocks of known spread."""
+
+    def blocks(self, name, times, kind="unit_ms"):
+        return [Block(name, t, kind) for t in times]
+
+    def test_units_of_one_size_give_no_note(self):
+        # Two settings 2x apart, each block within 2 % of its setting's 1.0 or 0.5 ms.
+        blocks = self.blocks("plain", [1.0, 1.02, 0.98, 1.01, 0.99, 1.0]) + \
+            self.blocks("T2", [0.5, 0.51, 0.49, 0.505, 0.495, 0.5])
+        self.assertAlmostEqual(exec_inrun.unit_spread(blocks), 0.01, delta=0.005)
+        self.assertIsNone(exec_inrun.unit_spread_note(blocks, "regions"))
+
+    def test_units_of_two_sizes_by_phase_give_the_note(self):
+        # A program that alternates phases of small and 3x larger regions: a block's unit is
+        # 1 or 3 ms under either setting, whatever the setting does: sqrt(3) - 1 off its median.
+        blocks = self.blocks("plain", [1.0, 3.0, 1.0, 3.0, 1.0, 3.0]) + \
+            self.blocks("T2", [0.5, 1.5, 0.5, 1.5, 0.5, 1.5])
+        self.assertAlmostEqual(exec_inrun.unit_spread(blocks), 3 ** 0.5 - 1, places=6)
+        note = exec_inrun.unit_spread_note(blocks, "regions")
+        self.assertIn("73% more or less", note)
+        self.assertIn("--metric", note)
+
+    def test_no_note_for_the_users_figure_or_too_few_blocks(self):
+        self.assertIsNone(exec_inrun.unit_spread(self.blocks("plain", [1.0, 3.0, 1.0, 3.0], kind="metric")))
+        self.assertIsNone(exec_inrun.unit_spread(self.blocks("plain", [1.0]) + self.blocks("T2", [3.0])))
 
 
 if __name__ == "__main__":

@@ -534,6 +534,9 @@ def inrun_end(t, ex, ended, seconds):
     alive = ex.alive()
     after = [f"tune --in-run: decided in one run, {seconds:.0f} s, {blocks} blocks"
              + ("" if alive else " (the program ended before the tune did)")]
+    spread = exec_inrun.unit_spread_note(t.log.records(), ex.kind)
+    if spread:
+        after.append(spread)
     if alive:
         after.append(f"tune --in-run: {keep} in force from {time.monotonic() - ex.t0:.1f} s into the run"
                      + ("" if keep != "plain" or not t.args.apply else " (--apply: no change was confirmed)")

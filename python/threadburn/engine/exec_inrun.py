@@ -21,9 +21,11 @@ or names its team itself), LLVM's blocktime (LLVM in force), the CUDA wait
 policy (the program uses the driver). The others are fixed at start:
 tune without --in-run covers them.
 """
+import math
 import mmap
 import os
 import re
+import statistics
 import struct
 import subprocess
 import threading
@@ -53,6 +55,40 @@ CUDA_FLAGS = {"spin": 1, "yield": 2, "blocking_sync": 4}
 # LLVM's blocktimes tried in-run (ms), the default's among them (200: LLVM's own).
 BLOCKTIMES = (0, 1, 200)
 LLVM_DEFAULT_BLOCKTIME = 200
+
+
+# A unit's time that moves more than this between blocks of one setting (the median deviation
+# from the setting's own median, over every block) says the units differ in size: the count of
+# them measures the program's phases as well as the settings (the note of unit_spread).
+UNIT_SPREAD_NOTE = 0.15
+
+
+def unit_spread(records):
+    """How much a unit's time moved between blocks of one setting: the median, over every
+    block measured by its unit count, of |log(its unit time / its setting's median)|, as a
+    ratio less 1 (0.1: a block's unit typically 10 % off its setting's). None with fewer
+    than 2 such blocks of any setting."""
+    by = {}
+    for r in records:
+        if r.time_kind == "unit_ms" and r.time and r.time > 0:
+            by.setdefault(r.name, []).append(math.log(r.time))
+    devs = []
+    for logs in by.values():
+        if len(logs) >= 2:
+            mid = statistics.median(logs)
+            devs += [abs(x - mid) for x in logs]
+    return math.exp(statistics.median(devs)) - 1 if devs else None
+
+
+def unit_spread_note(records, kind):
+    """A line for the verdict where the units counted differ in size (UNIT_SPREAD_NOTE), else None."""
+    spread = unit_spread(records)
+    if spread is None or spread <= UNIT_SPREAD_NOTE:
+        return None
+    return (f"tune --in-run: a unit of work ({kind}) took {spread:.0%} more or less from block to block under one "
+            "setting (the median deviation): the units differ in size, so their count measures the program's "
+            "phases as well as the settings; its own figure would judge it better (--metric on a line it prints "
+            "per step)")
 
 
 class Ended(Exception):
