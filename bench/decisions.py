@@ -192,7 +192,8 @@ def run_case(sc, seed):
     """A whole tune of the scenario's settings under one seed: a Case."""
     rng = random.Random(seed)
     truths = sc["truths"]
-    rule = rules.Rule(objective=sc["objective"], margin=rules.MARGIN)
+    rule = rules.Rule(objective=sc["objective"], margin=rules.MARGIN,
+                      version=sc.get("rule_version", rules.RULE_VERSION))
     budget = sc.get("runs_per_setting", RUNS_PER_SETTING) * len(truths)
     memory = Memory()
     if sc.get("design") == "in-run":

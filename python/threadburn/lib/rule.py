@@ -97,7 +97,10 @@ CPU_FLOOR_CORES = 0.05
 # interval is the two-sided 1 - 2 x CONFIRM_ALPHA one.
 CONFIRM_ALPHA = 0.05
 # The version of this rule's text; a file whose rule says another is read by
-# the rule it names if this code knows it. 6: a tune's run of a program that
+# the rule it names if this code knows it. 7: a balanced candidate whose
+# race showed both claims (faster; cheaper at no loss of time) is confirmed
+# on the one further past its margin in units of its spread, not on time
+# whenever time showed (decide.Decider.claim_of). 6: a tune's run of a program that
 # did device work is judged on its steady phase (its time and CPU from its
 # first wait or launch through the CUDA driver to its end; the startup, a
 # fixed cost of import and initialisation, reported beside it): a 13 s
@@ -114,7 +117,7 @@ CONFIRM_ALPHA = 0.05
 # own spending with its last look, the sequential confirmation, look
 # brackets (a look past a schedule entry is the next look). 2: paired t,
 # keep at the look's share, one confirmation look.
-RULE_VERSION = 6
+RULE_VERSION = 7
 
 
 @dataclass(frozen=True)
@@ -204,6 +207,13 @@ class Rule:
         costs runs, never a false change. (n_settings: the same signature
         as alpha_per_test.)"""
         return SELECT_ALPHA if self.version >= 3 else self.alpha
+
+    @property
+    def claims_clearer(self):
+        """Is a balanced candidate confirmed on the claim its race showed
+        further past its margin (version 7)? Before: on time whenever the
+        race showed it better."""
+        return self.version >= 7
 
     @property
     def steady_phase(self):
