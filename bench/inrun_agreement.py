@@ -18,9 +18,6 @@ The known answers (tests/cpp/regions_child, tests/cpp/fake_cuda/device_training)
   blocktime  LLVM, a team of 2 the program names, regions 5 ms apart, a
              process spinning on one core beside it: blocktime 0 or 1
              beats LLVM's 200 ms                                      -> CHANGE to llvm-bt0 / llvm-bt1
-             (balanced, tune's default; with a core kept busy too, its
-             time moves with where the two spinners land: the live test,
-             tests/bench/check_inrun.py, judges it on CPU)
   gpu        the stand-in CUDA driver's simulated device, 20 ms steps each
              ending in a wait                                         -> CHANGE to cuda-blocking_sync
 Every program first works --startup-s seconds on its main thread before

@@ -31,9 +31,6 @@ for group in ${groups[@]}; do
     [ "${#pass[@]}" = 2 ] || { echo "test.sh: could not list the tests of $group" >&2; exit 1; }
     for i in 0 1; do
       [ "${pass[$i]}" = none ] && continue
-      # The shared pass at nproc: at nproc + 1 (2-core VM) the stand-in device check's main thread
-      # got 0.63 of a core (no longer "host-bound"), py_fake_matches_programs ran past its 300 s
-      # (75 s at nproc) and py_compare took 100 s (34).
       jobs=$([ "$i" = 0 ] && nproc || echo 1)
       echo "== ctest -L '$regex', $([ "$i" = 0 ] && echo "the tests that may share the machine" || echo "RUN_SERIAL, one at a time") (-j $jobs)"
       (cd "$BUILD_DIR" && ctest -I "${pass[$i]}" --output-on-failure -j "$jobs") || rc=1

@@ -20,12 +20,7 @@ known by construction, decided within a minute of it.
   blocktime   LLVM's runtime, a team the program names itself (so only the
               blocktime is in-run), a process spinning on the other core:
               the workers' 200 ms blocktime spins through every gap, blocktime
-              0 (or 1) does not: CHANGE to llvm-bt0 or llvm-bt1, CPU -20 % or
-              better, judged on CPU (--objective cpu). The answer is the burn:
-              with a second spinner (a core kept busy) its time moves with
-              where the scheduler puts the two (blocktime 0 up to 9 % slower
-              in some blocks, as fast in others), so the balanced objective
-              has no known answer there (bench/inrun_agreement.py)
+              0 (or 1) does not: CHANGE to llvm-bt0 or llvm-bt1, CPU -20 % or better
   gpu         the stand-in GPU training (tests/cpp/fake_cuda/device_training.c):
               CHANGE to cuda-blocking_sync (the driver honours a live change of
               the context's flags), steady CPU -90 % or better
@@ -147,8 +142,7 @@ def case_blocktime(a, tmp):
     try:
         program = child(a, "--team=2", "--body=split", "--work_us=2000", "--regions=5", "--gap_ms=5",
                         "--seconds=90")
-        text, entry, _ = in_run(a, tmp, program, env_clean(OMP_NUM_THREADS="2"), "--runtime", "llvm",
-                                "--objective", "cpu")
+        text, entry, _ = in_run(a, tmp, program, env_clean(OMP_NUM_THREADS="2"), "--runtime", "llvm")
     finally:
         rival.kill()
         rival.wait()

@@ -222,7 +222,7 @@ class WholeTunes(unittest.TestCase):
         # Plain and X: CPU -26 %, time -7 % (2 points past the 5 % margin), 4 % noise, 40
         # runs; X is right on either claim. The race shows both; rule version 6 confirmed
         # X's time, which fresh runs of a 7 % gain rarely show past the margin (23 of seeds
-        # 4000-4039 changed, the rest undecided: LLVM's blocktime 0 beside two spinners, CPU
+        # 4000-4039 changed, the rest undecided: LLVM's blocktime 0 beside four spinners, CPU
         # -26 % and time -3 %, was undecided in 7 of 7 in-run tunes); version 7 confirms the
         # claim the race showed further past its margin, here the CPU (39 of 40).
         truths = [decisions.Truth("plain", 1.0), decisions.Truth("X", 0.93, cpu=0.74)]

@@ -392,8 +392,8 @@ class Decider:
         better at no loss of time) and further past its margin, in units of
         its spread. Before, time whenever it showed: a blocktime 0 with CPU
         -26 % [-29, -24] and time -3 % had its time claim confirmed, which
-        could not hold (tune --in-run of LLVM's blocktime with both cores
-        busy: undecided 7 of 7)."""
+        could not hold (tune --in-run of LLVM's blocktime with the cores
+        oversubscribed by four spinning processes: undecided 7 of 7)."""
         t, c = r.time, r.cpu
         if self.rule.objective == "cpu" or not (t and t.better(self.m)):
             return "cpu"
