@@ -349,7 +349,7 @@ def case_known_host(a, tmp):
     if len(os.sched_getaffinity(0)) != 2:
         print(f"SKIP: the known answers are those of 2 CPUs; this machine gives {len(os.sched_getaffinity(0))}")
         sys.exit(SKIP)
-    args = ["--iters", "12", "--work", "8", "--gap-us", "3000", "--regions", "8"]
+    args = ["--iters", "12", "--work", "8", "--gap-us", "6000", "--regions", "8"]
     speedup = alone_speedup(a, args)
     idle = speedup >= 1.4
     busy = speedup <= 0.8
