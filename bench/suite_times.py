@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The test command's own time, by label, from the logs of runs of it
 (`bash .ci/run > LOG 2>&1` on fresh clones; each log's last lines are the
-shell's `time` of it, `real XmY.Zs`, and `rc=N`):
+shell's `time` of it, `real XmY.Zs`, or /usr/bin/time's `M:SS.sselapsed`, and `rc=N`):
 
     bench/suite_times.py --build-dir BUILD LOG [LOG...] [--out results/suite-times.csv]
 
@@ -26,6 +26,8 @@ PASS_LINE = re.compile(r"^== ctest (.*)$")
 TOTAL_LINE = re.compile(r"Total Test time \(real\) = +([\d.]+) sec")
 GROUP_LINE = re.compile(r"^== (\S+): (\d+) s$")
 REAL_LINE = re.compile(r"^real\s+(\d+)m([\d.]+)s$")
+# /usr/bin/time's own line (a `time` run by sh, which has no such keyword): "... 14:41.52elapsed ...".
+ELAPSED = re.compile(r"\b(?:(\d+):)?(\d+):([\d.]+)elapsed\b")
 
 
 def labels_of(build_dir):
@@ -66,6 +68,10 @@ def read_log(path):
             m = REAL_LINE.match(line)
             if m:
                 real = 60 * int(m.group(1)) + float(m.group(2))
+                continue
+            m = ELAPSED.search(line)
+            if m:
+                real = 3600 * int(m.group(1) or 0) + 60 * int(m.group(2)) + float(m.group(3))
                 continue
             if line.startswith("rc="):
                 rc = int(line[3:])
