@@ -152,6 +152,9 @@ def process_level(b, tmp, program, env, points, flags, seed, stem):
 
 
 def main():
+    # A SIGTERM (pkill) unwinds like Ctrl-C, so the finally blocks stop the busy-core loops:
+    # left running, they sat beside every later measurement on the machine.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build-dir", default=os.path.join(REPO, "build"))
     ap.add_argument("--inrun-reps", type=int, default=10)
