@@ -14,7 +14,7 @@ The known answers (tests/cpp/regions_child, tests/cpp/fake_cuda/device_training)
              passive workers, OMP_NUM_THREADS=1: T2 about twice as fast               -> CHANGE to T2
   team_down  regions of 1 us, OMP_NUM_THREADS=2: the fork costs more than the
              work                                                     -> CHANGE to T1
-  nothing    one thread sleeps, the others return, passive workers   -> KEEP
+  nothing    one thread sleeps 10 ms, the others return, passive      -> KEEP
   blocktime  LLVM, a team of 2 the program names, regions 5 ms apart, a
              process spinning on one core beside it: blocktime 0 or 1
              beats LLVM's 200 ms                                      -> CHANGE to llvm-bt0 / llvm-bt1
@@ -72,7 +72,7 @@ def answers(b, startup_s=STARTUP_S):
     gpu_start = f"--startup-ms={startup_s * 1000:g}"
     nap = ("--body=nap", "--work_us=4000", "--regions=10", "--gap_ms=0")
     tiny = ("--body=each", "--work_us=1", "--regions=2000", "--gap_ms=0")
-    sleep = ("--body=sleep", "--work_us=2000", "--regions=10", "--gap_ms=0")
+    sleep = ("--body=sleep", "--work_us=10000", "--regions=10", "--gap_ms=0")
     bt = ("--team=2", "--body=split", "--work_us=2000", "--regions=5", "--gap_ms=5")
     gomp1, gomp2 = {"OMP_NUM_THREADS": "1"}, {"OMP_NUM_THREADS": "2"}
     up1, up2 = dict(gomp1, OMP_WAIT_POLICY="passive"), dict(gomp2, OMP_WAIT_POLICY="passive")
@@ -83,7 +83,7 @@ def answers(b, startup_s=STARTUP_S):
         "team_down": (regions_child(b, *tiny, start, IN_RUN_SECONDS), regions_child(b, *tiny, start, "--steps=25"),
                       gomp2,
                       point("plain", "gomp", gomp2) + point("T1", "gomp", gomp1), [], {("change", "T1")}),
-        "nothing": (regions_child(b, *sleep, start, IN_RUN_SECONDS), regions_child(b, *sleep, start, "--steps=50"),
+        "nothing": (regions_child(b, *sleep, start, IN_RUN_SECONDS), regions_child(b, *sleep, start, "--steps=10"),
                     passive2,
                     point("plain", "gomp", passive2) + point("T1", "gomp", dict(passive2, OMP_NUM_THREADS="1")),
                     [], {("keep", "plain")}),

@@ -8,15 +8,21 @@ known by construction, decided within a minute of it.
   team_up     regions_child, its team's fixed work shared (--body=nap: each
               thread sleeps its part), passive workers, started at
               OMP_NUM_THREADS=1: a team of two does the work in half the time
-              however busy the CPUs are: CHANGE to T2, time -40 % or better.
+              however busy the CPUs are, plus what does not halve (a passive
+              worker's wake-up at every region, ~0.2 ms here, and the naps'
+              overshoot, of 4 ms regions: T2 at 0.55-0.58 of T1 on this VM):
+              CHANGE to T2, time -30 % or better.
               (Passive: libgomp's default workers spin up to ~300000 pauses at
               every barrier and between regions; with the other core busy that
               spin takes the core the sleeping master wakes to, and T2 is then
               truly slower: a tune says KEEP, rightly, for that program.)
   team_down   regions of 1 us of work at 2 threads (the fork costs more than
               the work): CHANGE to T1
-  nothing     regions whose first thread sleeps, the others idle, passive
-              waits: no setting matters: KEEP
+  nothing     regions whose first thread sleeps 10 ms, the others idle,
+              passive waits: no setting matters: KEEP. (A team of two pays a
+              worker's wake-up at every region, ~0.2 ms here: with 2 ms sleeps
+              that was T2 8 % slower than T1, a true effect beyond the 5 %
+              margin; at 10 ms it is 0-2 %, with a core busy too.)
   blocktime   LLVM's runtime, a team the program names itself (so only the
               blocktime is in-run), a process spinning on the other core:
               the workers' 200 ms blocktime spins through every gap, blocktime
@@ -26,7 +32,7 @@ known by construction, decided within a minute of it.
               the context's flags), steady CPU -90 % or better
   apply       team_up with --apply and the program's own step times: after the
               verdict its steps run at T2's speed to the end (the median of its
-              last steps under 60 % of its first; the test ends the program 2 s
+              last steps under 70 % of its first; the test ends the program 2 s
               after the verdict, regions_child --until_file)
   metric      team_up judged by the program's own figure (--metric on its
               step_ms lines, lower better): the same verdict as its regions give
@@ -118,7 +124,7 @@ TEAM_UP_ENV = {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "passive"}
 def case_team_up(a, tmp):
     _, entry, _ = in_run(a, tmp, child(a, *TEAM_UP), env_clean(**TEAM_UP_ENV))
     expect(entry, "change", "T2")
-    check(entry["time_ratio"]["high"] <= 0.6, f"T2's time {entry['time_ratio']}: expected -40 % or better")
+    check(entry["time_ratio"]["high"] <= 0.7, f"T2's time {entry['time_ratio']}: expected -30 % or better")
 
 
 def case_team_down(a, tmp):
@@ -128,7 +134,7 @@ def case_team_down(a, tmp):
 
 
 def case_nothing(a, tmp):
-    program = child(a, "--body=sleep", "--work_us=2000", "--regions=10", "--gap_ms=0", "--seconds=90")
+    program = child(a, "--body=sleep", "--work_us=10000", "--regions=10", "--gap_ms=0", "--seconds=90")
     _, entry, _ = in_run(a, tmp, program, env_clean(OMP_NUM_THREADS="2", OMP_WAIT_POLICY="passive"))
     expect(entry, "keep", "plain")
 
@@ -172,7 +178,7 @@ def case_apply(a, tmp):
         steps = [float(x) for x in re.findall(r"step_ms=([0-9.]+)", f.read())]
     first, last = statistics.median(steps[:20]), statistics.median(steps[-20:])
     print(f"the program's own steps: first 20 median {first:.2f} ms, last 20 {last:.2f} ms")
-    check(last <= 0.6 * first, f"its last steps took {last:.2f} ms, its first {first:.2f}: T2 did not stay")
+    check(last <= 0.7 * first, f"its last steps took {last:.2f} ms, its first {first:.2f}: T2 did not stay")
 
 
 def case_metric(a, tmp):
