@@ -47,6 +47,8 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests", "bench"))
+import check_inrun  # noqa: E402  (the known answers' programs: one definition for the tests and this)
 LIBOMP = "/usr/lib/x86_64-linux-gnu/libomp.so.5"
 IN_RUN_SECONDS = "--seconds=90"
 STARTUP_S = 3.0
@@ -70,13 +72,9 @@ def answers(b, startup_s=STARTUP_S):
     fakes = os.path.join(b, "tests", "fake_cuda")
     start = f"--startup_ms={startup_s * 1000:g}"
     gpu_start = f"--startup-ms={startup_s * 1000:g}"
-    nap = ("--body=nap", "--work_us=4000", "--regions=10", "--gap_ms=0")
-    tiny = ("--body=each", "--work_us=1", "--regions=2000", "--gap_ms=0")
-    sleep = ("--body=sleep", "--work_us=10000", "--regions=10", "--gap_ms=0")
-    bt = ("--team=2", "--body=split", "--work_us=2000", "--regions=5", "--gap_ms=5")
-    gomp1, gomp2 = {"OMP_NUM_THREADS": "1"}, {"OMP_NUM_THREADS": "2"}
-    up1, up2 = dict(gomp1, OMP_WAIT_POLICY="passive"), dict(gomp2, OMP_WAIT_POLICY="passive")
-    passive2 = {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "passive"}
+    (nap, up1), (tiny, gomp2), (sleep, passive2), (bt, _) = (check_inrun.PROGRAMS[n] for n in (
+        "team_up", "team_down", "nothing", "blocktime"))
+    up2, gomp1 = dict(up1, OMP_NUM_THREADS="2"), {"OMP_NUM_THREADS": "1"}
     return {
         "team_up": (regions_child(b, *nap, start, IN_RUN_SECONDS), regions_child(b, *nap, start, "--steps=25"), up1,
                     point("plain", "gomp", up1) + point("T2", "gomp", up2), [], {("change", "T2")}),

@@ -26,7 +26,7 @@ known by construction, decided within a minute of it.
   blocktime   LLVM's runtime, a team the program names itself (so only the
               blocktime is in-run), a process spinning on the other core:
               the workers' 200 ms blocktime spins through every gap, blocktime
-              0 (or 1) does not: CHANGE to llvm-bt0 or llvm-bt1, CPU -20 % or better
+              0 (or 1) does not: CHANGE to llvm-bt0 or llvm-bt1, CPU -10 % or better
   gpu         the stand-in GPU training (tests/cpp/fake_cuda/device_training.c):
               CHANGE to cuda-blocking_sync (the driver honours a live change of
               the context's flags), steady CPU -90 % or better
@@ -108,6 +108,18 @@ def in_run(a, tmp, program, env, *args, to_the_end=False, end_file=None):
     return text, entry, out
 
 
+def busy_cores(seconds):
+    """Cores busy over the next seconds, machine-wide (/proc/stat: all but idle and iowait)."""
+    def read():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+        return sum(v), v[3] + v[4]
+    (t0, i0) = read()
+    time.sleep(seconds)
+    (t1, i1) = read()
+    return len(os.sched_getaffinity(0)) * (1 - (i1 - i0) / max(1, t1 - t0))
+
+
 def child(a, *args):
     return [os.path.join(a.build_dir, "tests", "cpp", "regions_child"), *args]
 
@@ -117,8 +129,18 @@ def expect(entry, verdict, setting):
           f"{entry['verdict']} {entry['setting']}, expected {verdict} {setting}")
 
 
-TEAM_UP = ("--body=nap", "--work_us=4000", "--regions=10", "--gap_ms=0", "--seconds=90", "--say")
-TEAM_UP_ENV = {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "passive"}
+# The CPU known answers' programs: regions_child's flags (without their length) and the environment
+# they start in. bench/inrun_agreement.py runs the same ones.
+PROGRAMS = {
+    "team_up": (("--body=nap", "--work_us=4000", "--regions=10", "--gap_ms=0"),
+                {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "passive"}),
+    "team_down": (("--body=each", "--work_us=1", "--regions=2000", "--gap_ms=0"), {"OMP_NUM_THREADS": "2"}),
+    "nothing": (("--body=sleep", "--work_us=10000", "--regions=10", "--gap_ms=0"),
+                {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "passive"}),
+    "blocktime": (("--team=2", "--body=split", "--work_us=2000", "--regions=5", "--gap_ms=5"), {"OMP_NUM_THREADS": "2"}),
+}
+TEAM_UP = (*PROGRAMS["team_up"][0], "--seconds=90", "--say")
+TEAM_UP_ENV = PROGRAMS["team_up"][1]
 
 
 def case_team_up(a, tmp):
@@ -128,14 +150,14 @@ def case_team_up(a, tmp):
 
 
 def case_team_down(a, tmp):
-    program = child(a, "--body=each", "--work_us=1", "--regions=2000", "--gap_ms=0", "--seconds=90")
-    _, entry, _ = in_run(a, tmp, program, env_clean(OMP_NUM_THREADS="2"))
+    args, env = PROGRAMS["team_down"]
+    _, entry, _ = in_run(a, tmp, child(a, *args, "--seconds=90"), env_clean(**env))
     expect(entry, "change", "T1")
 
 
 def case_nothing(a, tmp):
-    program = child(a, "--body=sleep", "--work_us=10000", "--regions=10", "--gap_ms=0", "--seconds=90")
-    _, entry, _ = in_run(a, tmp, program, env_clean(OMP_NUM_THREADS="2", OMP_WAIT_POLICY="passive"))
+    args, env = PROGRAMS["nothing"]
+    _, entry, _ = in_run(a, tmp, child(a, *args, "--seconds=90"), env_clean(**env))
     expect(entry, "keep", "plain")
 
 
@@ -143,19 +165,30 @@ def case_blocktime(a, tmp):
     if not os.path.exists(a.libomp):
         print(f"SKIP: no LLVM runtime ({a.libomp})")
         sys.exit(77)
-    other = max(os.sched_getaffinity(0))
-    rival = subprocess.Popen(["taskset", "-c", str(other), "sh", "-c", "while :; do :; done"])
+    # The known answer's condition is one core taken by another process: the test takes it itself,
+    # unless something already does (scripts/soak.sh's busy rounds: a second rival made both cores
+    # contested, the blocks' times too noisy for 20 blocks a setting to clear a loss of time).
+    busy = busy_cores(0.5)
+    rival = None
+    if busy < 0.7:
+        other = max(os.sched_getaffinity(0))
+        rival = subprocess.Popen(["taskset", "-c", str(other), "sh", "-c", "while :; do :; done"])
+    print(f"{busy:.2f} cores busy before the run: " + ("a rival spinning on CPU %d" % other if rival else
+                                                       "that is the other process; no rival of the test's own"))
     try:
-        program = child(a, "--team=2", "--body=split", "--work_us=2000", "--regions=5", "--gap_ms=5",
-                        "--seconds=90")
-        text, entry, _ = in_run(a, tmp, program, env_clean(OMP_NUM_THREADS="2"), "--runtime", "llvm")
+        args, env = PROGRAMS["blocktime"]
+        text, entry, _ = in_run(a, tmp, child(a, *args, "--seconds=90"), env_clean(**env), "--runtime", "llvm")
     finally:
-        rival.kill()
-        rival.wait()
+        if rival:
+            rival.kill()
+            rival.wait()
     check("every region names its own team" in text, "the team was in-run though the program names it")
     check(entry["verdict"] == "change" and entry["setting"] in ("llvm-bt0", "llvm-bt1"),
           f"{entry['verdict']} {entry['setting']}, expected a change to blocktime 0 or 1")
-    check(entry["cpu_ratio"]["high"] <= 0.8, f"its CPU {entry['cpu_ratio']}: expected -20 % or better")
+    # The workers' spin through the gaps is the CPU blocktime 0 saves: -40 % or more with the other core
+    # taken by the rival alone, -23 % seen when a second process contests both cores (the spinners then
+    # get less CPU to spin with); a switch that changed nothing would sit at 0.
+    check(entry["cpu_ratio"]["high"] <= 0.9, f"its CPU {entry['cpu_ratio']}: expected -10 % or better")
 
 
 def case_gpu(a, tmp):

@@ -89,12 +89,27 @@ def check_samples(rows, stderr):
     return samples
 
 
-def check_spin(rows, stderr):
+def taken_ticks():
+    """Time the kernel counted as taken from every CPU's tasks (interrupts,
+    soft interrupts, and steal: the hypervisor running another guest on
+    this one's CPU), in USER_HZ ticks, from /proc/stat's first line."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return sum(int(x) for x in fields[6:9])  # irq, softirq, steal
+
+
+def check_spin(rows, stderr, taken_ms=0.0):
     # spin_child's spinner burns exactly 200 ms of its own CPU time (a CPU-time
     # fact, however loaded the machine); schedstat settles it when it exits.
+    # The exact mode's figure is its time on a CPU from the scheduler's
+    # events, which also holds what interrupts and the hypervisor took from
+    # it while it ran and its own clock leaves out (233.6 ms once, for a 240
+    # ms spin): the bound allows what /proc/stat counted as taken meanwhile
+    # (taken_ms, machine-wide; 0 on a host that hides its steal).
     cpu = cpu_by_name(rows)
-    print(f"CPU by thread name (ms): {cpu}")
-    check(199 <= cpu.get("spinner", 0) <= 205, f"spinner used {cpu.get('spinner')} ms, expected 200 (+ its exit)")
+    print(f"CPU by thread name (ms): {cpu}; taken by interrupts and steal meanwhile: {taken_ms:g} ms")
+    check(199 <= cpu.get("spinner", 0) <= 205 + taken_ms,
+          f"spinner used {cpu.get('spinner')} ms, expected 200 (+ its exit, + {taken_ms:g} ms taken)")
     check(cpu.get("idler", 0) < 5, f"idler used {cpu.get('idler')} ms, expected ~0 (it sleeps)")
     check_samples(rows, stderr)
     # A thread's row without CPU is written only when it was born, renamed or
@@ -125,11 +140,13 @@ def one_error_line(p, rc, start):
 
 def case_launch(a, tmp):
     out = os.path.join(tmp, "m.csv")
+    taken0 = taken_ticks()
     p = run([*monitor_cmd(a), "--out=" + out, "--", a.child, "--spin_ms=200", "--sleep_ms=100", "--exit=3"])
+    taken_ms = (taken_ticks() - taken0) * 1000.0 / os.sysconf("SC_CLK_TCK")
     check(p.returncode == 3, f"monitor returned {p.returncode}, expected the child's 3")
     check("ended (exit code 3) while recording" in p.stderr, "no exit note")
     rows = read_complete_csv(out)
-    check_spin(rows, p.stderr)
+    check_spin(rows, p.stderr, taken_ms)
     # The gate: the baseline is read before exec, so the rename is recorded.
     leader = {r["name"] for r in rows if r["tid"] == rows_tid(rows, "spin_child")}
     check(len(leader) >= 2, f"exec rename missing: the leader's names {leader}")
@@ -146,15 +163,17 @@ def case_attach(a, tmp):
         deadline = time.monotonic() + 5
         while (not os.path.exists(out) or os.path.getsize(out) == 0) and time.monotonic() < deadline:
             time.sleep(0.01)
+        taken0 = taken_ticks()
         child.send_signal(signal.SIGUSR1)
         _, err = mon.communicate(timeout=10)
+        taken_ms = (taken_ticks() - taken0) * 1000.0 / os.sysconf("SC_CLK_TCK")
         sys.stdout.write(err)
     finally:
         # The child stays a zombie until this wait(): the monitor had to notice anyway.
         child.wait()
     check(mon.returncode == 0, f"monitor returned {mon.returncode}")
     check(f"process {child.pid} exited while recording" in err, "no exit note")
-    check_spin(read_complete_csv(out), err)
+    check_spin(read_complete_csv(out), err, taken_ms)
 
 
 def case_sigint(a, tmp):

@@ -72,7 +72,7 @@ import time
 from dataclasses import dataclass
 
 from . import options
-from .tune_plan import RUNS_PER_SETTING_BUDGET, budgets, check_args, fresh_reserve, open_out
+from .tune_plan import BLOCKS_PER_SETTING_BUDGET, RUNS_PER_SETTING_BUDGET, budgets, check_args, fresh_reserve, open_out
 from ..analysis import confirmation, race as races, runlog, verdicts
 from ..engine import campaign, plans
 from ..engine import exec_inrun
@@ -92,7 +92,8 @@ def add_parser(sub):
     p = sub.add_parser("tune", help="your program under many thread settings: a verdict, with its evidence",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--budget", type=options.budget, help="runs in all, the confirmation's included (e.g. 120), or "
-                   f"a duration (e.g. 15m); default: {RUNS_PER_SETTING_BUDGET} runs a setting")
+                   f"a duration (e.g. 15m); default: {RUNS_PER_SETTING_BUDGET} runs a setting (--in-run: "
+                   f"{BLOCKS_PER_SETTING_BUDGET} blocks a setting)")
     p.add_argument("--repetitions", type=options.positive, help="a fixed design: this many runs a setting, no race")
     p.add_argument("--copies", type=options.copies, metavar="N|N,N,...|auto",
                    help="start N copies of the command together in every run and decide for the host: its "
@@ -496,7 +497,7 @@ def main_inrun(args):
                                                                 machine.physical_cores())
         ctl.set_settings([s for s in settings if s])
         ex.index = {p.base_key: i - 1 for i, p in enumerate(points)}
-        whole, race_budget, _ = budgets(args, points)
+        whole, race_budget, _ = budgets(args, points, BLOCKS_PER_SETTING_BUDGET)
         t = Tune(args, cmd, columns, points, rule, whole, results_file, runlog.RunLog(args.libomp, []), seed, work,
                  shared=ex, words=("block", "fresh blocks, not used to choose"))
         print(f"tune --in-run: {len(points)} settings in blocks: " + ", ".join(p.name for p in points)

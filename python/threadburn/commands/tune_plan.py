@@ -12,6 +12,10 @@ from ..lib.records import ResultsFile, Resumed
 from ..lib.usercmd import default_out
 
 RUNS_PER_SETTING_BUDGET = 10   # the default budget: this many runs a setting, on average
+# --in-run's default: blocks of ~0.5 s cost no process start, so twice the runs a setting. At 10 a
+# setting, a KEEP needed all 10 pairs within the margin (the sign test's interval at 10 pairs is their
+# extremes) and a change with a core busy left its fresh blocks 3 short (bench.threadburn.inrun_*).
+BLOCKS_PER_SETTING_BUDGET = 20
 # With a duration budget, the share of it the race may use; the rest is the confirmation's.
 RACE_SHARE_OF_TIME = 0.85
 
@@ -69,14 +73,14 @@ def fresh_reserve(points):
     return fresh_items(points) * confirmation.CONFIRM_MIN
 
 
-def budgets(args, points):
+def budgets(args, points, per_setting=RUNS_PER_SETTING_BUDGET):
     """(the whole budget, the race's part of it, whether fresh runs confirm
     a change): the fresh runs after the race need room for CONFIRM_MIN runs
     of each of their items (fresh_items); a budget too small for them leaves
     the claim to the race."""
     if args.repetitions:
         return None, None, args.confirm != "0"
-    whole = args.budget or campaign.Budget(runs=RUNS_PER_SETTING_BUDGET * len(points))
+    whole = args.budget or campaign.Budget(runs=per_setting * len(points))
     confirm = args.confirm != "0"
     if whole.runs is not None:
         if whole.runs < 2 * rules.MIN_RUNS:
