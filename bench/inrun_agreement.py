@@ -15,7 +15,7 @@ The known answers (tests/cpp/regions_child, tests/cpp/fake_cuda/device_training)
   team_down  regions of 1 us, OMP_NUM_THREADS=2: the fork costs more than the
              work                                                     -> CHANGE to T1
   nothing    one thread sleeps 10 ms, the others return, passive      -> KEEP
-  blocktime  LLVM, a team of 2 the program names, regions 5 ms apart, a
+  blocktime  LLVM, a team of 2 the program names, regions 10 ms apart, a
              process spinning on one core beside it: blocktime 0 or 1
              beats LLVM's 200 ms                                      -> CHANGE to llvm-bt0 / llvm-bt1
   gpu        the stand-in CUDA driver's simulated device, 20 ms steps each
@@ -192,7 +192,10 @@ def main():
                     if condition == "busy" and name in BUSY_PROCESS_STEPS:
                         proc_prog = [x for x in proc_prog if not x.startswith("--steps=")] + [BUSY_PROCESS_STEPS[name]]
                     rival = None
-                    if name == "blocktime":  # the known answer's own neighbour, on one core
+                    # The blocktime answer's condition is one core taken by another process: its own
+                    # neighbour, on one core; with a core kept busy that loop is the neighbour (as in
+                    # check_inrun.py: a second one contests both cores, beyond the known answer).
+                    if name == "blocktime" and not spinner:
                         other = max(os.sched_getaffinity(0))
                         rival = subprocess.Popen(["taskset", "-c", str(other), "sh", "-c", "while :; do :; done"])
                     try:

@@ -24,9 +24,12 @@ known by construction, decided within a minute of it.
               that was T2 8 % slower than T1, a true effect beyond the 5 %
               margin; at 10 ms it is 0-2 %, with a core busy too.)
   blocktime   LLVM's runtime, a team the program names itself (so only the
-              blocktime is in-run), a process spinning on the other core:
-              the workers' 200 ms blocktime spins through every gap, blocktime
-              0 (or 1) does not: CHANGE to llvm-bt0 or llvm-bt1, CPU -10 % or better
+              blocktime is in-run), one region of 4 ms of shared work, then
+              10 ms of sleep, a process spinning on the other core: the
+              workers' 200 ms blocktime spins through every gap, blocktime
+              0 (or 1) does not (5 regions back to back: blocktime 0 woke the
+              worker at each, a time cost that kept a busy tune in 10 from
+              clearing the margin): CHANGE to llvm-bt0 or llvm-bt1, CPU -10 % or better
   gpu         the stand-in GPU training (tests/cpp/fake_cuda/device_training.c):
               CHANGE to cuda-blocking_sync (the driver honours a live change of
               the context's flags), steady CPU -90 % or better
@@ -137,7 +140,8 @@ PROGRAMS = {
     "team_down": (("--body=each", "--work_us=1", "--regions=2000", "--gap_ms=0"), {"OMP_NUM_THREADS": "2"}),
     "nothing": (("--body=sleep", "--work_us=10000", "--regions=10", "--gap_ms=0"),
                 {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "passive"}),
-    "blocktime": (("--team=2", "--body=split", "--work_us=2000", "--regions=5", "--gap_ms=5"), {"OMP_NUM_THREADS": "2"}),
+    "blocktime": (("--team=2", "--body=split", "--work_us=4000", "--regions=1", "--gap_ms=10"),
+                  {"OMP_NUM_THREADS": "2"}),
 }
 TEAM_UP = (*PROGRAMS["team_up"][0], "--seconds=90", "--say")
 TEAM_UP_ENV = PROGRAMS["team_up"][1]
