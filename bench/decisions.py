@@ -35,7 +35,7 @@ takes `factor` times as long: an epoch of another kind, a data set's harder
 half), and carryover (`carryover`: the share of the last block's setting's
 effect that the settle time did not take out of this block, the two mixed
 in the logs). The rounds are cycles of blocks in a shuffled order, as the
-campaign makes them.
+campaign makes them, within `--in-run`'s default budget (20 blocks a setting).
 
 Per scenario: the share of cases that changed (to the right setting, or
 falsely: to a setting that does not beat the baseline by more than the
@@ -66,10 +66,10 @@ sys.path.insert(0, os.path.join(REPO, "python"))
 from threadburn.analysis import confirmation, race as races, runfigures, verdicts  # noqa: E402
 from threadburn.engine import campaign  # noqa: E402
 from threadburn.lib import records, rule as rules  # noqa: E402
+from threadburn.commands.tune_plan import BLOCKS_PER_SETTING_BUDGET, RUNS_PER_SETTING_BUDGET  # noqa: E402
 from threadburn.lib.records import Row  # noqa: E402
 
 BASE_MS = 1000.0
-RUNS_PER_SETTING = 10   # tune's default budget
 OTHER_LOAD = 0.03       # cores other processes use during an undisturbed run
 BIAS_MIN_CASES = 100    # confirmed cases a scenario needs before its bias is checked against the target
 
@@ -194,7 +194,7 @@ def run_case(sc, seed):
     truths = sc["truths"]
     rule = rules.Rule(objective=sc["objective"], margin=rules.MARGIN,
                       version=sc.get("rule_version", rules.RULE_VERSION))
-    budget = sc.get("runs_per_setting", RUNS_PER_SETTING) * len(truths)
+    budget = sc.get("runs_per_setting", RUNS_PER_SETTING_BUDGET) * len(truths)
     memory = Memory()
     if sc.get("design") == "in-run":
         ex = Blocks(rng, sc["noise"], sc.get("drift", 0.0), budget, sc.get("carryover", 0.0), sc.get("phase"))
@@ -483,7 +483,8 @@ def inrun_scenarios():
     cycles, so a trend, a phase change and carryover fall on every setting
     alike but for the cycle they straddle."""
     null = [Truth("plain", 1.0), Truth("s1", 1.0), Truth("s2", 1.0), Truth("slow", 1.25)]
-    base = {"design": "in-run", "objective": "balanced", "noise": INRUN_NOISE}
+    base = {"design": "in-run", "objective": "balanced", "noise": INRUN_NOISE,
+            "runs_per_setting": BLOCKS_PER_SETTING_BUDGET}
     right = ("right >= 80 %", ("right_at_least", 0.80))
     out = [dict(base, name="in-run null", truths=null, checks=[KEEP]),
            dict(base, name="in-run null, slow trend +20%", drift=TREND, truths=null),
