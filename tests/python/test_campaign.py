@@ -114,7 +114,7 @@ class Race(unittest.TestCase):
         found = 0
         for seed in range(self.TRIALS):
             verdict, chosen, candidate, claim, race_est, conf_est, runs = tune_case(self.DEFAULTS, seed)
-            self.assertLessEqual(runs, decisions.RUNS_PER_SETTING * len(self.DEFAULTS))
+            self.assertLessEqual(runs, decisions.RUNS_PER_SETTING_BUDGET * len(self.DEFAULTS))
             found += (verdict, chosen) == ("change", "W")
         self.assertGreaterEqual(found / self.TRIALS, 0.95)
 
