@@ -196,8 +196,7 @@ def main():
                     # neighbour, on one core; with a core kept busy that loop is the neighbour (as in
                     # check_inrun.py: a second one contests both cores, beyond the known answer).
                     if name == "blocktime" and not spinner:
-                        other = max(os.sched_getaffinity(0))
-                        rival = subprocess.Popen(["taskset", "-c", str(other), "sh", "-c", "while :; do :; done"])
+                        rival = check_inrun.start_rival()
                     try:
                         env = env_clean(extra)
                         for way, reps in (("in-run", a.inrun_reps), ("process", a.process_reps)):

@@ -123,6 +123,12 @@ def busy_cores(seconds):
     return len(os.sched_getaffinity(0)) * (1 - (i1 - i0) / max(1, t1 - t0))
 
 
+def start_rival():
+    """blocktime's neighbour: a process that never sleeps, pinned to the last CPU."""
+    other = max(os.sched_getaffinity(0))
+    return subprocess.Popen(["taskset", "-c", str(other), "sh", "-c", "while :; do :; done"])
+
+
 def child(a, *args):
     return [os.path.join(a.build_dir, "tests", "cpp", "regions_child"), *args]
 
@@ -173,11 +179,8 @@ def case_blocktime(a, tmp):
     # unless something already does (scripts/soak.sh's busy rounds: a second rival made both cores
     # contested, the blocks' times too noisy for 20 blocks a setting to clear a loss of time).
     busy = busy_cores(0.5)
-    rival = None
-    if busy < 0.7:
-        other = max(os.sched_getaffinity(0))
-        rival = subprocess.Popen(["taskset", "-c", str(other), "sh", "-c", "while :; do :; done"])
-    print(f"{busy:.2f} cores busy before the run: " + ("a rival spinning on CPU %d" % other if rival else
+    rival = start_rival() if busy < 0.7 else None
+    print(f"{busy:.2f} cores busy before the run: " + ("a rival spinning on the last CPU" if rival else
                                                        "that is the other process; no rival of the test's own"))
     try:
         args, env = PROGRAMS["blocktime"]

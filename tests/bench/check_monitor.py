@@ -89,13 +89,13 @@ def check_samples(rows, stderr):
     return samples
 
 
-def taken_ticks():
-    """Time the kernel counted as taken from every CPU's tasks (interrupts,
-    soft interrupts, and steal: the hypervisor running another guest on
-    this one's CPU), in USER_HZ ticks, from /proc/stat's first line."""
+def taken_ms():
+    """Time the kernel counted as taken from every CPU's tasks so far
+    (interrupts, soft interrupts, and steal: the hypervisor running another
+    guest on this one's CPU), in ms, from /proc/stat's first line."""
     with open("/proc/stat") as f:
         fields = f.readline().split()
-    return sum(int(x) for x in fields[6:9])  # irq, softirq, steal
+    return sum(int(x) for x in fields[6:9]) * 1000.0 / os.sysconf("SC_CLK_TCK")  # irq, softirq, steal
 
 
 def check_spin(rows, stderr, taken_ms=0.0):
@@ -140,13 +140,13 @@ def one_error_line(p, rc, start):
 
 def case_launch(a, tmp):
     out = os.path.join(tmp, "m.csv")
-    taken0 = taken_ticks()
+    taken0 = taken_ms()
     p = run([*monitor_cmd(a), "--out=" + out, "--", a.child, "--spin_ms=200", "--sleep_ms=100", "--exit=3"])
-    taken_ms = (taken_ticks() - taken0) * 1000.0 / os.sysconf("SC_CLK_TCK")
+    taken = taken_ms() - taken0
     check(p.returncode == 3, f"monitor returned {p.returncode}, expected the child's 3")
     check("ended (exit code 3) while recording" in p.stderr, "no exit note")
     rows = read_complete_csv(out)
-    check_spin(rows, p.stderr, taken_ms)
+    check_spin(rows, p.stderr, taken)
     # The gate: the baseline is read before exec, so the rename is recorded.
     leader = {r["name"] for r in rows if r["tid"] == rows_tid(rows, "spin_child")}
     check(len(leader) >= 2, f"exec rename missing: the leader's names {leader}")
@@ -163,17 +163,17 @@ def case_attach(a, tmp):
         deadline = time.monotonic() + 5
         while (not os.path.exists(out) or os.path.getsize(out) == 0) and time.monotonic() < deadline:
             time.sleep(0.01)
-        taken0 = taken_ticks()
+        taken0 = taken_ms()
         child.send_signal(signal.SIGUSR1)
         _, err = mon.communicate(timeout=10)
-        taken_ms = (taken_ticks() - taken0) * 1000.0 / os.sysconf("SC_CLK_TCK")
+        taken = taken_ms() - taken0
         sys.stdout.write(err)
     finally:
         # The child stays a zombie until this wait(): the monitor had to notice anyway.
         child.wait()
     check(mon.returncode == 0, f"monitor returned {mon.returncode}")
     check(f"process {child.pid} exited while recording" in err, "no exit note")
-    check_spin(read_complete_csv(out), err, taken_ms)
+    check_spin(read_complete_csv(out), err, taken)
 
 
 def case_sigint(a, tmp):
