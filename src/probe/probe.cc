@@ -518,12 +518,12 @@ void write_timeline(const std::vector<BurnSample>& samples, const std::vector<Th
 }
 
 void write_gaps(const std::vector<Gap>& gaps, const std::vector<GapBurn>& burns) {
-  std::string out = "start_ms,length_ms,omp_cpu_ms,others_cpu_ms,others_wait_ms,omp_tail_ms,boundary_ms,open,measured\n";
+  std::string out = "start_ms,length_ms,omp_cpu_ms,others_cpu_ms,others_wait_ms,omp_tail_ms,boundary_ms,tail_interval_ms,open,measured\n";
   for (size_t i = 0; i < gaps.size(); ++i) {
     char line[200];
-    std::snprintf(line, sizeof line, "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d\n", ns_to_ms(gaps[i].start_ns - g_state->start_ns),
+    std::snprintf(line, sizeof line, "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d\n", ns_to_ms(gaps[i].start_ns - g_state->start_ns),
                   burns[i].length_ms, burns[i].omp_cpu_ms, burns[i].others_cpu_ms, burns[i].others_wait_ms, burns[i].omp_tail_ms,
-                  burns[i].boundary_ms,
+                  burns[i].boundary_ms, burns[i].tail_interval_ms,
                   gaps[i].open ? 1 : 0, burns[i].measured ? 1 : 0);
     out += line;
   }

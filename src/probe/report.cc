@@ -112,6 +112,11 @@ GapBurn gap_burn(const std::vector<BurnSample>& samples, const Gap& gap) {
   std::vector<BurnPoint> points = burn_rates(window, gap.start_ns);
   for (auto& p : points) p.others_cores = p.cores[static_cast<size_t>(omp)];
   g.omp_tail_ms = tail_ms(points);
+  for (size_t i = 0; i < points.size() && g.omp_tail_ms > 0; ++i) {
+    if (points[i].t_ms != g.omp_tail_ms) continue;
+    // The first point's interval began before the gap: from the gap's start.
+    g.tail_interval_ms = i == 0 ? points[i].t_ms : points[i].t_ms - points[i - 1].t_ms;
+  }
   for (size_t i = 1; i < samples.size(); ++i) {
     if (samples[i - 1].t_ns <= gap.start_ns && samples[i].t_ns > gap.start_ns) {
       g.boundary_ms = ns_to_ms(samples[i].t_ns - samples[i - 1].t_ns);

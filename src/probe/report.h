@@ -81,6 +81,11 @@ struct GapBurn {
   // the region before and the gap by time: how uncertain the burn is (CPU of
   // at most this long) and where the tail can end at the earliest.
   double boundary_ms = 0;
+  // The sampling interval the tail ended in (the last burning one): the burn
+  // stopped somewhere inside it, so the tail is known to within this long.
+  // Not always 1 ms: the sampler's period grows where sampling fast would
+  // cost more than its share of a core (docs/probe.md, "Costs").
+  double tail_interval_ms = 0;
   bool measured = false;     // false when the samples no longer cover it
 };
 

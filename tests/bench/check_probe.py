@@ -67,7 +67,8 @@ def probed(a, tmp, cmd, env, llvm=None):
     print("counters: " + ", ".join(f"{k}={v:.4g}" if v is not None else f"{k}=null" for k, v in c.items()))
     for g in gaps:
         print(f"gap at {g['start_ms']:.1f} ms: {g['length_ms']:.1f} ms long, omp cpu {g['omp_cpu_ms']:.2f} + "
-              f"wait {g['others_wait_ms']:.2f}, tail {g['omp_tail_ms']:.2f} (boundary {g['boundary_ms']:.2f})")
+              f"wait {g['others_wait_ms']:.2f}, tail {g['omp_tail_ms']:.2f} (boundary {g['boundary_ms']:.2f}, "
+              f"tail's interval {g['tail_interval_ms']:.2f})")
     closed = [g for g in gaps if g["open"] == 0 and g["measured"] == 1]
     return c, closed
 
@@ -78,8 +79,11 @@ def child_cmd(a, steps=STEPS):
 
 # The CPU of the sampling interval around a gap's start is split between the
 # region before and the gap by time (boundary_ms long): the burn is known to
-# within that much CPU per worker, and the tail to within one interval.
-# Intervals are 1 ms while a burn is followed, so a few ms of slack.
+# within that much CPU per worker. The tail is the end of the last interval
+# that burned: the burn stopped inside it, so the tail is known to within that
+# interval (tail_interval_ms). Not always 1 ms: the probe's sampler stretches
+# its period where sampling fast costs more than its share of a core (8-10 ms
+# on the development VM: a tail of 38.7 ms for 30.6 ms of spin, seen).
 # A worker that spins b ms of wall time is on a CPU or waiting for one all
 # that time: in every gap CPU + wait >= b, and the burn ends no earlier than
 # b less the wait, however busy the machine. Not CPU + wait <= b: the gap's
@@ -102,8 +106,9 @@ def check_blocktime(gaps, b, what):
     check(mid["omp_cpu_ms"] <= b + slack(mid), f"{what}: the median gap shows {mid['omp_cpu_ms']:.2f} ms of the "
           f"workers' CPU, expected <= {b} + {slack(mid):.2f}")
     mid = sorted(gaps, key=lambda g: g["omp_tail_ms"])[len(gaps) // 2]
-    check(mid["omp_tail_ms"] <= b + 2 + mid["boundary_ms"],
-          f"{what}: the median gap's burn ended {mid['omp_tail_ms']:.2f} ms into it, expected {b}")
+    check(mid["omp_tail_ms"] <= b + 2 + mid["tail_interval_ms"],
+          f"{what}: the median gap's burn ended {mid['omp_tail_ms']:.2f} ms into it (known to "
+          f"{mid['tail_interval_ms']:.2f} ms), expected {b}")
 
 
 # "Burning" is the project's own rule (src/core/burn.h): more than

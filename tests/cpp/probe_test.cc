@@ -69,6 +69,22 @@ TEST(GapBurn, ProratesTheEdgesAndPlacesTheTail) {
   EXPECT_NEAR(g.others_wait_ms, 3.75, 1e-9);
   EXPECT_NEAR(g.omp_tail_ms, 1.5, 1e-9);
   EXPECT_NEAR(g.boundary_ms, 1.0, 1e-9);
+  EXPECT_NEAR(g.tail_interval_ms, 1.0, 1e-9);
+}
+
+TEST(GapBurn, ATailInALongIntervalIsKnownToThatInterval) {
+  // Sampled every 1 ms until 3 ms, then every 10 ms (the sampler's period
+  // grown by its budget): the team burns one core until 5 ms. The gap starts
+  // at 0: the interval (3, 13] holds 2 ms of burn (0.2 cores, above the
+  // threshold), so the tail is placed at its end, 13 ms, 8 ms after the burn
+  // ended, and the record says the interval was 10 ms long.
+  const std::vector<BurnSample> s = {sample(0, 0, 0), sample(1, 1000, 0), sample(2, 2000, 0), sample(3, 3000, 0),
+                                     sample(13, 5000, 0), sample(23, 5000, 0)};
+  const GapBurn g = gap_burn(s, Gap{0, 23 * kMs, false});
+  ASSERT_TRUE(g.measured);
+  EXPECT_NEAR(g.omp_tail_ms, 13.0, 1e-9);
+  EXPECT_NEAR(g.tail_interval_ms, 10.0, 1e-9);
+  EXPECT_NEAR(g.omp_cpu_ms, 5.0, 1e-9);
 }
 
 TEST(GapBurn, AQuietGapHasNoTail) {
@@ -76,6 +92,7 @@ TEST(GapBurn, AQuietGapHasNoTail) {
   ASSERT_TRUE(g.measured);
   EXPECT_EQ(g.omp_cpu_ms, 0.0);
   EXPECT_EQ(g.omp_tail_ms, 0.0);
+  EXPECT_EQ(g.tail_interval_ms, 0.0);
 }
 
 TEST(GapBurn, AGapTheSamplesNoLongerCoverIsNotMeasured) {
