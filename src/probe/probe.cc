@@ -111,7 +111,7 @@ void mark(Boundary* b, int64_t t_ns) {
   int64_t none = 0;
   if (!b->t_ns.compare_exchange_strong(none, t_ns, std::memory_order_acq_rel)) return;
   State& s = *g_state;
-  const ClassTotals cpu = s.sampler->sample_now();
+  const ClassTotals cpu = s.sampler->sample_now(true);  // the waits too: the steady phase's run-queue wait
   const int64_t children = s.children->total_ns();
   {
     std::lock_guard<std::mutex> lock(s.mu);
@@ -295,6 +295,7 @@ void phase_values(const Figures& f, std::map<std::string, double>* out) {
       phased ? ns_to_ms(f.totals.all_but_sampler_cpu_ns() - p.cpu.all_but_sampler_cpu_ns() + children) : none;
   (*out)["steady_cpu_main_ms"] = steady_main;
   (*out)["steady_main_core_share"] = phased && steady_ms > 0 ? steady_main / steady_ms : none;
+  (*out)["steady_wait_main_ms"] = phased ? ns_to_ms(f.wait[main] - p.cpu.wait_ns[main]) : none;
   (*out)["steady_children_cpu_ms"] = phased ? ns_to_ms(children) : none;
   (*out)["steady_gpu_busy_share"] = phased ? gpu::totals(f.steady_gpus).busy_share : none;
   std::vector<cuda::ThreadCalls> main_calls;

@@ -177,6 +177,7 @@ const CounterTable& counters() {
       {"steady_cpu_ms", "ms", "CPU of every thread (the sampler excluded) and of the forked children during the steady phase"},
       {"steady_cpu_main_ms", "ms", "the main thread's CPU during the steady phase"},
       {"steady_main_core_share", "1", "steady_cpu_main_ms / steady_ms: the share of a core the main thread used in the steady phase"},
+      {"steady_wait_main_ms", "ms", "the main thread's run-queue wait during the steady phase: ready to run, no CPU for it (other threads or processes held the cores)"},
       {"steady_children_cpu_ms", "ms", "the forked children's CPU (DataLoader workers) during the steady phase"},
       {"steady_gpu_busy_share", "1", "gpu_busy_share over the steady phase alone; empty when no GPU was sampled then"},
       // The CUDA driver's calls (src/cuda/driver_calls.h): every thread, then the main thread's own.

@@ -30,7 +30,9 @@ construction: --startup-ms of CPU before its first launch, then steps of
                  more, and a steady phase without it
   run_advice     `threadburn run` on the three kinds: sync-bound with the
                  saving, host-bound (many tiny launches), loader-bound
-                 (workers busy, main idle); no other advice
+                 (workers busy, main idle); no other advice; and host-bound
+                 again with the launching thread sharing its one CPU with a
+                 process that never sleeps, its wait for a core named
   tune           `threadburn tune` of the sync-bound training (1 s of startup,
                  0.6 s of steps): CHANGE to cuda-blocking_sync, its steady
                  phase's CPU -90 % or more, its time within the margin, in
@@ -170,9 +172,9 @@ def case_cpu_startup(a, tmp):
     check(abs(c["startup_ms"] + c["steady_ms"] - c["wall_ms"]) <= 1.0, "startup + steady is not the run")
 
 
-def threadburn_run(a, tmp, args, extra=None):
+def threadburn_run(a, tmp, args, extra=None, wrap=()):
     out = tempfile.mkdtemp(dir=tmp)
-    cmd = [os.path.join(a.repo, "bin", "threadburn"), "run", "--build-dir", a.build_dir, "--exact", "off",
+    cmd = [*wrap, os.path.join(a.repo, "bin", "threadburn"), "run", "--build-dir", a.build_dir, "--exact", "off",
            "--no-plot", "--out", out, "--force", "--", *training(a, *args)]
     env = environment(a, dict(extra or {}, THREADBURN_RUNS=os.path.join(tmp, "runs")))
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
@@ -199,6 +201,25 @@ def case_run_advice(a, tmp):
     out = threadburn_run(a, tmp, ["--kind=launch", "--startup-ms=200", "--steps=40", "--kernels=400"],
                          {"FAKE_CUDA_LAUNCH_US": "20"})
     check(advice_kinds(out) == ["host-bound"], f"advice {advice_kinds(out)} on the launch-bound training")
+    # The same training with its main thread starved: it (with the whole run) and a process that never sleeps
+    # share one CPU, so it runs about half of a core and waits for one the other half (0.49 and 50.7 % here).
+    # Still host-bound (it wants a core all the time: CPU + wait = the steady phase), the line naming the
+    # wait; on its CPU alone it read as nothing.
+    cpu = str(max(os.sched_getaffinity(0)))
+    rival = subprocess.Popen(["taskset", "-c", cpu, "sh", "-c", "while :; do :; done"])
+    try:
+        out = threadburn_run(a, tmp, ["--kind=launch", "--startup-ms=200", "--steps=40", "--kernels=400"],
+                             {"FAKE_CUDA_LAUNCH_US": "20"}, wrap=("taskset", "-c", cpu))
+    finally:
+        rival.kill()
+        rival.wait()
+    steady = re.search(r"main thread ([0-9.]+) of a core.*; the main thread waited for a core ([0-9.]+)% of it", out)
+    check(steady is not None, "no steady phase line with the main thread's wait for a core")
+    ran, waited = float(steady.group(1)), float(steady.group(2)) / 100
+    check(ran + waited >= 0.9 and waited >= 0.2, f"the starved main thread ran {ran} of a core and waited for one "
+          f"{waited:.0%} of the steady phase: expected about half each, together the whole phase (>= 0.9)")
+    check(advice_kinds(out) == ["host-bound"], f"advice {advice_kinds(out)} on the starved launch-bound training")
+    check("and waited for a core" in out, "the starved training's advice does not name its wait for a core")
     out = threadburn_run(a, tmp, ["--kind=loader", "--startup-ms=200", "--steps=40", "--workers=2", "--batch-ms=40"])
     check(advice_kinds(out) == ["loader-bound"], f"advice {advice_kinds(out)} on the loader-bound training")
 

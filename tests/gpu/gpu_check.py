@@ -372,10 +372,11 @@ def kind_waits(rows, a):
         print("  (run's advice: " + line[:300] + ")")
     c = {k: number(r.get(k)) for k in ("main_sync_wait_ms", "main_sync_cpu_ms", "main_syncs", "steady_ms",
                                         "startup_ms", "wait_main_ms", "steady_gpu_busy_share", "launches",
-                                        "launch_ms", "steady_main_core_share")}
+                                        "launch_ms", "steady_main_core_share", "steady_wait_main_ms")}
     if a.what == "launch":
         figures = (f"advice {', '.join(kinds) or 'none'}; steady phase {fmt(c['steady_ms'])} ms, GPU busy "
-                   f"{fmt(c['steady_gpu_busy_share'])}, main thread {fmt(c['steady_main_core_share'])} of a core, "
+                   f"{fmt(c['steady_gpu_busy_share'])}, main thread {fmt(c['steady_main_core_share'])} of a core (waited "
+                   f"{fmt(c['steady_wait_main_ms'])} ms for one), "
                    f"{fmt(c['launches'])} launches ({fmt(c['launch_ms'])} ms inside them), waits "
                    f"{fmt(c['main_sync_wait_ms'])} ms")
         rows.add(f"{what}: advice", figures, "exactly host-bound", kinds == ["host-bound"])

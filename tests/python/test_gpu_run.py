@@ -164,25 +164,49 @@ class GpuReport(unittest.TestCase):
 
     def test_thresholds(self):
         # Each at and beside its edge (analysis/advice.py): SYNC_SHARE 0.2 and SPIN_SHARE 0.5 (at least),
-        # NEAR_A_CORE 0.8 (at least), GPU_LOW 0.5 (below), IDLE_SHARE 0.3 (at least).
+        # NEAR_A_CORE 0.8 (at least), GPU_LOW 0.5 (below), IDLE_SHARE 0.3 (at least), STARVED_SHARE 0.1 (at least).
         self.assertEqual(advice("sync_spin", main_sync_wait_ms=4000.0, main_sync_cpu_ms=2000.0), ["sync-bound"])
         self.assertEqual(advice("sync_spin", main_sync_wait_ms=3999.0, main_sync_cpu_ms=2000.0), [])
         self.assertIn("which spins", text("sync_spin", main_sync_wait_ms=4000.0, main_sync_cpu_ms=2000.0))
         self.assertIn("its waits sleeping", text("sync_spin", main_sync_wait_ms=4000.0, main_sync_cpu_ms=1999.0))
         # host-bound: the main thread's CPU outside its waits, not its CPU
-        self.assertEqual(advice("host_bound", steady_cpu_main_ms=8290.0), ["host-bound"])
-        self.assertEqual(advice("host_bound", steady_cpu_main_ms=8289.0), [])
+        self.assertEqual(advice("host_bound", steady_cpu_main_ms=8290.0, steady_wait_main_ms=0.0), ["host-bound"])
+        self.assertEqual(advice("host_bound", steady_cpu_main_ms=8289.0, steady_wait_main_ms=0.0), [])
         self.assertEqual(advice("host_bound", steady_gpu_busy_share=0.49), ["host-bound"])
         self.assertEqual(advice("host_bound", steady_gpu_busy_share=0.5), [])
         # whole-run figures move nothing
         self.assertEqual(advice("host_bound", gpu_busy_share=0.9, main_core_share=0.1), ["host-bound"])
         self.assertEqual(advice("loader_bound", steady_children_cpu_ms=4 * 0.8 * 10000.0), ["loader-bound"])
         self.assertEqual(advice("loader_bound", steady_children_cpu_ms=4 * 0.79 * 10000.0), [])
-        # idle = 1 - 500/10000 - (400 - 380)/10000 = 0.948; at 0.3 with the main thread at 0.698 of a core
-        self.assertEqual(advice("loader_bound", steady_cpu_main_ms=6980.0), ["loader-bound"])
-        self.assertEqual(advice("loader_bound", steady_cpu_main_ms=6981.0), [])
+        # idle = 1 - 500/10000 - (400 - 380 + 15)/10000 = 0.9465 (the waits' time off the CPU and 15 ms of
+        # run-queue wait); at 0.3 with the main thread at 0.6965 of a core
+        self.assertEqual(advice("loader_bound", steady_cpu_main_ms=6965.0), ["loader-bound"])
+        self.assertEqual(advice("loader_bound", steady_cpu_main_ms=6966.0), [])
+        # host-bound counts the main thread's wait for a core as its demand: at 6000 ms of CPU (0.571 of a core
+        # outside its 290 ms of waits) it is host-bound from 2290 ms of run-queue wait (0.571 + 0.229 = 0.8)
+        self.assertEqual(advice("host_bound", steady_cpu_main_ms=6000.0, steady_wait_main_ms=2290.0), ["host-bound"])
+        self.assertEqual(advice("host_bound", steady_cpu_main_ms=6000.0, steady_wait_main_ms=2289.0), [])
+        # ... and names the starvation from STARVED_SHARE 0.1 (at least) of the steady phase
+        self.assertIn("and waited for a core 10% of the steady phase", text("host_bound", steady_wait_main_ms=1000.0))
+        self.assertNotIn("and waited for a core", text("host_bound", steady_wait_main_ms=999.0))
+        # a main thread waiting for a core is not idle: loader-bound's idle share leaves it out
+        # (1 - 0.05 - 0.002 - 6480/10000 = 0.3)
+        self.assertEqual(advice("loader_bound", steady_wait_main_ms=6480.0), ["loader-bound"])
+        self.assertEqual(advice("loader_bound", steady_wait_main_ms=6481.0), [])
         # no steady phase: no advice at all
         self.assertEqual(advice("item_sync", steady_ms=None), [])
+
+    def test_a_starved_main_thread_is_host_bound(self):
+        # The launching thread ran 0.5 of a core and waited for one 0.45 of the steady phase (a busy neighbour
+        # on its core), the GPU busy 30 %: on its CPU alone it looked like neither host- nor loader-bound.
+        self.assertEqual(advice("host_bound", steady_cpu_main_ms=5290.0, steady_wait_main_ms=0.0), [])
+        out = text("host_bound", steady_cpu_main_ms=5290.0, steady_wait_main_ms=4500.0)
+        self.assertEqual(advice("host_bound", steady_cpu_main_ms=5290.0, steady_wait_main_ms=4500.0), ["host-bound"])
+        self.assertIn("host-bound: the main thread worked 0.50 of a core outside its waits on the device and waited "
+                      "for a core 45% of the steady phase (4.5 s: other threads or processes held the cores) while the "
+                      "GPU was busy 30% of it", out)
+        self.assertIn("Give it one first: fewer threads beside it", out)
+        self.assertIn("main thread 0.53 of a core, GPU busy 30%; the main thread waited for a core 45.0% of it", out)
 
 
 class Columns(unittest.TestCase):

@@ -13,7 +13,9 @@ CUDA driver's waits can (src/cuda/driver_calls.h).
                   steady phase; under a policy that spins, the CPU it burns
                   there is what blocking_sync saves
     host-bound    the GPU idles most of the steady phase while the main
-                  thread works, outside its waits, near a core
+                  thread works, outside its waits, near a core, or would
+                  have but for the time it waited for a core (a main thread
+                  starved by other threads or processes)
     loader-bound  the main thread sits idle outside its waits while the
                   worker processes run near a core each
 
@@ -32,9 +34,12 @@ NEAR_A_CORE = 0.8
 # The GPU "idles" below this busy share (NVML's: the share of its sample
 # periods a kernel ran in).
 GPU_LOW = 0.5
-# The main thread "sits idle" (off the CPU, outside its waits on the device)
-# at least this share of the steady phase.
+# The main thread "sits idle" (off the CPU, outside its waits on the device,
+# and not waiting for a core) at least this share of the steady phase.
 IDLE_SHARE = 0.3
+# A main thread "starved" waited for a core (ready to run, none free) at
+# least this share of the steady phase: the host-bound line names the cause.
+STARVED_SHARE = 0.1
 # The variable of the CUDA host wait policy (lib/paths.py's CUDA_SYNC).
 CUDA_SYNC = "THREADBURN_CUDA_SYNC"
 
@@ -63,6 +68,7 @@ class Steady:
     wait_cpu_ms: float       # every thread's CPU inside the waits
     launches: int
     launch_ms: float
+    main_runq_ms: float = 0.0  # the main thread's run-queue wait (0 in files from before it was counted)
 
     @property
     def main_share(self):
@@ -78,9 +84,20 @@ class Steady:
         return (self.main_cpu_ms - self.main_wait_cpu_ms) / self.ms
 
     @property
+    def main_demand(self):
+        """Cores the main thread used, or wanted and waited for, outside its waits on the device."""
+        return (self.main_cpu_ms - self.main_wait_cpu_ms + self.main_runq_ms) / self.ms
+
+    @property
+    def main_runq_share(self):
+        """The share of the phase the main thread was ready to run and had no core."""
+        return self.main_runq_ms / self.ms
+
+    @property
     def main_idle_share(self):
-        """The share of the phase the main thread was off the CPU outside its waits."""
-        return max(0.0, 1.0 - self.main_share - (self.main_wait_ms - self.main_wait_cpu_ms) / self.ms)
+        """The share of the phase the main thread was off the CPU outside its waits, not for want of a core."""
+        off = self.main_wait_ms - self.main_wait_cpu_ms + self.main_runq_ms
+        return max(0.0, (self.ms - self.main_cpu_ms - off) / self.ms)
 
 
 def steady_of(counters):
@@ -94,7 +111,8 @@ def steady_of(counters):
                   children_ms=get("steady_children_cpu_ms"), workers=int(get("child_processes")),
                   gpu_busy=figure(counters, "steady_gpu_busy_share"), main_wait_ms=get("main_sync_wait_ms"),
                   main_wait_cpu_ms=get("main_sync_cpu_ms"), waits=int(get("main_syncs")),
-                  wait_cpu_ms=get("sync_cpu_ms"), launches=int(get("launches")), launch_ms=get("launch_ms"))
+                  wait_cpu_ms=get("sync_cpu_ms"), launches=int(get("launches")), launch_ms=get("launch_ms"),
+                  main_runq_ms=get("steady_wait_main_ms"))
 
 
 def _s(ms):
@@ -118,11 +136,18 @@ def sync_bound(p, policy):
 
 
 def host_bound(p):
-    if p.gpu_busy is None or p.gpu_busy >= GPU_LOW or p.main_outside_waits < NEAR_A_CORE:
+    if p.gpu_busy is None or p.gpu_busy >= GPU_LOW or p.main_demand < NEAR_A_CORE:
         return None
     launches = f" ({p.launches} launches, {_s(p.launch_ms)} inside them)" if p.launches else ""
-    return (f"host-bound: the main thread worked {p.main_outside_waits:.2f} of a core outside its waits on the "
-            f"device while the GPU was busy {p.gpu_busy:.0%} of the steady phase: the GPU waits for the thread "
+    head = (f"host-bound: the main thread worked {p.main_outside_waits:.2f} of a core outside its waits on the "
+            f"device")
+    if p.main_runq_share >= STARVED_SHARE:
+        return (f"{head} and waited for a core {p.main_runq_share:.0%} of the steady phase ({_s(p.main_runq_ms)}: "
+                f"other threads or processes held the cores) while the GPU was busy {p.gpu_busy:.0%} of it: the GPU "
+                f"waits for the thread that launches its work{launches}, and that thread for a CPU. Give it one "
+                "first: fewer threads beside it (OMP_NUM_THREADS, loader workers, other processes on its cores); "
+                "then less host work per sample; a wait policy cannot help.")
+    return (f"{head} while the GPU was busy {p.gpu_busy:.0%} of the steady phase: the GPU waits for the thread "
             f"that launches its work{launches}. Less host work per sample (a larger batch, fewer small kernels, "
             "CUDA graphs, data kept on the GPU) helps it; a wait policy cannot.")
 

@@ -33,7 +33,6 @@ threads caused in other processes (docs/monitor.md). The probe reports each
 class's wait in any case (from schedstat).
 """
 import argparse
-import math
 import os
 import shutil
 import sys
@@ -113,8 +112,11 @@ def phase_lines(report):
         return ["  phases: no device work and no OpenMP region, so no steady phase: the figures below are the "
                 "whole run's"]
     busy = f", GPU busy {p.gpu_busy:.0%}" if p.gpu_busy is not None else ""
+    # Its wait for a core (steady_wait_main_ms; absent in files from before it was counted).
+    starved = (f"; the main thread waited for a core {p.main_runq_share:.1%} of it"
+               if figure(c, "steady_wait_main_ms") is not None else "")
     lines = [f"  steady phase: {fmt.number(p.ms / 1000)} s: CPU {fmt.ms(p.cpu_ms)} ({p.cpu_ms / p.ms:.2f} cores), "
-             f"main thread {p.main_share:.2f} of a core{busy}"]
+             f"main thread {p.main_share:.2f} of a core{busy}{starved}"]
     if figure(c, "syncs") or figure(c, "launches"):
         lines.append(f"  waits on the device: the main thread {fmt.ms(p.main_wait_ms)} in {p.waits} waits "
                      f"({p.wait_share:.0%} of the steady phase) with {fmt.ms(p.main_wait_cpu_ms)} of CPU inside them; "
