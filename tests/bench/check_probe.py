@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 
+from check_monitor import taken_ms
+
 STEPS, REGIONS, GAP_MS = 6, 20, 150
 
 
@@ -48,9 +50,14 @@ def probed(a, tmp, cmd, env, llvm=None):
     preload = [a.probe] + ([a.libomp] if llvm else [])
     full = dict(os.environ, LD_PRELOAD=" ".join(preload), THREADBURN_PROBE_DIR=out, **env)
     print("$ " + " ".join(f"{k}={v}" for k, v in env.items()) + " " + " ".join(cmd))
-    t0 = time.monotonic()
+    t0, taken0 = time.monotonic(), taken_ms()
     p = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=300)
     probed.life_ms = (time.monotonic() - t0) * 1000  # the process's whole life, at least
+    # Time the kernel counted as taken from the CPUs' tasks meanwhile (interrupts, the hypervisor's steal),
+    # machine-wide: neither a thread's CPU clock nor its run-queue wait holds it.
+    probed.taken_ms = taken_ms() - taken0
+    print(f"the run: {probed.life_ms:.0f} ms; taken from the CPUs meanwhile (irq, softirq, steal): "
+          f"{probed.taken_ms:.0f} ms")
     sys.stdout.write(p.stdout + p.stderr)
     check(p.returncode == 0, f"{cmd[0]} exited {p.returncode}")
     probed.stdout, probed.stderr = p.stdout, p.stderr
@@ -86,20 +93,25 @@ def child_cmd(a, steps=STEPS):
 # on the development VM: a tail of 38.7 ms for 30.6 ms of spin, seen).
 # A worker that spins b ms of wall time is on a CPU or waiting for one all
 # that time: in every gap CPU + wait >= b, and the burn ends no earlier than
-# b less the wait, however busy the machine. Not CPU + wait <= b: the gap's
+# b less the wait, however busy the machine; less, in CPU + wait, what the
+# kernel counted as taken from the CPUs meanwhile (interrupts, a hypervisor
+# running another guest: steal), which neither a thread's CPU clock nor its
+# run-queue wait holds (seen on the development VM with a core busy: 12.4 ms
+# of CPU and 1.1 ms of wait in a 33 ms spin, 5 runs in 20 for a while, then
+# none in 10). Not CPU + wait <= b: the gap's
 # wait also holds other threads' waits and the worker's wait for a core when
 # the next region wakes it (a few ms with one core busy). The spin itself
 # cannot outlast b by more than the slack, but with a core busy LLVM's
 # runtime now and then overshoots its own blocktime (seen: one gap in about
 # 180 spun 40 ms for b = 30, its tail as long), so the upper bounds hold for
 # the median gap, not for each.
-def check_blocktime(gaps, b, what):
+def check_blocktime(gaps, b, what, taken=0.0):
     check(gaps, f"{what}: no gap to check")
     slack = lambda g: 0.03 * b + g["boundary_ms"] + 1.0
     for g in gaps:
         spun = g["omp_cpu_ms"] + g["others_wait_ms"]
-        check(spun >= b - slack(g), f"{what}: a gap shows {spun:.2f} ms of spin (cpu + wait), "
-              f"expected >= {b} - {slack(g):.2f}")
+        check(spun >= b - slack(g) - taken, f"{what}: a gap shows {spun:.2f} ms of spin (cpu + wait), "
+              f"expected >= {b} - {slack(g):.2f} - {taken:.0f} taken from the CPUs")
         check(g["omp_tail_ms"] >= b - g["others_wait_ms"] - 2 - g["boundary_ms"],
               f"{what}: the burn ended {g['omp_tail_ms']:.2f} ms into a gap, expected {b} (less the wait)")
     mid = sorted(gaps, key=lambda g: g["omp_cpu_ms"])[len(gaps) // 2]
@@ -137,7 +149,7 @@ def case_llvm(a, tmp):
     check(c["regions"] == STEPS * REGIONS, f"{c['regions']} regions, expected {STEPS * REGIONS}")
     check(c["max_team"] == 2 and c["threads_omp"] == 1, "expected a team of 2: main + one worker")
     check(len(gaps) == STEPS - 1, f"{len(gaps)} closed gaps, expected {STEPS - 1}")
-    check_blocktime(gaps, 30, "LLVM KMP_BLOCKTIME=30")
+    check_blocktime(gaps, 30, "LLVM KMP_BLOCKTIME=30", probed.taken_ms)
     # The burn between regions is the workers' spin in the gaps, plus their
     # short spins between back-to-back regions.
     check(c["omp_between_regions_ms"] >= sum(g["omp_cpu_ms"] for g in gaps) - 1, "burn between regions < the gaps' burn")
@@ -170,7 +182,7 @@ def case_python(a, tmp):
     check(c["regions"] > 0 and c["max_team"] == 2, "no 2-thread region in the training")
     sleeps = [g for g in gaps if g["length_ms"] >= 250]
     check(len(sleeps) >= 5, f"{len(sleeps)} gaps of a sleep, expected >= 5 (2 per step)")
-    check_blocktime(sleeps, 50, "python, LLVM KMP_BLOCKTIME=50")
+    check_blocktime(sleeps, 50, "python, LLVM KMP_BLOCKTIME=50", probed.taken_ms)
     c, gaps = probed(a, tmp + "/p", cmd, {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "passive"})
     check_no_burn([g for g in gaps if g["length_ms"] >= 250], "passive workers, python")
 
@@ -312,7 +324,8 @@ def case_wait(a, tmp):
     known CPU time pinned to one CPU beside a thread that never stops
     spinning there; all that time it is either on the CPU or waiting for it,
     so its wait is the spin's wall time less its CPU (less any time the CPU
-    lost to interrupts or the hypervisor, which neither clock counts: 5 %),
+    lost to interrupts or the hypervisor, which neither clock counts: 5 %,
+    or what /proc/stat counted as taken meanwhile where that is more),
     plus at most the process's life outside the spin: its wait counts from
     its birth (exec and the loader, before the probe's constructor, beside
     the rival too), so the run's own wall time (from the probe's load) is
@@ -332,8 +345,10 @@ def case_wait(a, tmp):
           f"waiting; the probe: wait_main_ms {c['wait_main_ms']:.1f}, wait_ms {c['wait_ms']:.1f} "
           f"({outside:.1f} ms of the process's life outside the spin)")
     check(waited > 50, f"the rival did not share the CPU ({waited:.1f} ms of wait)")
-    check(waited - 0.05 * wall_ns / 1e6 <= c["wait_main_ms"] <= waited + outside,
-          f"wait_main_ms {c['wait_main_ms']:.1f}, expected {waited:.1f} (- 5 % of the spin, + {outside:.1f})")
+    lost = max(0.05 * wall_ns / 1e6, probed.taken_ms)
+    check(waited - lost <= c["wait_main_ms"] <= waited + outside,
+          f"wait_main_ms {c['wait_main_ms']:.1f}, expected {waited:.1f} (- {lost:.1f}: 5 % of the spin or what was "
+          f"taken from the CPUs, + {outside:.1f})")
     check(c["wait_ms"] >= c["wait_main_ms"] and c["wait_omp_ms"] == 0, "the classes do not add up")
 
 
