@@ -89,7 +89,7 @@ def child_cmd(a, steps=STEPS):
 # within that much CPU per worker. The tail is the end of the last interval
 # that burned: the burn stopped inside it, so the tail is known to within that
 # interval (tail_interval_ms). Not always 1 ms: the probe's sampler stretches
-# its period where sampling fast costs more than its share of a core (8-10 ms
+# its period where sampling fast costs more than its share of a core (6-10 ms
 # on the development VM: a tail of 38.7 ms for 30.6 ms of spin, seen).
 # A worker that spins b ms of wall time is on a CPU or waiting for one all
 # that time: in every gap CPU + wait >= b, and the burn ends no earlier than
@@ -98,7 +98,7 @@ def child_cmd(a, steps=STEPS):
 # running another guest: steal), which neither a thread's CPU clock nor its
 # run-queue wait holds (seen on the development VM with a core busy: 12.4 ms
 # of CPU and 1.1 ms of wait in a 33 ms spin, 5 runs in 20 for a while, then
-# none in 10). Not CPU + wait <= b: the gap's
+# none in 30). Not CPU + wait <= b: the gap's
 # wait also holds other threads' waits and the worker's wait for a core when
 # the next region wakes it (a few ms with one core busy). The spin itself
 # cannot outlast b by more than the slack, but with a core busy LLVM's
