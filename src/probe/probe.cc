@@ -111,7 +111,7 @@ void mark(Boundary* b, int64_t t_ns) {
   int64_t none = 0;
   if (!b->t_ns.compare_exchange_strong(none, t_ns, std::memory_order_acq_rel)) return;
   State& s = *g_state;
-  const ClassTotals cpu = s.sampler->sample_now(true);  // the waits too: the steady phase's run-queue wait
+  const ClassTotals cpu = s.sampler->sample_now();  // with the waits: the probe's sampler reads them (with_wait)
   const int64_t children = s.children->total_ns();
   {
     std::lock_guard<std::mutex> lock(s.mu);

@@ -49,6 +49,8 @@ import sys
 import tempfile
 import time
 
+from check_inrun import start_rival
+
 
 def fail(msg):
     print("FAIL: " + msg)
@@ -205,11 +207,11 @@ def case_run_advice(a, tmp):
     # share one CPU, so it runs about half of a core and waits for one the other half (0.49 and 50.7 % here).
     # Still host-bound (it wants a core all the time: CPU + wait = the steady phase), the line naming the
     # wait; on its CPU alone it read as nothing.
-    cpu = str(max(os.sched_getaffinity(0)))
-    rival = subprocess.Popen(["taskset", "-c", cpu, "sh", "-c", "while :; do :; done"])
+    cpu = max(os.sched_getaffinity(0))
+    rival = start_rival(cpu)
     try:
         out = threadburn_run(a, tmp, ["--kind=launch", "--startup-ms=200", "--steps=40", "--kernels=400"],
-                             {"FAKE_CUDA_LAUNCH_US": "20"}, wrap=("taskset", "-c", cpu))
+                             {"FAKE_CUDA_LAUNCH_US": "20"}, wrap=("taskset", "-c", str(cpu)))
     finally:
         rival.kill()
         rival.wait()

@@ -123,10 +123,10 @@ def busy_cores(seconds):
     return len(os.sched_getaffinity(0)) * (1 - (i1 - i0) / max(1, t1 - t0))
 
 
-def start_rival():
-    """blocktime's neighbour: a process that never sleeps, pinned to the last CPU."""
-    other = max(os.sched_getaffinity(0))
-    return subprocess.Popen(["taskset", "-c", str(other), "sh", "-c", "while :; do :; done"])
+def start_rival(cpu=None):
+    """A process that never sleeps, pinned to one CPU (by default the last): blocktime's neighbour."""
+    cpu = max(os.sched_getaffinity(0)) if cpu is None else cpu
+    return subprocess.Popen(["taskset", "-c", str(cpu), "sh", "-c", "while :; do :; done"])
 
 
 def child(a, *args):
