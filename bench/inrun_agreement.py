@@ -15,7 +15,7 @@ The known answers (tests/cpp/regions_child, tests/cpp/fake_cuda/device_training)
   team_down  regions of 1 us, OMP_NUM_THREADS=2: the fork costs more than the
              work                                                     -> CHANGE to T1
   nothing    one thread sleeps 10 ms, the others return, passive      -> KEEP
-  blocktime  LLVM, a team of 2 the program names, regions 10 ms apart, a
+  blocktime  LLVM, a team of 2 the program names, regions 50 ms apart, a
              process spinning on one core beside it: blocktime 0 or 1
              beats LLVM's 200 ms                                      -> CHANGE to llvm-bt0 / llvm-bt1
   gpu        the stand-in CUDA driver's simulated device, 20 ms steps each
@@ -85,7 +85,7 @@ def answers(b, startup_s=STARTUP_S):
                     passive2,
                     point("plain", "gomp", passive2) + point("T1", "gomp", dict(passive2, OMP_NUM_THREADS="1")),
                     [], {("keep", "plain")}),
-        "blocktime": (regions_child(b, *bt, start, IN_RUN_SECONDS), regions_child(b, *bt, start, "--steps=100"),
+        "blocktime": (regions_child(b, *bt, start, IN_RUN_SECONDS), regions_child(b, *bt, start, "--steps=25"),
                       gomp2,
                       "".join(point(n, "llvm", dict(gomp2, KMP_BLOCKTIME=v))
                               for n, v in (("plain", "200"), ("llvm-bt0", "0"), ("llvm-bt1", "1"))),
