@@ -32,6 +32,7 @@ from check_monitor import taken_ms
 
 STAT_PERIOD_S = 0.01
 
+
 class TakenLog:
     """Reads taken_ms() every STAT_PERIOD_S with CLOCK_MONOTONIC (the clock of
     the benchmarks' timed_start_s / timed_end_s) while a program runs."""
