@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,11 +15,13 @@
 #include <set>
 #include <cstdio>
 #include <string>
+#include <vector>
 #if THREADBURN_HAVE_TBB
 #include <oneapi/tbb/parallel_for.h>
 #endif
 
 #include "core/clock.h"
+#include "core/stats.h"
 #include "core/step_probe.h"
 #include "core/thread_class.h"
 #include "omptap/omptap.h"
@@ -293,6 +296,18 @@ TEST(Tbb, ObserverMarksWorkersThatEnterTheArena) {
 }
 #endif
 
+// What the kernel counted as taken from every CPU's tasks so far (irq,
+// softirq, steal), in ms: /proc/stat's first line.
+double taken_ms() {
+  std::FILE* f = std::fopen("/proc/stat", "r");
+  if (!f) return 0;
+  unsigned long long v[8] = {};
+  const int n = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+                            &v[5], &v[6], &v[7]);
+  std::fclose(f);
+  return n == 8 ? static_cast<double>(v[5] + v[6] + v[7]) * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK)) : 0;
+}
+
 // The runtime's own known answer, the core of the whole suite: with T threads
 // and blocktime b, each of the T-1 workers spins b ms (wall time) after it
 // leaves a region, then sleeps. A spinning thread is always either on a CPU
@@ -308,17 +323,33 @@ TEST(Tbb, ObserverMarksWorkersThatEnterTheArena) {
 //  - a worker waiting for a CPU when its blocktime ends checks the time only
 //    when it runs again: it spins its b ms of wall time, and the wait around
 //    the deadline adds to CPU + wait (seen up to 3.7 ms over b).
-// So: the spin in the gap and in the step together reach b (less 3 % + 1 ms);
-// the workers' CPU in the gap never exceeds b (plus the same).
+// So: the spin in the gap and in the step together reach b (less 3 % + 1 ms)
+// in every gap, but for what the kernel took from the CPUs meanwhile:
+// interrupts, and a hypervisor's steal, which stops the thread's clock and
+// queues it nowhere (a soak here saw a gap of 26.25 ms of CPU, no wait, for a
+// 30 ms spin whose tail was 29.76 ms). /proc/stat counts that in whole ticks
+// (10 ms), too coarse for one gap: the allowance is what it counted over the
+// whole test, as in the probe's live check. From above the runtime's own clock is the limit: now and then
+// LLVM spins well past its blocktime (one gap in about 180 spun 40 ms for
+// b = 30 with a core busy; in one fresh clone's test command a gap of
+// KMP_LIBRARY=turnaround spun 76 ms with no wait at all, its tail as long:
+// the probe saw the spin that happened). So the workers' CPU in the gap, and
+// the tail, stay within b (plus the same) in the median of five gaps, as in
+// the probe's live check (tests/bench/check_probe.py).
 TEST(LiveRuntime, WorkersSpinTheBlocktimeAfterARegion) {
   const std::string b = expect("TB_EXPECT_BLOCKTIME", "");
   if (b.empty() || b == "infinite") GTEST_SKIP() << "no LLVM blocktime expectation set";
   const double blocktime_ms = std::stod(b);
   const int threads = omp_get_max_threads();
+  const double expected = (threads - 1) * blocktime_ms, tolerance = 0.03 * expected + 1.0;
   BurnSampler sampler;
   StepProbe probe(&sampler, {});
   volatile double sink = 0;
-  for (int rep = 0; rep < 3; ++rep) {  // the first region also creates the team
+  constexpr int kGaps = 5;
+  std::vector<double> cpu_over, tail_over;  // per gap: how far above its upper bound (<= 0: within)
+  std::vector<double> spin_short;           // per gap: how far below its lower bound (<= 0: within)
+  const double taken0 = taken_ms();
+  for (int rep = 0; rep <= kGaps; ++rep) {  // the first region also creates the team: not judged
     probe.begin();
 #pragma omp parallel reduction(+ : sink)
     { sink += omp_get_thread_num(); }
@@ -326,13 +357,9 @@ TEST(LiveRuntime, WorkersSpinTheBlocktimeAfterARegion) {
     const int64_t gap_ns = static_cast<int64_t>(blocktime_ms * 3 + 50) * 1000000;
     const StepRecord r = probe.gap(gap_ns);
     if (rep == 0) continue;
-    const double expected = (threads - 1) * blocktime_ms, tolerance = 0.03 * expected + 1.0;
     const double in_gap = r.residual_cpu_ms() + r.residual_wait_ms;
     const double in_step = r.step_class_ms(ThreadClass::kOmp) + r.step_wait_ms;
-    EXPECT_GE(in_gap + in_step, expected - tolerance)
-        << "gap: cpu " << r.residual_cpu_ms() << " + wait " << r.residual_wait_ms << "; step: workers' cpu "
-        << r.step_class_ms(ThreadClass::kOmp) << " + every thread's wait " << r.step_wait_ms;
-    EXPECT_LE(r.residual_cpu_ms(), expected + tolerance) << "wait " << r.residual_wait_ms;
+    spin_short.push_back(expected - tolerance - (in_gap + in_step));
     EXPECT_NEAR(r.gap_class_ms(ThreadClass::kOmp), r.residual_cpu_ms(), 0.05) << "the burn is the workers'";
     // The tail ends within a sample of b, earlier by the time the workers
     // spent waiting for a CPU and the spin left in the step, later by a wait
@@ -344,12 +371,21 @@ TEST(LiveRuntime, WorkersSpinTheBlocktimeAfterARegion) {
       longest_interval_ms = std::max(longest_interval_ms, ns_to_ms(window[i].t_ns - window[i - 1].t_ns));
     }
     EXPECT_GE(r.tail_ms, blocktime_ms - r.residual_wait_ms - in_step - longest_interval_ms - 1.0);
-    EXPECT_LE(r.tail_ms, blocktime_ms + r.residual_wait_ms + longest_interval_ms + 1.0);
-    if (in_gap < expected - tolerance) {  // where the spin went (a busy machine): said, for the record
-      std::printf("spin of %.2f ms in the gap, %.2f ms in the step (workers' cpu %.2f, every thread's wait %.2f)\n",
-                  in_gap, in_step, r.step_class_ms(ThreadClass::kOmp), r.step_wait_ms);
-    }
+    cpu_over.push_back(r.residual_cpu_ms() - (expected + tolerance));
+    tail_over.push_back(r.tail_ms - (blocktime_ms + r.residual_wait_ms + longest_interval_ms + 1.0));
+    std::printf("gap %d: cpu %.2f ms + wait %.2f ms, tail %.2f ms (known to %.2f ms); step: workers' cpu %.2f, "
+                "every thread's wait %.2f\n", rep, r.residual_cpu_ms(), r.residual_wait_ms, r.tail_ms,
+                longest_interval_ms, r.step_class_ms(ThreadClass::kOmp), r.step_wait_ms);
   }
+  const double taken = taken_ms() - taken0;
+  for (size_t i = 0; i < spin_short.size(); ++i) {
+    EXPECT_LE(spin_short[i], taken) << "gap " << i + 1 << ": the spin in the gap and the step is "
+                                    << spin_short[i] << " ms short of b, more than the " << taken
+                                    << " ms taken by interrupts and steal during the test";
+  }
+  EXPECT_LE(median(cpu_over), 0.0) << "the median gap's workers' CPU is above b = " << expected << " ms + "
+                                   << tolerance;
+  EXPECT_LE(median(tail_over), 0.0) << "the median gap's tail ends after b, its wait and a sample";
 }
 
 }  // namespace
