@@ -329,13 +329,14 @@ double taken_ms() {
 // queues it nowhere (a soak here saw a gap of 26.25 ms of CPU, no wait, for a
 // 30 ms spin whose tail was 29.76 ms). /proc/stat counts that in whole ticks
 // (10 ms), too coarse for one gap: the allowance is what it counted over the
-// whole test, as in the probe's live check. From above the runtime's own clock is the limit: now and then
-// LLVM spins well past its blocktime (one gap in about 180 spun 40 ms for
-// b = 30 with a core busy; in one fresh clone's test command a gap of
-// KMP_LIBRARY=turnaround spun 76 ms with no wait at all, its tail as long:
-// the probe saw the spin that happened). So the workers' CPU in the gap, and
-// the tail, stay within b (plus the same) in the median of five gaps, as in
-// the probe's live check (tests/bench/check_probe.py).
+// whole test, as in the probe's live check. From above, the runtime's own
+// clock is the limit: now and then LLVM spins well past its blocktime (one
+// gap in about 180 spun 40 ms for b = 30 with a core busy; in one fresh
+// clone's test command a gap of KMP_LIBRARY=turnaround spun 76 ms with no
+// wait at all, its tail as long: the probe saw the spin that happened). So
+// the workers' CPU in the gap, and the tail, stay within b (plus the same)
+// in the median of five gaps, as in the probe's live check
+// (tests/bench/check_probe.py).
 TEST(LiveRuntime, WorkersSpinTheBlocktimeAfterARegion) {
   const std::string b = expect("TB_EXPECT_BLOCKTIME", "");
   if (b.empty() || b == "infinite") GTEST_SKIP() << "no LLVM blocktime expectation set";
