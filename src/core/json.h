@@ -9,6 +9,10 @@
 
 namespace threadburn {
 
+// s as a JSON string, valid JSON and valid UTF-8 whatever its bytes: control
+// characters escaped, well-formed UTF-8 kept, each ill-formed sequence
+// replaced by one \ufffd (json.cc). Every string the writer emits goes
+// through it.
 std::string json_quote(const std::string& s);
 
 class JsonWriter {
