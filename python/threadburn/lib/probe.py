@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
 
@@ -147,15 +148,70 @@ class Report:
         return self.path.removesuffix(".json") + suffix
 
 
-def reports(out_dir):
+def field_at(text, pos):
+    """The key of the JSON field around character pos of text (the last
+    '"key":' that begins before it), or "?" where none does."""
+    start = text.rfind('":', 0, pos + 1)
+    while start > 0:
+        begin = text.rfind('"', 0, start)
+        key = text[begin + 1:start]
+        if begin >= 0 and '"' not in key and "\\" not in key:
+            return key
+        start = text.rfind('":', 0, begin)
+    return "?"
+
+
+def replaced_fields(value, where=""):
+    """The dotted paths of the strings (keys included) of a parsed summary
+    that hold U+FFFD: bytes that were not UTF-8, replaced by the probe's JSON
+    writer or by load_summary."""
+    if isinstance(value, str):
+        return [where or "?"] if "\ufffd" in value else []
+    found = []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        path = f"{where}.{k}" if where else str(k)
+        if isinstance(k, str) and "\ufffd" in k:
+            found.append(path)
+        found += replaced_fields(v, path)
+    return found
+
+
+def load_summary(path, warn=None):
+    """One probe summary. A field whose bytes are not UTF-8 (a probe older
+    than its writer's replacement of them, a damaged file) does not make the
+    summary unreadable: its bytes are replaced by U+FFFD and warn (default:
+    a line on stderr) names the field, so that the rest is read; a raw
+    control character inside a string is taken as it is. A file that is not
+    JSON at all (cut short, not a summary) is a ThreadburnError that says
+    where, and in which field, reading stopped."""
+    if warn is None:
+        def warn(msg):
+            print(f"threadburn: warning: {msg}", file=sys.stderr)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise ThreadburnError(f"{path}: unreadable probe summary ({e})") from None
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        summary = json.loads(text, strict=False)
+    except json.JSONDecodeError as e:
+        raise ThreadburnError(f"{path}: unreadable probe summary ({e.msg} at line {e.lineno} column {e.colno}, "
+                              f"in or after the field {field_at(text, e.pos)!r})") from None
+    if not isinstance(summary, dict):
+        raise ThreadburnError(f"{path}: unreadable probe summary (a JSON {type(summary).__name__}, not an object)")
+    bad = replaced_fields(summary)
+    if bad:
+        warn(f"{path}: bytes that are not UTF-8 in {', '.join(bad)}: shown as U+FFFD; the rest of the summary is read")
+    return summary
+
+
+def reports(out_dir, warn=None):
     """Every probe-<pid>.json in out_dir, most regions first."""
     found = []
     for path in glob.glob(os.path.join(out_dir, "probe-*.json")):
-        try:
-            with open(path) as f:
-                summary = json.load(f)
-        except (OSError, ValueError) as e:
-            raise ThreadburnError(f"{path}: unreadable probe summary ({e})") from None
+        summary = load_summary(path, warn)
         found.append(Report(int(summary.get("pid", 0)), path, summary))
     return sorted(found, key=lambda r: (-r.regions, r.pid))
 
