@@ -83,6 +83,8 @@ from ..lib.errors import ThreadburnError
 from ..lib.records import ResultsFile
 from ..lib.usercmd import add_run_options, command_of, parse_env, probe_extra
 
+# --in-run's least seconds a block measures (--block).
+DEFAULT_BLOCK_S = 0.5
 # Looks of fresh runs after the race at most: the sequential confirmation's, and a new candidate's
 # when fresh runs changed which runs are set aside as disturbed.
 MAX_FRESH_LOOKS = 12
@@ -122,12 +124,13 @@ def add_parser(sub):
                        "blocktime, the CUDA wait policy) alternate in blocks inside it, switched by the probe")
     inrun.add_argument("--apply", action="store_true",
                        help="with --in-run: once decided, a changed setting stays in force for the rest of the run")
-    inrun.add_argument("--block", type=options.seconds, default=0.5, metavar="S",
-                       help="with --in-run: the least seconds a block measures (default 0.5; longer when a unit of "
-                       f"work needs it: {exec_inrun.MIN_UNITS} x 2 units)")
-    inrun.add_argument("--progress", choices=("auto", "regions", "waits", "launches"), default="auto",
-                       help="with --in-run: the work a block counts (auto: the CUDA driver's waits, else OpenMP "
-                       "regions, else launches; --metric: your figure's lines)")
+    inrun.add_argument("--block", type=options.seconds, metavar="S",
+                       help=f"with --in-run: the least seconds a block measures (default {DEFAULT_BLOCK_S:g}; longer "
+                       f"when a unit of work needs it: {exec_inrun.MIN_UNITS} x 2 units)")
+    inrun.add_argument("--progress", choices=("auto", "regions", "waits", "launches", "lines"),
+                       help="with --in-run: the work a block counts (auto, the default: the CUDA driver's waits, else "
+                       "OpenMP regions, else launches; --metric: your figure's lines; lines, with --metric: each "
+                       "line it matches is a unit of work, its time between lines the figure)")
     options.add_export_options(p)
     add_run_options(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
@@ -220,6 +223,7 @@ class Tune:
 
 
 def main(args):
+    check_inrun_flags(args)
     if args.in_run:
         return main_inrun(args)
     cmd = command_of(args)
@@ -457,6 +461,22 @@ NOT_IN_RUN = {"copies": "--copies", "param": "--param", "repetitions": "--repeti
               "resume": "--resume", "dry_run": "--dry-run"}
 
 
+# Flags of an in-run tune alone: without --in-run they would be silently ignored.
+IN_RUN_ONLY = {"apply": "--apply", "block": "--block", "progress": "--progress"}
+
+
+def check_inrun_flags(args):
+    """--apply, --block and --progress without --in-run: an error that says so; --progress
+    lines without --metric (its lines are the units): one too."""
+    given = [flag for key, flag in IN_RUN_ONLY.items() if getattr(args, key) not in (None, False)]
+    if given and not args.in_run:
+        raise ThreadburnError(f"{', '.join(given)}: only with --in-run (one run of the command, its in-run settings "
+                              "in blocks); tune without --in-run starts a fresh process a run and has no blocks")
+    if args.progress == "lines" and args.metric is None:
+        raise ThreadburnError("--progress lines: each line your --metric matches is a unit of work; give --metric "
+                              "REGEX (a line your program prints per step or per log interval)")
+
+
 def main_inrun(args):
     """--in-run: one run of the command under the probe, its in-run settings
     alternating in blocks (engine/exec_inrun.py), judged by the same rule as
@@ -466,8 +486,10 @@ def main_inrun(args):
     if given or args.confirm != "auto":
         raise ThreadburnError(f"--in-run: {', '.join(given or ['--confirm'])} needs a fresh process a run (tune "
                               "without --in-run)")
-    if args.apply and not args.in_run:
-        raise ThreadburnError("--apply: only with --in-run")
+    if args.block is None:
+        args.block = DEFAULT_BLOCK_S
+    if args.progress is None:
+        args.progress = "auto"
     cmd, user_env = command_of(args), parse_env(args.env)
     check_args(args, [], {})
     desc = probe.describe(args.build_dir)
@@ -481,29 +503,43 @@ def main_inrun(args):
     work = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".work")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.join(work, "probe"))
-    ctl = exec_inrun.Control(os.path.join(work, "inrun.bin"), desc["inrun"])
+    # The ceiling (the largest team a setting may ask) goes in before the program starts: the probe
+    # answers omp_get_max_threads() with it until the first block (OpenMP's promise, src/probe/inrun.h).
+    cpus = machine.usable_cpus()
+    ctl = exec_inrun.Control(os.path.join(work, "inrun.bin"), desc["inrun"], ceiling=cpus)
     env = probe.environment(os.environ, probe.library(args.build_dir), os.path.join(work, "probe"), args.runtime,
                             user_env, args.libomp, probe_extra(args))
     env[desc["inrun"]["variable"]] = os.path.join(work, "inrun.bin")
     log = os.path.splitext(out)[0] + ".program.log"
     ex = exec_inrun.InRunExecutor(cmd, env, ctl, columns, args, seed, log)
-    print(f"tune --in-run: {' '.join(cmd)}; seed {seed}; its output in {log}", flush=True)
+    print(f"tune --in-run: {' '.join(cmd)}; seed {seed}; its output in {log}"
+          + (f" (made line-buffered for --metric: {', '.join(ex.buffering)})" if ex.buffering else ""), flush=True)
     t0 = time.monotonic()
     t, ended = None, "the program ended"
     try:
         ex.wait_steady(args.timeout)
         unit_s = ex.warm_up(max(1.0, args.block))
-        points, settings, left_out = exec_inrun.observed_points(ctl, user_env, args.runtime, machine.usable_cpus(),
-                                                                machine.physical_cores())
+        ex.check_refused()
+        print(ex.steered_text(), flush=True)
+        points, settings, left_out = exec_inrun.observed_points(ctl, user_env, args.runtime, cpus,
+                                                                machine.physical_cores(), ex.kind, ex.env)
+        if len(points) < 2:
+            raise ThreadburnError("--in-run: nothing your program does can be changed while it runs: "
+                                  + "; ".join(left_out))
         ctl.set_settings([s for s in settings if s])
         ex.index = {p.base_key: i - 1 for i, p in enumerate(points)}
+        ex.settings = {i - 1: s for i, s in enumerate(settings)}
+        ex.names = {i - 1: p.name for i, p in enumerate(points)}
+        settle_note = ex.set_settle([s for s in settings if s])
         whole, race_budget, _ = budgets(args, points, BLOCKS_PER_SETTING_BUDGET)
         t = Tune(args, cmd, columns, points, rule, whole, results_file, runlog.RunLog(args.libomp, []), seed, work,
                  shared=ex, words=("block", "fresh blocks, not used to choose"))
         print(f"tune --in-run: {len(points)} settings in blocks: " + ", ".join(p.name for p in points)
               + f"; progress: {ex.kind} (a unit every {unit_s * 1000:.3g} ms); blocks of {ex.block_s:.3g} s after "
-              f"{ex.settle_s:.3g} s settling; budget {whole.text()}; margin {rule.margin:.0%}, objective "
-              f"{rule.objective}\ntune --in-run: not in-run here: " + "; ".join(left_out), flush=True)
+              f"{ex.settle_s:.3g} s settling (at least two units and the longest spin in force or asked; your "
+              f"program's own workers: {exec_inrun.spin_text(ex.own_spin)}); budget {whole.text()}; margin "
+              f"{rule.margin:.0%}, objective {rule.objective}\ntune --in-run: not in-run here: " + "; ".join(left_out)
+              + (f"\n{settle_note}" if settle_note else ""), flush=True)
         c = t.campaign(ex, set(), race_budget, name="tune --in-run")
 
         def body():
@@ -513,6 +549,10 @@ def main_inrun(args):
                                                         f"{out} holds every block"))
     except exec_inrun.Ended:
         pass
+    except ThreadburnError:
+        ex.stop()  # the program (and every process of its session) ends with the tune
+        ex.close()
+        raise
     if ended == 130:
         return 130
     return inrun_end(t, ex, ended, time.monotonic() - t0)
@@ -538,6 +578,9 @@ def inrun_end(t, ex, ended, seconds):
     spread = exec_inrun.unit_spread_note(t.log.records(), ex.kind)
     if spread:
         after.append(spread)
+    dropped = ex.dropped_text()
+    if dropped:
+        after.append(dropped)
     if alive:
         after.append(f"tune --in-run: {keep} in force from {time.monotonic() - ex.t0:.1f} s into the run"
                      + ("" if keep != "plain" or not t.args.apply else " (--apply: no change was confirmed)")
