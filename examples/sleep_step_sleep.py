@@ -37,9 +37,13 @@ def main():
     ap.add_argument("--width", type=int, default=64, help="channels of the first conv (model size)")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's default)")
     ap.add_argument("--log", default="ckpt.log", help="event log, Python logging format (overwritten)")
+    ap.add_argument("--work_ms", type=float, default=0,
+                    help="the main thread's own CPU work (ms of its CPU clock: a checkpoint, a metric) at the end "
+                         "of the sleep after each update, right before its sleep_end mark (0: none)")
     a = ap.parse_args()
-    if a.steps < 0 or a.sleep_s < 0 or a.batch < 1 or a.width < 1 or a.threads < 0:
-        print(f"{PROG}: error: --steps, --sleep_s, --threads must be >= 0; --batch, --width >= 1", file=sys.stderr)
+    if a.steps < 0 or a.sleep_s < 0 or a.batch < 1 or a.width < 1 or a.threads < 0 or a.work_ms < 0:
+        print(f"{PROG}: error: --steps, --sleep_s, --threads, --work_ms must be >= 0; --batch, --width >= 1",
+              file=sys.stderr)
         sys.exit(2)
     try:
         import torch
@@ -82,7 +86,12 @@ def main():
             opt.zero_grad()
             update_ms = (time.perf_counter() - t0) * 1000
             log.info("update_end")
-            time.sleep(a.sleep_s)
+            time.sleep(max(0.0, a.sleep_s - a.work_ms / 1000))
+            if a.work_ms:
+                # Python alone, no OpenMP: the program's next action, not burn.
+                end = time.thread_time() + a.work_ms / 1000
+                while time.thread_time() < end:
+                    pass
             log.info("sleep_end")
             step += 1
             print(f"{PROG}: step {step}: loss {loss.item():.4f}, update {update_ms:.1f} ms", flush=True)

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${THREADBURN_BUILD_DIR:-build}
 # The tests that measure time or CPU of live threads (the rest are pure).
-LIVE='^(Clock|ThreadClocks|Residual|Sampler|Barrier)\.|^Procfs\.ReadsOwn|^Pipeline\.LoaderThreads|^Ddp(GroupLive|KnownAnswer)\.|^runtime\.|^monitor\.live\.|^monitor\.exact\.|^probe\.live\.|^host\.live\.'
+LIVE='^(Clock|ThreadClocks|Residual|Sampler|Barrier)\.|^Procfs\.ReadsOwn|^Pipeline\.LoaderThreads|^Ddp(GroupLive|KnownAnswer)\.|^runtime\.|^monitor\.live\.|^monitor\.exact\.|^monitor\.marks\.|^probe\.live\.|^host\.live\.'
 rounds=30 select=(-R "$LIVE") modes=(quiet busy)
 usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do

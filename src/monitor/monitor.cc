@@ -263,9 +263,14 @@ std::vector<Mark> read_marks(std::istream& in) {
   return out;
 }
 
-TailBuilder::TailBuilder(const std::vector<Mark>& marks, const std::string& event,
-                         double threshold_cores)
-    : threshold_(threshold_cores) {
+double MarkWindow::length_ms() const {
+  const int64_t end = cut() ? end_unix_ms : horizon_unix_ms != INT64_MAX ? horizon_unix_ms : last_row_unix_ms;
+  return static_cast<double>(std::max(end, mark.unix_ms) - mark.unix_ms);
+}
+
+TailBuilder::TailBuilder(const std::vector<Mark>& marks, const std::string& event, double threshold_cores,
+                         pid_t marking_tid, double sleep_min_ms)
+    : threshold_(threshold_cores), marking_(marking_tid), sleep_min_(sleep_min_ms) {
   for (size_t i = 0; i < marks.size(); ++i) {
     if (marks[i].event != event) continue;
     MarkWindow w;
@@ -278,6 +283,42 @@ TailBuilder::TailBuilder(const std::vector<Mark>& marks, const std::string& even
     }
     windows_.push_back(std::move(w));
   }
+  if (!windows_.empty()) quiet_since_ = static_cast<double>(windows_[0].mark.unix_ms);
+}
+
+void TailBuilder::close_scan() {
+  MarkWindow& w = windows_[scan_];
+  // Asleep from its last CPU into the next mark: no action of its own before
+  // that mark to leave out (its wake-up is in the mark's own ms or after).
+  if (static_cast<double>(w.horizon_unix_ms) - quiet_since_ >= sleep_min_) {
+    w.end_t_ms = std::numeric_limits<double>::infinity();
+    w.end_unix_ms = INT64_MAX;
+  }
+  ++scan_;
+  if (scan_ < windows_.size()) quiet_since_ = static_cast<double>(windows_[scan_].mark.unix_ms);
+}
+
+void TailBuilder::scan(const Row& row) {
+  if (marking_ == kNoMarkingThread) return;
+  // Rows of one time (a bin, a sample) share t_ms: the previous time is the
+  // end of the last row before the current one began.
+  if (row.t_ms != row_t_) {
+    prev_t_ = row_t_;
+    prev_u_ = row_u_;
+    row_t_ = row.t_ms;
+    row_u_ = static_cast<double>(row.unix_ms);
+  }
+  while (scan_ < windows_.size() && row.unix_ms >= windows_[scan_].horizon_unix_ms) close_scan();
+  if (scan_ >= windows_.size()) return;
+  MarkWindow& w = windows_[scan_];
+  if (row.unix_ms <= w.mark.unix_ms || row.tid != marking_ || row.cpu_ms <= 0) return;
+  // The marking thread used CPU in this row after a sleep: it woke in it.
+  // The window ends with the rows that ended before this one began.
+  if (static_cast<double>(row.unix_ms) - row.dt_ms - quiet_since_ >= sleep_min_ && prev_t_ >= 0) {
+    w.end_t_ms = prev_t_;
+    w.end_unix_ms = static_cast<int64_t>(prev_u_);
+  }
+  quiet_since_ = static_cast<double>(row.unix_ms);
 }
 
 void TailBuilder::add(const Row& row) {
@@ -288,6 +329,8 @@ void TailBuilder::add(const Row& row) {
   if (next_ >= windows_.size()) return;
   MarkWindow& w = windows_[next_];
   if (row.unix_ms <= w.mark.unix_ms) return;
+  if (row.t_ms > w.end_t_ms) return;  // the marking thread's next action, or the rows after it
+  w.last_row_unix_ms = std::max(w.last_row_unix_ms, row.unix_ms);
   Tail& t = w.by_tid[row.tid];
   t.burn_ms += row.cpu_ms;
   if (row.cores > threshold_) {
@@ -298,35 +341,49 @@ void TailBuilder::add(const Row& row) {
 std::string format_tails(const TailBuilder& tails, const SummaryBuilder& summary,
                          const std::string& event, size_t top) {
   std::ostringstream out;
-  char line[256];
+  char line[512];
   // Only windows the recording saw (a log appended to by earlier runs holds
   // marks from before the monitor started).
   std::vector<const MarkWindow*> seen;
+  size_t cut = 0;
+  double window_sum = 0;
   for (const auto& w : tails.windows()) {
-    if (!w.by_tid.empty()) seen.push_back(&w);
+    if (w.by_tid.empty()) continue;
+    seen.push_back(&w);
+    cut += w.cut() ? 1 : 0;
+    window_sum += w.length_ms();
+  }
+  std::string window = "until the next mark";
+  if (tails.marking_tid() != kNoMarkingThread) {
+    std::snprintf(line, sizeof line,
+                  "until the next mark, or until thread %d (it writes the marks) woke for it from a sleep "
+                  "(>= %g ms without CPU): %zu of %zu windows ended there, mean %.1f ms",
+                  static_cast<int>(tails.marking_tid()), tails.sleep_min_ms(), cut, seen.size(),
+                  seen.empty() ? 0.0 : window_sum / static_cast<double>(seen.size()));
+    window = line;
   }
   std::snprintf(line, sizeof line,
-                "after '%s' (%zu events recorded; window = until the next mark; tail = end of "
-                "the last interval above %.2f cores):\n",
-                event.c_str(), seen.size(), summary.threshold());
+                "after '%s' (%zu events recorded; window = %s; tail = end of the last interval above %.2f cores):\n",
+                event.c_str(), seen.size(), window.c_str(), summary.threshold());
   out << line;
   if (seen.empty()) return out.str();
-  std::snprintf(line, sizeof line, "  %-8s %-16s %12s %11s %12s\n", "tid", "name", "mean_tail_ms",
-                "max_tail_ms", "mean_burn_ms");
+  std::snprintf(line, sizeof line, "  %-8s %-16s %12s %11s %11s %12s\n", "tid", "name", "mean_tail_ms",
+                "min_tail_ms", "max_tail_ms", "mean_burn_ms");
   out << line;
   auto print = [&](pid_t tid, const std::string& name) {
-    double sum_tail = 0, max_tail = 0, sum_burn = 0;
+    double sum_tail = 0, max_tail = 0, sum_burn = 0, min_tail = std::numeric_limits<double>::infinity();
     for (const MarkWindow* w : seen) {
       auto it = w->by_tid.find(tid);
-      if (it == w->by_tid.end()) continue;
-      sum_tail += it->second.tail_ms;
-      max_tail = std::max(max_tail, it->second.tail_ms);
-      sum_burn += it->second.burn_ms;
+      const Tail t = it == w->by_tid.end() ? Tail{} : it->second;  // absent: no CPU in that window
+      sum_tail += t.tail_ms;
+      max_tail = std::max(max_tail, t.tail_ms);
+      min_tail = std::min(min_tail, t.tail_ms);
+      sum_burn += t.burn_ms;
     }
     const double n = static_cast<double>(seen.size());
-    std::snprintf(line, sizeof line, "  %-8s %-16s %12.1f %11.1f %12.1f\n",
+    std::snprintf(line, sizeof line, "  %-8s %-16s %12.1f %11.1f %11.1f %12.1f\n",
                   tid == kProcessTid ? "" : std::to_string(tid).c_str(), name.c_str(),
-                  sum_tail / n, max_tail, sum_burn / n);
+                  sum_tail / n, min_tail, max_tail, sum_burn / n);
     out << line;
   };
   const auto threads = summary.threads();

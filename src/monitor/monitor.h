@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <istream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -138,36 +139,76 @@ struct Mark {
 std::optional<Mark> parse_log_line(const std::string& line);
 std::vector<Mark> read_marks(std::istream& in);
 
-// CPU after one mark: over the intervals ending in (mark, horizon) (unix ms,
-// exclusive: a row ending in a mark's own ms ran mostly before it), where the
-// horizon is the next mark (of any event) later than it, or the end of data.
-// tail_ms: from the mark to the end of the last interval above the threshold
+// CPU after one mark. The window runs from the mark (unix ms, exclusive: a
+// row ending in a mark's own ms ran mostly before it) to whichever comes
+// first: the next mark (of any event) later than it, its horizon (exclusive
+// too), or the moment the thread that writes the marks woke from its last
+// sleep before that mark: what that thread does from there on (and what the
+// OpenMP workers it wakes do) is the program's next action, not the burn
+// after this mark. A sleep: at least `sleep_min_ms` in which the marking
+// thread used no CPU in the rows (kMarkSleepMinMs: longer than two
+// scheduler ticks at HZ=100, so that a running thread whose schedstat
+// advances only at ticks never reads as asleep in the /proc mode). Where
+// the marking thread did not sleep in the window (or slept until the next
+// mark), the window runs to the next mark. The rows are the recording's
+// bins (exact mode) or samples (/proc mode): the wake is known to a row,
+// and the window ends with the last row that ended before it.
+// tail_ms: from the mark to the end of the last row above the threshold
 // (0 when none); burn_ms: CPU used in the window.
+constexpr double kMarkSleepMinMs = 20;
+constexpr pid_t kNoMarkingThread = -1;
+
 struct Tail {
   double tail_ms = 0, burn_ms = 0;
 };
 struct MarkWindow {
   Mark mark;
   int64_t horizon_unix_ms = INT64_MAX;
+  // Where the marking thread woke for the next mark: the window's rows end at
+  // or before end_t_ms (the recording's clock; +inf: it runs to the horizon),
+  // end_unix_ms that end in unix ms (INT64_MAX: the horizon).
+  double end_t_ms = std::numeric_limits<double>::infinity();
+  int64_t end_unix_ms = INT64_MAX;
+  int64_t last_row_unix_ms = 0;  // the end of the last row counted in it
   std::map<pid_t, Tail> by_tid;  // kProcessTid: the whole process
+  bool cut() const { return end_unix_ms != INT64_MAX; }
+  // ms from the mark to the window's end (to the last row counted, for the last window)
+  double length_ms() const;
 };
 
 // Streams rows (in time order) into the windows after every mark whose event
-// is `event`. Only the windows' per-thread maps are kept, not the rows.
+// is `event`. Only the windows' per-thread maps are kept, not the rows. With
+// a marking thread, the rows go by twice: scan() every row first (where the
+// marking thread woke in each window), then add() every row.
 class TailBuilder {
  public:
-  TailBuilder(const std::vector<Mark>& marks, const std::string& event, double threshold_cores);
+  TailBuilder(const std::vector<Mark>& marks, const std::string& event, double threshold_cores,
+              pid_t marking_tid = kNoMarkingThread, double sleep_min_ms = kMarkSleepMinMs);
+  void scan(const Row& row);
   void add(const Row& row);
   const std::vector<MarkWindow>& windows() const { return windows_; }
+  pid_t marking_tid() const { return marking_; }
+  double sleep_min_ms() const { return sleep_min_; }
 
  private:
+  void close_scan();
   std::vector<MarkWindow> windows_;
   size_t next_ = 0;  // first window whose horizon the rows have not passed
   double threshold_;
+  pid_t marking_;
+  double sleep_min_;
+  // scan(): the window being scanned, the ends of the current and the
+  // previous row time (t_ms, unix ms), and the end of the marking thread's
+  // last row with CPU in the window (unix ms; the mark at first).
+  size_t scan_ = 0;
+  double row_t_ = -1, row_u_ = 0, prev_t_ = -1, prev_u_ = 0;
+  double quiet_since_ = 0;
 };
 
-// Per-thread mean/max tail and mean burn over the windows the rows reached
-// (marks from before the recording are skipped); names from `summary`.
+// Per-thread mean/min/max tail and mean burn over the windows the rows
+// reached (marks from before the recording are skipped); names from
+// `summary`. The first line says what the window is and how many windows
+// ended at the marking thread's wake.
 std::string format_tails(const TailBuilder& tails, const SummaryBuilder& summary,
                          const std::string& event, size_t top = 15);
 

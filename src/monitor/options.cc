@@ -57,7 +57,8 @@ void declare(FlagParser* f) {
   f->add_int("period_us", kDefaultPeriodUs, 100, 100000, "sample period (proc) or bin (exact) in microseconds");
   f->add_string("duration_s", "", "stop recording after this many seconds (default: until the end)");
   f->add_double("threshold", 0.05, 0, 1024, "cores above which an interval counts as busy (summary)");
-  f->add_string("main_tid", "", "exact mode: the thread whose sleeps are the gaps after steps (default: the pid)");
+  f->add_string("main_tid", "", "the thread that writes the --marks and whose sleeps (exact mode) are the gaps after "
+                "steps (default: the pid)");
   f->add_double("gap_min_ms", static_cast<double>(kDefaultGapMinNs) / 1e6, 0.001, 1e6,
                 "exact mode: a sleep of the main thread at least this long is a gap");
   f->add_string("marks", "",

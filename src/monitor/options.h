@@ -23,7 +23,7 @@ struct Options {
   double duration_s = 0;  // 0: none
   double threshold = 0;
   Mode mode = Mode::kAuto;
-  pid_t main_tid = 0;  // the thread whose sleeps are the gaps (0: the pid)
+  pid_t main_tid = 0;  // the thread that writes the marks, whose sleeps are the gaps (0: the pid)
   int64_t gap_min_ns = 0;
   std::string summary_file;  // the summary there instead of stderr
   std::vector<char*> command;  // null-terminated; empty: attach

@@ -111,14 +111,23 @@ void Recorder::print_summary(const std::string& mode_line, const WaitTable& wait
     return;
   }
   // Rows are read back from the CSV: the marks were still being written
-  // while recording, and this keeps memory flat for long recordings.
-  TailBuilder tails(read_marks(log), o_.mark_event, o_.threshold);
-  std::ifstream in(o_.out);
-  std::string line;
-  Row row;
-  RecordingReader reader;
-  while (std::getline(in, line)) {
-    if (reader.read(line, &row)) tails.add(row);
+  // while recording, and this keeps memory flat for long recordings. Twice:
+  // first where the thread that writes the marks (--main_tid, by default
+  // the process's first thread) woke for each next mark, then the tails.
+  TailBuilder tails(read_marks(log), o_.mark_event, o_.threshold, o_.main_tid > 0 ? o_.main_tid : o_.pid);
+  for (int pass = 0; pass < 2; ++pass) {
+    std::ifstream in(o_.out);
+    std::string line;
+    Row row;
+    RecordingReader reader;
+    while (std::getline(in, line)) {
+      if (!reader.read(line, &row)) continue;
+      if (pass == 0) {
+        tails.scan(row);
+      } else {
+        tails.add(row);
+      }
+    }
   }
   std::fputs(format_tails(tails, summary_, o_.mark_event).c_str(), stderr);
 }

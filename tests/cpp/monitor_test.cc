@@ -308,5 +308,118 @@ TEST(Tails, OnlyRowsStrictlyBetweenTheMarksCount) {
   EXPECT_NE(text.find(" 99.0"), std::string::npos) << text;
 }
 
+
+// The window after update_end (1000) up to sleep_end (1600), in 10 ms rows
+// (t_ms = unix ms - 1000): worker 8 spins to 1200; main (7) logs the mark
+// and goes to sleep (0.2 cores in the row ending 1010), then wakes and works
+// 30 ms right before sleep_end (rows ending 1580..1600), as a program's next
+// action. Every row has its process row first, as a recording does.
+std::vector<Row> window_rows(const std::vector<std::pair<int64_t, double>>& main_cores) {
+  std::vector<Row> rows;
+  for (int64_t end = 1010; end <= 1650; end += 10) {
+    Row p;
+    p.unix_ms = end;
+    p.t_ms = static_cast<double>(end - 1000);
+    p.dt_ms = 10;
+    p.tid = kProcessTid;
+    std::vector<Row> threads;
+    if (end <= 1200) {
+      Row w = p;
+      w.tid = 8;
+      w.cores = 1;
+      w.cpu_ms = 10;
+      threads.push_back(w);
+    }
+    for (const auto& [at, cores] : main_cores) {
+      if (at != end) continue;
+      Row m = p;
+      m.tid = 7;
+      m.cores = cores;
+      m.cpu_ms = 10 * cores;
+      threads.push_back(m);
+    }
+    for (const Row& t : threads) {
+      p.cpu_ms += t.cpu_ms;
+      p.cores += t.cores;
+    }
+    rows.push_back(p);
+    rows.insert(rows.end(), threads.begin(), threads.end());
+  }
+  return rows;
+}
+
+TailBuilder run_tails(const std::vector<Row>& rows, pid_t marking, double sleep_min_ms = kMarkSleepMinMs) {
+  std::vector<Mark> marks{{1000, "ckpt", "update_end"}, {1600, "ckpt", "sleep_end"}};
+  TailBuilder tails(marks, "update_end", 0.05, marking, sleep_min_ms);
+  for (const Row& r : rows) tails.scan(r);
+  for (const Row& r : rows) tails.add(r);
+  return tails;
+}
+
+TEST(Tails, TheMarkingThreadsWakeEndsTheWindow) {
+  const auto rows = window_rows({{1010, 0.2}, {1580, 1.0}, {1590, 1.0}, {1600, 1.0}});
+  // Until the next mark (no marking thread): main's work before sleep_end is its tail.
+  const TailBuilder before = run_tails(rows, kNoMarkingThread);
+  ASSERT_EQ(before.windows().size(), 1u);
+  EXPECT_DOUBLE_EQ(before.windows()[0].by_tid.at(kProcessTid).tail_ms, 590.0);
+  EXPECT_DOUBLE_EQ(before.windows()[0].by_tid.at(7).tail_ms, 590.0);
+  // Main writes the marks: the window ends with the row ending 1570, before the one it woke in.
+  const TailBuilder tails = run_tails(rows, 7);
+  const MarkWindow& w = tails.windows()[0];
+  EXPECT_TRUE(w.cut());
+  EXPECT_DOUBLE_EQ(w.end_t_ms, 570.0);
+  EXPECT_EQ(w.end_unix_ms, 1570);
+  EXPECT_DOUBLE_EQ(w.length_ms(), 570.0);
+  EXPECT_DOUBLE_EQ(w.by_tid.at(kProcessTid).tail_ms, 200.0);
+  EXPECT_DOUBLE_EQ(w.by_tid.at(kProcessTid).burn_ms, 202.0);
+  EXPECT_DOUBLE_EQ(w.by_tid.at(8).tail_ms, 200.0);
+  EXPECT_DOUBLE_EQ(w.by_tid.at(7).tail_ms, 10.0);
+  EXPECT_DOUBLE_EQ(w.by_tid.at(7).burn_ms, 2.0);
+  SummaryBuilder s(0.05, 10.0);
+  for (const Row& r : rows) s.add(r);
+  const std::string text = format_tails(tails, s, "update_end");
+  EXPECT_NE(text.find("or until thread 7 (it writes the marks) woke for it from a sleep (>= 20 ms without CPU): "
+                      "1 of 1 windows ended there, mean 570.0 ms"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("min_tail_ms"), std::string::npos) << text;
+}
+
+TEST(Tails, AWindowRunsToTheNextMarkWhereTheMarkingThreadDidNotSleepBeforeIt) {
+  // Main busy all along (a step without a sleep): its work is the window's, no cut.
+  std::vector<std::pair<int64_t, double>> busy;
+  for (int64_t end = 1010; end <= 1650; end += 10) busy.push_back({end, 1.0});
+  const TailBuilder all_along = run_tails(window_rows(busy), 7);
+  EXPECT_FALSE(all_along.windows()[0].cut());
+  EXPECT_DOUBLE_EQ(all_along.windows()[0].by_tid.at(7).tail_ms, 590.0);
+  EXPECT_DOUBLE_EQ(all_along.windows()[0].length_ms(), 600.0);
+  // Pauses shorter than the sleep rule (a /proc recording's tick lumps: 10 ms
+  // of CPU every 20 ms here) are not sleeps.
+  std::vector<std::pair<int64_t, double>> lumps;
+  for (int64_t end = 1010; end <= 1650; end += 20) lumps.push_back({end, 1.0});
+  EXPECT_FALSE(run_tails(window_rows(lumps), 7).windows()[0].cut());
+  // Asleep from the mark into the next one: nothing to leave out, even after
+  // a short action in between (its CPU is in the window: tail 320).
+  const TailBuilder blip = run_tails(window_rows({{1010, 0.2}, {1320, 0.5}}), 7);
+  EXPECT_FALSE(blip.windows()[0].cut());
+  EXPECT_DOUBLE_EQ(blip.windows()[0].by_tid.at(7).tail_ms, 320.0);
+  EXPECT_DOUBLE_EQ(blip.windows()[0].by_tid.at(kProcessTid).tail_ms, 320.0);
+  // The last sleep counts: woke at 1300 for 20 ms, slept, woke for the mark at 1570.
+  const TailBuilder twice =
+      run_tails(window_rows({{1010, 0.2}, {1310, 1.0}, {1320, 1.0}, {1580, 1.0}, {1590, 1.0}, {1600, 1.0}}), 7);
+  EXPECT_EQ(twice.windows()[0].end_unix_ms, 1570);
+  EXPECT_DOUBLE_EQ(twice.windows()[0].by_tid.at(7).tail_ms, 320.0);
+  // ... and one that ends less than the rule before the mark: the thread
+  // slept into the mark (woke at 1570 for 10 ms, slept 20 ms): no cut.
+  EXPECT_FALSE(run_tails(window_rows({{1010, 0.2}, {1580, 1.0}}), 7).windows()[0].cut());
+  // A pause shorter than the rule before the work is no sleep: busy to 1540,
+  // 30 ms without CPU, work from 1570: a cut with the 20 ms rule, none with 60 ms.
+  std::vector<std::pair<int64_t, double>> pause;
+  for (int64_t end = 1010; end <= 1540; end += 10) pause.push_back({end, 1.0});
+  for (int64_t end : {1580, 1590, 1600}) pause.push_back({end, 1.0});
+  EXPECT_EQ(run_tails(window_rows(pause), 7).windows()[0].end_unix_ms, 1570);
+  EXPECT_FALSE(run_tails(window_rows(pause), 7, 60).windows()[0].cut());
+}
+
 }  // namespace
 }  // namespace threadburn::monitor
