@@ -32,6 +32,8 @@ thread_local pid_t t_tid = 0;            // cached: a region's caller asks every
 // (not in a region's body): a call into omptap then comes from the runtime
 // itself (LLVM's GOMP_teams_reg calls __kmpc_fork_teams) and is the same region.
 thread_local bool t_in_runtime = false;
+// The team __kmpc_push_num_threads named for this thread's next __kmpc_fork_call (0: none).
+thread_local int32_t t_pushed = 0;
 
 pid_t cached_tid() {
   if (t_tid == 0) {
@@ -196,7 +198,7 @@ Call* open_pair(Body fn, void* data, Entry entry, unsigned* n) {
 
 // __kmpc_fork_call's team (0: the runtime's): __kmpc_push_num_threads before the fork.
 void push_team(Ident* loc, unsigned team) {
-  if (team == 0) return;
+  if (team == 0) return;  // the runtime's default, or a team the program pushed itself
   using Gtid = int32_t (*)(Ident*);
   using Push = void (*)(Ident*, int32_t, int32_t);
   static Gtid gtid = reinterpret_cast<Gtid>(next_symbol("__kmpc_global_thread_num", "VERSION"));
@@ -215,7 +217,12 @@ void fork_kmpc(Fn next, Entry entry, Ident* loc, int32_t argc, Micro micro, va_l
     call.caller = cached_tid();
     t_in_runtime = true;
   } else {
-    push_team(loc, begin(&call, nullptr, nullptr, entry, 0));
+    // A team the program pushed (num_threads) is its own: the hook keeps it, and the
+    // runtime has it already; only a team the hook chose is pushed.
+    const unsigned pushed = static_cast<unsigned>(t_pushed > 0 ? t_pushed : 0);
+    t_pushed = 0;
+    const unsigned team = begin(&call, nullptr, nullptr, entry, pushed);
+    if (team != pushed) push_team(loc, team);
   }
   call.micro = micro;
   if (argc < 0 || argc > kMaxMicrotaskArgs) {
@@ -289,6 +296,18 @@ const char* entry_name(Entry entry) {
 }
 
 void set_listener(Listener* listener) { g_listener.store(listener, std::memory_order_release); }
+int depth() { return t_depth; }
+int runtime_max_threads() {
+  using Fn = int (*)();
+  static std::atomic<void*> slot{nullptr};
+  void* f = slot.load(std::memory_order_acquire);
+  if (!f) {
+    f = next_symbol("omp_get_max_threads", "OMP_1.0");
+    if (!f) return 0;
+    slot.store(f, std::memory_order_release);
+  }
+  return reinterpret_cast<Fn>(f)();
+}
 void set_team_hook(TeamHook hook) { g_team_hook.store(hook, std::memory_order_release); }
 int64_t regions_seen() { return g_regions.load(std::memory_order_relaxed); }
 
@@ -458,6 +477,15 @@ OMPTAP_EXPORT void __kmpc_fork_teams(ot::Ident* loc, int32_t argc, ot::Micro mic
   va_start(ap, microtask);
   ot::fork_kmpc(next, Entry::kKmpcForkTeams, loc, argc, microtask, ap);
   va_end(ap);
+}
+
+// A team the program names for its next __kmpc_fork_call (clang's num_threads clause).
+OMPTAP_EXPORT void __kmpc_push_num_threads(ot::Ident* loc, int32_t gtid, int32_t num_threads) {
+  using Fn = void (*)(ot::Ident*, int32_t, int32_t);
+  static std::atomic<void*> slot{nullptr};
+  const Fn next = ot::next_or_die<Fn>(slot, "__kmpc_push_num_threads", "VERSION");
+  if (!ot::t_in_runtime) ot::t_pushed = num_threads;
+  next(loc, gtid, num_threads);
 }
 
 // The runtime behind the interposer, for runtime detection (runtime/runtime.cc),

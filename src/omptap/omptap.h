@@ -24,7 +24,11 @@
 // (core/thread_class.h) the first time it runs one. __kmpc_fork_call is
 // variadic: the trampoline is handed to the runtime as a one-argument
 // microtask whose argument is a per-region record holding the original
-// microtask and its arguments, and calls the original with them.
+// microtask and its arguments, and calls the original with them. A team the
+// program names under LLVM's ABI reaches __kmpc_fork_call as a call to
+// __kmpc_push_num_threads just before it (clang's num_threads clause): omptap
+// defines that too, so such a region counts as named (Region::requested) and
+// keeps its team.
 #pragma once
 
 #include <sys/types.h>
@@ -65,7 +69,7 @@ struct Region {
   int64_t begin_ns = 0;    // CLOCK_MONOTONIC, just before forwarding
   int64_t end_ns = 0;      // just after the runtime returned (the team joined)
   pid_t caller = 0;        // the thread that started it (the team's master)
-  int requested = 0;       // num_threads (num_teams) argument (0: the runtime's default, or unknown: __kmpc_*)
+  int requested = 0;       // num_threads (num_teams) argument, or __kmpc_push_num_threads before a fork (0: the runtime's default)
   int team = 0;            // threads that ran the body (master included)
   int depth = 0;           // 0 outermost; nested regions count from 1
   Entry entry = Entry::kParallel;
@@ -88,6 +92,12 @@ void set_listener(Listener* listener);
 // the program named, and may change the forking thread's runtime settings).
 using TeamHook = unsigned (*)(unsigned requested);
 void set_team_hook(TeamHook hook);
+// The calling thread's region depth: 0 outside any region omptap saw, 1 in an
+// outermost region's body (its master and its workers alike).
+int depth();
+// The runtime's own omp_get_max_threads() for the calling thread (what the
+// program would be told without the probe); 0 in a process without OpenMP.
+int runtime_max_threads();
 // Regions that passed through since the process started (nested ones included).
 int64_t regions_seen();
 // Whether this process's GOMP_parallel is omptap's (false when the program

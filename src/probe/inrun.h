@@ -12,9 +12,11 @@
 //                  result of the call is published: whether the next wait
 //                  honours it is the device check's to show
 // The control block is a file threadburn creates and names in
-// THREADBURN_INRUN; the probe of the process that first reaches its steady
-// phase (its first device work or OpenMP region) takes it, so a wrapper such
-// as `sh -c` never does. Its layout is described in describe.json
+// THREADBURN_INRUN; the probe of every process that reaches its steady
+// phase (its first device work or OpenMP region) takes a slot of it (the
+// first also owns the top-level snapshot), so a wrapper such as `sh -c` never
+// does, and the ranks of a job change together; a forked child that did not
+// exec runs no probe of its own and is not steered. Its layout is described in describe.json
 // ("inrun": sizes and offsets), the one place python/threadburn reads it from.
 #pragma once
 
@@ -28,8 +30,9 @@
 namespace threadburn::probe::inrun {
 
 constexpr int64_t kMagic = 0x4e5552494e425454;  // "TTBNIRUN" little end first
-constexpr int64_t kVersion = 1;
+constexpr int64_t kVersion = 2;
 constexpr int kMaxSettings = 32;
+constexpr int kMaxProcs = 16;  // processes of one job steered together
 constexpr const char* kVariable = "THREADBURN_INRUN";
 
 // One in-run setting; each part -1 where it leaves that knob alone.
@@ -37,6 +40,18 @@ struct Setting {
   int64_t team;          // the team of an outermost region that leaves it to the runtime
   int64_t blocktime_ms;  // LLVM's blocktime of the forking thread
   int64_t cuda_flags;    // the context's host wait policy (CU_CTX_SCHED_* bits)
+};
+
+// One steered process's own figures, written by that process's probe alone
+// (its sampler's thread; a seqlock of its own: odd while written).
+struct Proc {
+  int64_t pid;         // 0: a free slot
+  int64_t seq;
+  int64_t sample_ns;   // CLOCK_MONOTONIC of the figures below
+  int64_t cpu_ns;      // every thread's CPU (the sampler's not) and the forked children's, so far
+  int64_t regions;     // outermost OpenMP regions ended so far
+  int64_t applied;     // the setting in force in this process (-1: the program's own; -2: none yet),
+  int64_t applied_ns;  // ... first in effect then (the knob's own point: inrun.cc, note_applied)
 };
 
 // The file, as both sides map it (every field 8 bytes, little-endian).
@@ -47,7 +62,7 @@ struct Control {
   int64_t n_settings;
   Setting settings[kMaxSettings];
   int64_t request;       // threadburn: the setting asked from now on (-1: the program's own)
-  // The probe's snapshot, at every sample of its sampler (a seqlock: odd while written).
+  // The owner's snapshot, at every sample of its sampler (a seqlock: odd while written).
   int64_t seq;
   int64_t sample_ns;     // CLOCK_MONOTONIC of the snapshot
   int64_t cpu_ns;        // every thread's CPU (the sampler's not) and the forked children's, so far
@@ -65,6 +80,15 @@ struct Control {
   int64_t free_regions;  // regions that leave their team to the runtime (the team hook may change it)
   int64_t cuda_rc;       // the last cuCtxSetFlags result (-1: none called)
   int64_t ended;         // 1 once the probe has reported (the program is ending)
+  // Version 2: OpenMP's promise (a region the program leaves to the runtime gets at most the
+  // team omp_get_max_threads() told its forking thread) and every process of a job.
+  int64_t ceiling;       // threadburn: the largest team a setting may ask (0: none); told before the first block
+  int64_t asks;          // omp_get_max_threads() asked outside regions by the steered processes
+  int64_t own_team;      // the runtime's own answer (the program's team) at the last ask or region
+  int64_t held_back;     // regions given fewer threads than asked: their thread was told fewer
+  int64_t n_procs;       // slots of procs taken (the owner first)
+  int64_t refused;       // processes that reached their steady phase with every slot taken: not steered
+  Proc procs[kMaxProcs];
 };
 
 // Maps THREADBURN_INRUN when set (at the probe's start); false without it.
@@ -80,8 +104,17 @@ void saw_region(int team, int requested);
 // The program is ending.
 void end();
 
+// OpenMP's promise, kept while steering: the answer to the program's
+// omp_get_max_threads() outside regions, given the runtime's own (`own`):
+// before the first block, max(own, the ceiling threadburn wrote), so that
+// what a program sizes at start holds for any team a block may give; then
+// the block's team under a team setting, else own. Each thread's last answer
+// bounds the team of its next region that leaves it to the runtime
+// (team_hook). `own` unchanged outside an in-run tune.
+int answer(int own);
 // omptap's team hook (a region's team: `requested` when the program named
-// one) and driver_calls' before-wait hook.
+// one, kept; else min(the block's team or the runtime's own, what the forking
+// thread was last told)) and driver_calls' before-wait hook.
 unsigned team_hook(unsigned requested);
 void before_wait();
 

@@ -1,0 +1,145 @@
+#!/usr/bin/python3
+"""OpenMP's promise under an in-run tune, live (src/probe/inrun.h: answer() and
+team_hook(); src/probe/omp_ask.cc): a region the program leaves to the runtime
+gets at most the omp_get_max_threads() its forking thread was told, and a region
+the program names keeps its team, in every block, while the blocks' teams go
+above the program's own (up to the ceiling).
+
+    check_promise.py CASE --build-dir DIR --libomp LIB [--clang-child PATH]
+
+The program is tests/cpp/promise_child.c: per-thread slots sized by
+omp_get_max_threads(), guard slots with a canary after them, every member
+writing its slot; it exits 3 on a thread beyond its slots, an overwritten
+guard, or a named region with another team. This script is threadburn's side
+of the control block, by hand: it writes the ceiling (4) and the settings T1,
+T2, T4, starts the program under the probe, and asks the program's own, T1, T2,
+T4 in turn every 0.25 s for the program's 4 s. Known answers, each case:
+  the program exits 0 with violations=0 (nothing written past its slots);
+  its largest team is 4 (the ceiling reached: the block's team applied),
+  every setting was applied in the process (its slot's `applied`);
+  the probe answered the program's asks while steering it (`asks` > 0), or,
+  sized once at start, the program was told the ceiling then (first_size).
+Cases:
+  gcc_start     GCC (GOMP_*), libgomp, slots sized once before the first
+                region (told the ceiling at start: every team fits)
+  gcc_each      the same, sized before every region (told each block's team)
+  gcc_named     sized before every region, every third region named
+                num_threads(3): exactly 3 in every block
+  llvm_each     the GCC program on LLVM's runtime (LD_PRELOAD libomp)
+  clang_named   clang (__kmpc_fork_call; a named team is __kmpc_push_num_threads
+                before it), LLVM's runtime: every third region named 3
+Standard library only (and the package's lib/probe.py for the probe's paths).
+"""
+import argparse
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_inrun import check, env_clean  # noqa: E402
+
+CEILING = 4
+TEAMS = (1, 2, 4)
+SWITCH_S = 0.25
+SECONDS = 4.0
+
+
+class Block:
+    """The control block by its described layout (describe.json's "inrun")."""
+
+    def __init__(self, path, layout):
+        self.l, self.f = layout, layout["fields"]
+        with open(path, "wb") as f:
+            f.write(b"\0" * layout["size"])
+        self.fd = os.open(path, os.O_RDWR)
+        import mmap
+        self.mm = mmap.mmap(self.fd, layout["size"])
+        for name in ("magic", "version"):
+            self.put(self.f[name], layout[name])
+        self.put(self.f["request"], -1)
+        self.put(self.f["ceiling"], CEILING)
+        for i, team in enumerate(TEAMS):
+            base = self.f["settings"] + i * layout["setting_size"]
+            for field, value in (("team", team), ("blocktime_ms", -1), ("cuda_flags", -1)):
+                self.put(base + layout["setting_fields"][field], value)
+        self.put(self.f["n_settings"], len(TEAMS))
+
+    def put(self, offset, value):
+        struct.pack_into("<q", self.mm, offset, int(value))
+
+    def get(self, name):
+        return struct.unpack_from("<q", self.mm, self.f[name])[0]
+
+    def proc(self, i, name):
+        return struct.unpack_from("<q", self.mm, self.f["procs"] + i * self.l["proc_size"]
+                                  + self.l["proc_fields"][name])[0]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=("gcc_start", "gcc_each", "gcc_named", "llvm_each", "clang_named"))
+    ap.add_argument("--build-dir", required=True)
+    ap.add_argument("--repo", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    ap.add_argument("--libomp", default="")
+    a = ap.parse_args()
+    sys.path.insert(0, os.path.join(a.repo, "python"))
+    from threadburn.lib import probe
+
+    llvm = a.case in ("llvm_each", "clang_named")
+    if llvm and not (a.libomp and os.path.exists(a.libomp)):
+        print("SKIP: LLVM's runtime not found")
+        sys.exit(77)
+    program = os.path.join(a.build_dir, "tests", "cpp",
+                           "promise_child_clang" if a.case == "clang_named" else "promise_child_gcc")
+    if not os.path.exists(program):
+        print(f"SKIP: {program} not built (clang missing?)")
+        sys.exit(77)
+    args = [f"--seconds={SECONDS}", "--work_us=2000",
+            "--sizing=start" if a.case == "gcc_start" else "--sizing=each"]
+    if a.case.endswith("named"):
+        args += ["--named=3", "--team_named=3"]
+    layout = probe.describe(a.build_dir)["inrun"]
+    with tempfile.TemporaryDirectory() as tmp:
+        block = Block(os.path.join(tmp, "control"), layout)
+        env = probe.environment(env_clean(), probe.library(a.build_dir), os.path.join(tmp, "probe"),
+                                "llvm" if llvm else "gomp", libomp=a.libomp or None)
+        env["THREADBURN_INRUN"] = os.path.join(tmp, "control")
+        os.makedirs(os.path.join(tmp, "probe"), exist_ok=True)
+        print("$ THREADBURN_INRUN=... LD_PRELOAD=" + env.get("LD_PRELOAD", "") + " " + " ".join([program, *args]))
+        p = subprocess.Popen([program, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        while not block.get("owner_pid") and p.poll() is None:
+            time.sleep(0.005)
+        applied, asked = set(), 0
+        order = [-1, 0, 1, 2]
+        while p.poll() is None:
+            want = order[asked % len(order)]
+            block.put(block.f["request"], want)
+            t = time.monotonic()
+            while time.monotonic() - t < SWITCH_S and p.poll() is None:
+                if block.proc(0, "applied") == want:
+                    applied.add(want)
+                time.sleep(0.002)
+            asked += 1
+        out = p.communicate()[0]
+        print(out.strip().splitlines()[-1] if out.strip() else "(no output)")
+        figures = dict(kv.split("=") for kv in out.strip().splitlines()[-1].split()[1:]) if "promise:" in out else {}
+        print(f"applied {sorted(applied)}, asks {block.get('asks')}, held back {block.get('held_back')}, "
+              f"own team {block.get('own_team')}, steered processes {block.get('n_procs')}")
+        check(p.returncode == 0 and figures.get("violations") == "0",
+              f"the program's slots were overrun or a named team changed (exit {p.returncode})")
+        check(int(figures.get("max_team", 0)) == CEILING, f"largest team {figures.get('max_team')}: the ceiling "
+              f"{CEILING} was never given")
+        check(applied >= {-1, 0, 1, 2}, f"settings applied {sorted(applied)} (expected the program's own, T1, T2, T4)")
+        if a.case == "gcc_start":  # asked once, before the process was steered: told the ceiling
+            check(figures.get("first_size") == str(CEILING), f"sized {figures.get('first_size')} at start: "
+                  f"expected the ceiling {CEILING}")
+        else:  # asked before every region, while steered
+            check(block.get("asks") > 0, "the probe never answered the program's omp_get_max_threads()")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
