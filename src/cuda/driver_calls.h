@@ -76,8 +76,9 @@ void set_first_work_hook(FirstWorkHook hook);
 int64_t first_work_ns();
 
 // The calls of a kind so far, every thread, and when the last one ended
-// (CLOCK_MONOTONIC ns; 0: none): a running count that costs a wrapped call
-// one relaxed add and one store (the progress of threadburn tune --in-run).
+// (CLOCK_MONOTONIC ns; 0: none), both of one instant, the time never going
+// back (the progress of threadburn tune --in-run; a wrapped call's end takes
+// a short spin lock).
 struct Progress {
   int64_t calls = 0;
   int64_t last_end_ns = 0;

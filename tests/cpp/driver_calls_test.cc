@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <cstring>
 #include <thread>
+#include <vector>
+#include <algorithm>
 
 #include "cuda/driver_calls.h"
 
@@ -171,6 +173,44 @@ TEST(DriverCalls, AWaitInsideAWaitCountsOnce) {
   const CallTally w = mine().of[static_cast<int>(CallKind::kWait)];
   EXPECT_EQ(w.calls, 1);
   EXPECT_LT(static_cast<double>(w.wall_ns) / 1e6, 45);
+}
+
+int quick_launch(U, U, U, U, U, U, U, U, U, U, U) { return 0; }
+
+// The progress an in-run block divides (a time difference by a count difference) is one
+// snapshot: read while four threads end launches at once, neither the count nor the last
+// end ever goes back, and at the end the count is every call and the last end a real one's.
+TEST(DriverCalls, ProgressIsOneSnapshotThatNeverGoesBack) {
+  auto launch = wrapped("cuLaunchKernel", &quick_launch);
+  constexpr int kThreads = 4, kCalls = 20000;
+  std::atomic<int> running{kThreads};
+  std::atomic<int64_t> ended_before[kThreads] = {};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        launch(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+        // After the call returned: its end is at most now.
+        ended_before[t].store(static_cast<int64_t>(clock_ms(CLOCK_MONOTONIC) * 1e6), std::memory_order_release);
+      }
+      --running;
+    });
+  }
+  Progress last{};
+  int backwards = 0, reads = 0;
+  while (running.load() > 0) {
+    const Progress p = progress(CallKind::kLaunch);
+    backwards += p.calls < last.calls || p.last_end_ns < last.last_end_ns;
+    last = p;
+    ++reads;
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(backwards, 0) << "of " << reads << " reads";
+  const Progress end = progress(CallKind::kLaunch);
+  EXPECT_EQ(end.calls, static_cast<int64_t>(kThreads) * kCalls);
+  int64_t latest = 0;
+  for (auto& e : ended_before) latest = std::max<int64_t>(latest, e.load());
+  EXPECT_LE(end.last_end_ns, latest + 1000);  // the last end is a real call's end (clock_ms rounds to 1 us)
 }
 
 std::atomic<int64_t> g_hook_ns{0};
