@@ -42,9 +42,27 @@ known by construction, decided within a minute of it.
               after the verdict, regions_child --until_file)
   metric      team_up judged by the program's own figure (--metric on its
               step_ms lines, lower better): the same verdict as its regions give
-Each verdict comes within 60 s of the program's start. Standard library only.
+  py_metric   the same family in a Python program (tests/bench/inrun_programs.py
+              nap: its regions through libgomp, its figure print()ed every step
+              without a flush): by its figure and by its regions, CHANGE to T2
+              both; its output line-buffered by the tune (the line says so)
+  ranks       two torch.distributed ranks (gloo on localhost, as the DDP
+              benchmarks run them) started by a launcher that runs no region,
+              each a nap step, 10 ms of its CPU and an all_reduce, started at
+              OMP_NUM_THREADS=1: both ranks steered (the line names both pids),
+              no block dropped for a setting not in effect, CHANGE to T2 (the
+              ranks wait for each other: a team of two helps only where both
+              have it), and a block's CPU a step is both ranks' (their own
+              figures, summed: one rank's would be half)
+  forked_omp  a parent that forks two workers before its first region, the
+              workers running regions of their own: all three steered
+  forked_python  ... the workers running no region: the parent alone steered;
+              CHANGE to T2 both ways
+Each verdict comes within 60 s of the program's start. Standard library only
+(the ranks need torch: skipped without it).
 """
 import argparse
+import csv
 import json
 import os
 import re
@@ -73,7 +91,15 @@ def check(cond, msg):
 
 def env_clean(**extra):
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OMP_", "KMP_", "GOMP_", "THREADBURN_", "FAKE_")) and k != "LD_PRELOAD"}
+           if not k.startswith(("OMP_", "KMP_", "GOMP_", "THREADBURN_", "FAKE_", "_STDBUF_"))
+           and k not in ("LD_PRELOAD", "PYTHONUNBUFFERED")}
+    # A sanitized probe (tests/sanitize): its sanitizer's runtime preloaded (threadburn puts
+    # what the command's LD_PRELOAD holds after the probe and the runtime it preloads), and
+    # the OpenMP tool that tells ThreadSanitizer of LLVM's runtime's barriers.
+    if os.environ.get("THREADBURN_TEST_PRELOAD"):
+        env["LD_PRELOAD"] = os.environ["THREADBURN_TEST_PRELOAD"]
+    if os.environ.get("OMP_TOOL_LIBRARIES"):
+        env["OMP_TOOL_LIBRARIES"] = os.environ["OMP_TOOL_LIBRARIES"]
     return dict(env, **extra)
 
 
@@ -232,6 +258,96 @@ def case_metric(a, tmp):
           f"the program's figure decides {by_figure['verdict']} {by_figure['setting']}, its regions "
           f"{by_regions['verdict']} {by_regions['setting']}")
     check(by_figure["time_metric"] == "metric" and by_regions["time_metric"] == "unit_ms", "not the figures asked")
+
+
+PY_PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inrun_programs.py")
+PY_ENV = {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "passive"}
+
+
+def python_program(*args):
+    return ["/usr/bin/python3", PY_PROGRAMS, *args]
+
+
+def steered(text):
+    """The pids of the processes the tune said it steers."""
+    m = re.search(r"^tune --in-run: steering (\d+) process(?:es)?, (.*)$", text, re.M)
+    check(m, "no line saying which processes are steered")
+    pids = [int(x) for x in re.findall(r"pid (\d+) \(", m.group(2))]
+    check(len(pids) == int(m.group(1)), f"the line names {len(pids)} pids for {m.group(1)} processes")
+    return pids
+
+
+def program_log(out):
+    with open(os.path.splitext(out)[0] + ".program.log") as f:
+        return f.read()
+
+
+def blocks(out):
+    with open(out) as f:
+        return list(csv.DictReader(f))
+
+
+def case_py_metric(a, tmp):
+    program = python_program("nap", "--seconds=90")
+    text, by_regions, _ = in_run(a, tmp, program, env_clean(**PY_ENV))
+    expect(by_regions, "change", "T2")
+    text, by_figure, out = in_run(a, tmp, program, env_clean(**PY_ENV), "--force", "--metric", r"step_ms=([0-9.]+)",
+                                  "--metric-better", "lower")
+    check("made line-buffered for --metric: PYTHONUNBUFFERED=1" in text, "no line saying the output is line-buffered")
+    expect(by_figure, "change", "T2")
+    check(by_figure["time_metric"] == "metric" and by_regions["time_metric"] == "unit_ms", "not the figures asked")
+    burst = [r for r in blocks(out) if "burst" in r["reason"]]
+    check(not burst, f"{len(burst)} blocks whose lines came in a burst")
+
+
+def case_ranks(a, tmp):
+    if subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed"], capture_output=True).returncode:
+        print("SKIP: no torch.distributed in /usr/bin/python3")
+        sys.exit(77)
+    text, entry, out = in_run(a, tmp, python_program("ranks", "--seconds=90"), env_clean(**PY_ENV),
+                              "--metric", r"rank=0 step_ms=([0-9.]+)", "--metric-better", "lower")
+    log = program_log(out)
+    ranks = {int(r): int(p) for r, p in re.findall(r"^rank=(\d+) pid=(\d+)$", log, re.M)}
+    check(sorted(ranks) == [0, 1], f"ranks seen: {ranks}")
+    check(sorted(steered(text)) == sorted(ranks.values()), f"steered {steered(text)}, the ranks are {ranks}")
+    rows = blocks(out)
+    not_applied = [r for r in rows if "not in effect" in r["reason"]]
+    check(len(not_applied) <= len(rows) // 10, f"{len(not_applied)} of {len(rows)} blocks dropped for a setting "
+          "not in effect in both ranks in time")
+    expect(entry, "change", "T2")
+    check(entry["time_ratio"]["high"] <= 0.85, f"T2's time {entry['time_ratio']}: expected -15 % or better")
+    # A block's CPU a step (the tune's: the steered processes' CPU rate times rank 0's step) against the
+    # ranks' own CPU a step (process_time, every thread: the probe's sampler too, ~1 ms a step).
+    own = sum(statistics.median(float(x) for x in re.findall(rf"^rank={r} step_ms=[0-9.]+ cpu_ms=([0-9.]+)$", log,
+                                                              re.M)) for r in ranks)
+    tune = statistics.median(float(r["cpu_ms"]) / float(r["block_ms"]) * float(r["metric"])
+                             for r in rows if r["status"] == "ok")
+    print(f"CPU a step: the tune's {tune:.2f} ms, the ranks' own {own:.2f} ms summed")
+    check(0.65 * own <= tune <= 1.4 * own, f"the tune's CPU a step {tune:.2f} ms, the ranks' own {own:.2f} ms: "
+          "not both ranks' (one rank's would be half)")
+
+
+def forked(a, tmp, kind):
+    text, entry, out = in_run(a, tmp, python_program("forked", f"--worker-kind={kind}", "--seconds=90"),
+                              env_clean(**PY_ENV))
+    m = re.search(r"^parent pid=(\d+) workers=([0-9,]+)$", program_log(out), re.M)
+    check(m, "no line naming the parent and its workers")
+    parent, workers = int(m.group(1)), [int(x) for x in m.group(2).split(",")]
+    return text, entry, parent, workers
+
+
+def case_forked_omp(a, tmp):
+    text, entry, parent, workers = forked(a, tmp, "omp")
+    check(sorted(steered(text)) == sorted([parent] + workers),
+          f"steered {steered(text)}: expected the parent {parent} and its workers {workers}")
+    expect(entry, "change", "T2")
+
+
+def case_forked_python(a, tmp):
+    text, entry, parent, workers = forked(a, tmp, "python")
+    check(steered(text) == [parent], f"steered {steered(text)}: expected the parent {parent} alone (its workers "
+          f"{workers} run no region)")
+    expect(entry, "change", "T2")
 
 
 def main():

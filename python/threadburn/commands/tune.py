@@ -68,6 +68,7 @@ import argparse
 import os
 import random
 import shutil
+import sys
 import time
 from dataclasses import dataclass
 
@@ -586,6 +587,7 @@ def inrun_end(t, ex, ended, seconds):
                      + ("" if keep != "plain" or not t.args.apply else " (--apply: no change was confirmed)")
                      + "; waiting for the program to end")
     report(t, ended, after)
+    sys.stdout.flush()  # the verdict now, not when the program ends (a pipe: tee, a log collector)
     code = ex.wait()
     ex.close()
     shutil.rmtree(t.work, ignore_errors=True)

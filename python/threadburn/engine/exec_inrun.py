@@ -444,7 +444,7 @@ class InRunExecutor(campaign.Executor):
             env, self.buffering = line_buffered(env)
         self.env = env
         self.t0 = time.monotonic()
-        self.log = open(log_path, "w")
+        self.log = open(log_path, "w", buffering=1)  # line by line: readable (tail -f) while it runs
         self.p = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True, start_new_session=True,
                                   preexec_fn=die_with_parent)
@@ -557,7 +557,10 @@ class InRunExecutor(campaign.Executor):
             raise ThreadburnError(f"no progress in {seconds:g} s of the steady phase (regions {seen['regions']}, device "
                                   f"waits {seen['waits']}, launches {seen['launches']}"
                                   + (f", lines matching --metric {len(self.lines) - lines0}" if self.metric else "")
-                                  + "): nothing to measure a block by")
+                                  + "): nothing to measure a block by"
+                                  + ("; a program that buffers its own output shows no line for a long while: flush "
+                                     "after each line (Python: print(..., flush=True))"
+                                     if self.metric and len(self.lines) == lines0 else ""))
         unit_s = seconds / units
         self.unit_s = unit_s
         self.set_settle([])
