@@ -80,6 +80,12 @@ void BurnSampler::kick() {
 
 void BurnSampler::relax() { relaxed_.store(true, std::memory_order_relaxed); }
 
+void BurnSampler::wake() {
+  static_assert(std::atomic<uint32_t>::is_always_lock_free, "wake() must stay async-signal-safe");
+  wake_.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, &wake_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
 int64_t BurnSampler::next_deadline(int64_t now, bool* idle) {
   // Keep sampling fast while the last interval burned: the end is still ahead.
   {
@@ -120,6 +126,7 @@ void BurnSampler::run() {
   double cost_ns = 0;  // the sampler's CPU per wake-up and sample, a running average (max_share)
   while (!stop_.load(std::memory_order_relaxed)) {
     const uint32_t seen = wake_.load(std::memory_order_acquire);
+    if (options_.on_wake) options_.on_wake();
     const int64_t min_period = min_period_ns_.load(std::memory_order_relaxed);
     if (min_period > 0 && wall_ns() < last_sample + min_period) {
       // Woken early (a kick) while the budget says not yet: sleep on, and let

@@ -64,6 +64,11 @@ class BurnSampler {
     // Called with every sample as it is kept (the sampler's lock held: keep it
     // short; may be empty).
     std::function<void(const BurnSample&)> on_sample;
+    // Called on the sampler thread at every wake-up, before it samples, with
+    // no lock of the sampler held: it may call sample_now, window and
+    // thread_window, and need not return (the probe ends a signalled process
+    // from here). May be empty.
+    std::function<void()> on_wake;
   };
 
   explicit BurnSampler(Options options);
@@ -82,6 +87,9 @@ class BurnSampler {
   void kick();
   // Nothing to locate until the next kick (a step is running): idle period.
   void relax();
+  // Wake the sampler thread now (it runs on_wake, then samples). Async-signal-
+  // safe: an atomic add and a futex wake, so a signal handler may call it.
+  void wake();
   // New threads exist (e.g. a team grew): re-list /proc/self/task at the next
   // sample rather than up to relist_ns later, so their CPU so far lands near
   // the moment they were born.
@@ -113,7 +121,7 @@ class BurnSampler {
   std::atomic<int64_t> taken_{0};
   std::atomic<int64_t> fast_until_{0};
   std::atomic<bool> relaxed_{false};
-  std::atomic<uint32_t> wake_{0};  // futex word: bumped by kick()
+  std::atomic<uint32_t> wake_{0};  // futex word: bumped by kick() and wake()
   std::atomic<bool> idle_sleep_{false};  // the sampler waits out an idle period now
   std::atomic<bool> relist_requested_{false};
   std::atomic<int64_t> min_period_ns_{0};  // max_share's bound on the period (0: none)

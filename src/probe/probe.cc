@@ -32,6 +32,8 @@
 // THREADBURN_CUDA_SYNC (spin, yield, blocking_sync) sets the CUDA host wait
 // policy in the constructor, with or without THREADBURN_PROBE_DIR, and the
 // summary says what was in force (src/cuda/driver_policy.h; docs/probe.md).
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -97,6 +99,7 @@ struct State {
   RegionStats stats;
   std::vector<Gap> gaps;
   std::atomic<bool> reported{false};
+  std::mutex report_mu;  // held while report() runs
   std::atomic<bool> dnnl_isa_known{false};  // oneDNN answered (dnnl_cpu_isa): no more asking
   std::atomic<int64_t> dnnl_asked_ns{0};
   // The two ends a startup may have: the first device work, the first region.
@@ -176,7 +179,13 @@ class Regions : public omptap::Listener {
   }
 };
 
-Regions g_regions;
+// The listener, never destroyed ("What the exit path reads", above report()):
+// a team may end a region on another thread while the process exits.
+Regions& regions() {
+  static Regions& r = *new Regions;
+  return r;
+}
+
 
 // The CUDA host wait policy: set at load, read back while the program runs
 // (a CUDA runtime may release its contexts in an exit handler, which runs
@@ -531,9 +540,32 @@ void write_gaps(const std::vector<Gap>& gaps, const std::vector<GapBurn>& burns)
   write_file(stem() + ".gaps.csv", out);
 }
 
+// What the exit path reads. report() runs among the process's exit handlers
+// (atexit, registered in start()) or on the sampler thread after a signal,
+// while the program's own threads may still run. Every object it, or any
+// other exit or destructor path of the probe, touches must outlive it:
+//  - a heap object never destroyed: State, g_cuda, the Regions listener,
+//    cuda_report()'s, the function-local tables of src/runtime/runtime.cc,
+//    report.cc's counters(), thread_class.cc's registry (`static T& x =
+//    *new T`), made in start() or on first use; or
+//  - a constant-initialised object with no destructor (atomics, pointers,
+//    integers, arrays of const char*); or a local of report() itself.
+// Never a static with a destructor, function-local or at namespace scope:
+// made after atexit(report) (first used mid-run), it is destroyed before the
+// report reads it, and a std::string longer than its inline buffer then
+// reads as freed heap bytes (oneDNN's avx512_core_bf16 did). Never a
+// namespace-scope object with a dynamic initialiser either: it may run after
+// start() used it. No thread_local with a destructor: exit() destroys the
+// exiting thread's before any exit handler. tests/bench/check_probe.py fails
+// on a probe that registers any destructor at all (exit_statics) and on the
+// bug itself (long_isa). A second caller of report() (the exit during a
+// signal's report, or the reverse) waits for the first to finish: the files
+// are whole when the process ends.
 void report() {
   State* s = g_state;
-  if (!s || s->pid != getpid() || s->reported.exchange(true)) return;
+  if (!s || s->pid != getpid()) return;
+  std::lock_guard<std::mutex> once(s->report_mu);
+  if (s->reported.exchange(true)) return;
   omptap::set_listener(nullptr);
   Figures f;
   f.children_ns = s->children->final_ns();
@@ -578,10 +610,50 @@ void report() {
   inrun::end();
 }
 
+// SIGTERM (and SIGINT where the program left it to the default): the handler
+// does only what a handler may (an atomic store, a futex wake: nothing that
+// locks or allocates), so that a signal landing while the interrupted thread
+// holds the probe's mutex or the allocator's cannot deadlock the process.
+// The sampler thread, woken, writes the report in a normal context
+// (end_by_signal), then ends the process by the same signal with its default
+// action: the program's exit status stays what it would have been unprobed,
+// killed by the signal. Meanwhile the program runs on; more signals change
+// nothing. A forked child that did not exec (no sampler thread, no report of
+// its own) ends at once, as it would unprobed.
+std::atomic<int> g_signalled{0};  // the first signal's number; 0: none
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free flag");
+
+void default_action(int sig) {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, nullptr);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+  raise(sig);  // from a handler: pending until it returns, then the default action
+}
+
 void on_signal(int sig) {
-  report();  // not async-signal-safe; the process is ending anyway
-  signal(sig, SIG_DFL);
-  raise(sig);
+  const int saved_errno = errno;
+  State* s = g_state;
+  if (!s || s->pid != getpid()) {
+    default_action(sig);
+  } else {
+    int none = 0;
+    if (g_signalled.compare_exchange_strong(none, sig)) s->sampler->wake();
+  }
+  errno = saved_errno;
+}
+
+// On the sampler thread (BurnSampler::Options::on_wake), after a signal.
+void end_by_signal() {
+  const int sig = g_signalled.load(std::memory_order_acquire);
+  if (sig == 0) return;
+  report();  // waits for a report the exit path began
+  default_action(sig);
+  _exit(128 + sig);  // not reached: the default action of SIGTERM and SIGINT ends the process
 }
 
 void write_describe(const std::string& dir) {
@@ -629,6 +701,7 @@ __attribute__((constructor)) void start() {
   o.with_wait = true;
   o.per_thread = true;
   o.per_thread_every_ns = 10 * kNsPerMsInt;
+  o.on_wake = end_by_signal;  // the signal path's report (on_signal)
   o.mark = inside_regions_ns;
   o.extra = [] {
     observe_cuda();
@@ -647,7 +720,7 @@ __attribute__((constructor)) void start() {
   // NVML only once the program uses CUDA: under a policy the probe has loaded
   // the driver into every process, wrappers included (driver_policy.h).
   s.gpus = std::make_unique<gpu::NvmlSampler>([] { return g_cuda->program_uses_cuda(); });
-  omptap::set_listener(&g_regions);
+  omptap::set_listener(&regions());
   // The driver's entry points the program looks up from now on come back
   // wrapped; its first wait or launch ends the startup.
   cuda::set_first_work_hook(on_first_device_work);
@@ -655,14 +728,19 @@ __attribute__((constructor)) void start() {
   // After the sampler (a thread the driver starts is seen from its birth),
   // before atexit(report) (an exit handler the driver registers runs after it).
   cuda::apply_from_environment(g_cuda, false);
-  // Statics the report reads, made before it is registered: a function's
-  // static made later (first used mid-run, as an in-run tune's take() does
-  // with the runtimes' table) is destroyed before the report runs at exit.
-  (void)runtime_specs();
+  // Whatever the report reads lives until the process ends, whenever it was
+  // first made ("What the exit path reads", above report()).
   std::atexit(report);
+  // SIGINT only where the program left it to the default (Python installs
+  // its own later, raising KeyboardInterrupt: it exits through atexit).
   for (int sig : {SIGINT, SIGTERM}) {
     struct sigaction old {};
-    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) signal(sig, on_signal);
+    if (sigaction(sig, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) continue;
+    struct sigaction act {};
+    act.sa_handler = on_signal;
+    sigemptyset(&act.sa_mask);
+    act.sa_flags = SA_RESTART;  // the program's interrupted calls go on, as with signal()'s BSD semantics
+    sigaction(sig, &act, nullptr);
   }
   // A forked child has no sampler thread: it stays out (no listener, no report).
   pthread_atfork(nullptr, nullptr, [] { omptap::set_listener(nullptr); });

@@ -126,8 +126,9 @@ GapBurn gap_burn(const std::vector<BurnSample>& samples, const Gap& gap) {
   return g;
 }
 
+// Never destroyed: the exit report reads it (probe.cc, "What the exit path reads").
 const CounterTable& counters() {
-  static const CounterTable table = {
+  static const CounterTable& table = *new const CounterTable{
       {"wall_ms", "ms", "the program's run time under the probe (load to exit)"},
       {"cpu_ms", "ms", "CPU of every thread of the program (the sampler excluded) and of its child processes (cpu_children_ms)"},
       {"cpu_main_ms", "ms", "the main thread's CPU"},

@@ -21,12 +21,17 @@
 
 namespace threadburn {
 
+// The tables below and dnnl_cpu_isa's answer are read by the preload
+// probe's exit report (src/probe/probe.cc, report()), which runs among the
+// exit handlers: each is a heap object never destroyed, alive whatever ran
+// first (a function's static destroyed at exit would be, when it was first
+// made after the report was registered).
 const std::vector<std::string>& knob_variables() {
-  static const std::vector<std::string> vars = [] {
+  static const std::vector<std::string>& vars = *new const std::vector<std::string>([] {
     std::vector<std::string> names;
     for (const KnobSpec& k : kKnobTable) names.emplace_back(k.name);
     return names;
-  }();
+  }());
   return vars;
 }
 
@@ -41,7 +46,7 @@ void describe_knobs(JsonWriter* json) {
 }
 
 const std::vector<RuntimeSpec>& runtime_specs() {
-  static const std::vector<RuntimeSpec> specs = [] {
+  static const std::vector<RuntimeSpec>& specs = *new const std::vector<RuntimeSpec>([] {
     std::vector<RuntimeSpec> out = {{"gomp", "libgomp", {}}, {"llvm", "llvm-libomp", {}}};
     for (RuntimeSpec& r : out) {
       for (const KnobSpec& k : kKnobTable) {
@@ -49,7 +54,7 @@ const std::vector<RuntimeSpec>& runtime_specs() {
       }
     }
     return out;
-  }();
+  }());  // never destroyed (see knob_variables)
   return specs;
 }
 
@@ -430,9 +435,14 @@ void* loaded_symbol(const char* symbol, const LoadedObjects& objects) {
 }  // namespace
 
 std::string dnnl_cpu_isa(bool may_ask) {
-  static std::mutex mu;
-  static std::string found;                   // oneDNN's answer, once one was had
-  static unsigned long long searched = ~0ULL;  // the load count of the last search that found none
+  // Never destroyed (see knob_variables): the probe asks while the program
+  // runs and reads the answer at exit, after the static destructors of
+  // everything made since its start. oneDNN's names outgrow a std::string's
+  // inline buffer (avx512_core_bf16, avx512_core_amx_fp16): a destroyed one
+  // read freed heap bytes.
+  static std::mutex& mu = *new std::mutex;
+  static std::string& found = *new std::string;  // oneDNN's answer, once one was had
+  static unsigned long long searched = ~0ULL;    // the load count of the last search that found none
   std::lock_guard<std::mutex> lock(mu);
   if (!found.empty() || !may_ask) return found.empty() ? "n/a" : found;
   LoadedObjects objects;

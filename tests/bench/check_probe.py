@@ -13,8 +13,12 @@ the gap's first interval. The python case checks the same on a real PyTorch trai
 sleep/step/sleep pattern (examples/sleep_step_sleep.py; skipped without
 python3-torch), the knobs case the read-back of KMP_LIBRARY and
 ONEDNN_MAX_CPU_ISA in one, the placement case the read-backs of
-OMP_PROC_BIND, OMP_PLACES and OMP_SCHEDULE under both runtimes. Standard
-library only.
+OMP_PROC_BIND, OMP_PLACES and OMP_SCHEDULE under both runtimes. The exit
+path: long_isa (oneDNN's ISA with a long name, from a stand-in oneDNN, read
+right at exit), exit_statics (the probe registers no destructor that could
+run before its report), sigterm (SIGTERM, once or in a burst, always ends the
+process by SIGTERM with its summary written, never a hang). Standard library
+only.
 """
 import argparse
 import csv
@@ -47,7 +51,9 @@ def probed(a, tmp, cmd, env, llvm=None):
     out = os.path.join(tmp, "probe")
     os.makedirs(out, exist_ok=True)
     llvm = any(k.startswith("KMP_") for k in env) if llvm is None else llvm
-    preload = [a.probe] + ([a.libomp] if llvm else [])
+    # A sanitized probe (tests/sanitize) needs its sanitizer's runtime loaded before it.
+    first = [os.environ["THREADBURN_TEST_PRELOAD"]] if os.environ.get("THREADBURN_TEST_PRELOAD") else []
+    preload = first + [a.probe] + ([a.libomp] if llvm else [])
     full = dict(os.environ, LD_PRELOAD=" ".join(preload), THREADBURN_PROBE_DIR=out, **env)
     print("$ " + " ".join(f"{k}={v}" for k, v in env.items()) + " " + " ".join(cmd))
     t0, taken0 = time.monotonic(), taken_ms()
@@ -352,10 +358,139 @@ def case_wait(a, tmp):
     check(c["wait_ms"] >= c["wait_main_ms"] and c["wait_omp_ms"] == 0, "the classes do not add up")
 
 
+def strict_summary(path):
+    """A summary read as the Python side must be able to: valid UTF-8, valid
+    JSON (no control character left raw in a string), or the test fails
+    naming the bytes."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        fail(f"{path}: not UTF-8 ({e}): {raw[max(0, e.start - 60):e.end + 20]!r}")
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        fail(f"{path}: not JSON ({e})")
+
+
+# oneDNN's ISA as the summary's context reports it, read at exit from what the
+# probe kept while the program ran. With a stand-in oneDNN (fake_dnnl.c,
+# preloaded after the probe) whose name is Granite Rapids' (20 bytes: longer
+# than a std::string holds inline, so it lives on the heap), the exit report
+# must print exactly that name: a string destroyed before the report (a
+# function's static made after atexit(report)) gives freed heap bytes here,
+# on any CPU. The file must be valid UTF-8 JSON whatever the bytes.
+LONG_ISA = "avx512_core_amx_fp16"
+
+
+def case_long_isa(a, tmp):
+    fake = os.path.join(os.path.dirname(a.child), "libfake_dnnl.so")
+    check(os.path.exists(fake), f"{fake}: not built")
+    out = os.path.join(tmp, "probe")
+    os.makedirs(out)
+    env = dict(os.environ, LD_PRELOAD=f"{a.probe} {fake}", THREADBURN_PROBE_DIR=out, OMP_NUM_THREADS="2")
+    cmd = child_cmd(a, steps=3)
+    print(f"$ LD_PRELOAD='{env['LD_PRELOAD']}' " + " ".join(cmd))
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    sys.stdout.write(p.stdout + p.stderr)
+    check(p.returncode == 0, f"{cmd[0]} exited {p.returncode}")
+    paths = glob.glob(os.path.join(out, "probe-*.json"))
+    check(len(paths) == 1, f"{len(paths)} summaries, expected 1")
+    summary = strict_summary(paths[0])
+    isa = summary["context"]["dnnl_cpu_isa"]
+    print(f"dnnl_cpu_isa: {isa!r}")
+    check(isa == LONG_ISA, f"dnnl_cpu_isa {isa!r}, expected {LONG_ISA!r} (the stand-in oneDNN's)")
+    check(summary["counters"]["regions"] == 3 * REGIONS, f"{summary['counters']['regions']} regions, expected {3 * REGIONS}")
+
+
+# The rule of the probe's exit path (src/probe/probe.cc, "What the exit path
+# reads"): nothing the exit report may touch is destroyed before it, so the
+# probe registers no destructor at all: no static with one (function-local
+# or namespace-scope), no thread_local with one. Read from the library's
+# machine code: the only caller of __cxa_atexit may be atexit itself (glibc's
+# wrapper, through which start() registers the report); a C++ static with a
+# destructor calls it from its initialisation (a function's static from the
+# function, a namespace-scope one from the file's _GLOBAL__sub_I_), a
+# thread_local from __cxa_thread_atexit. Each caller is named.
+def case_exit_statics(a, tmp):
+    import shutil
+    objdump = shutil.which("objdump")
+    if not objdump:
+        print("SKIP: no objdump (binutils)")
+        return
+    text = subprocess.run([objdump, "-d", "-C", "--no-show-raw-insn", a.probe], capture_output=True, text=True,
+                          check=True).stdout
+    fn, callers = "?", set()
+    register = re.compile(r"\s(call|jmp)\w*\s.*<(__cxa_atexit|__cxa_thread_atexit(_impl)?)(@[^>]*)?>")
+    for line in text.splitlines():
+        m = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
+        if m:
+            fn = m.group(1)
+        elif register.search(line) and not fn.endswith("@plt"):
+            callers.add(fn)
+    print("functions that register an exit-time destructor or handler: " + (", ".join(sorted(callers)) or "none"))
+    check(callers <= {"atexit"}, "the probe destroys at exit what its report may read: "
+          + "; ".join(sorted(callers - {"atexit"})) + " (make each a heap object never destroyed)")
+
+
+# SIGTERM (scancel, kill) ends a probed program as it would end it unprobed,
+# killed by the signal, after the probe wrote its summary. The report runs in
+# a normal context, never in the handler: there it would take the probe's
+# mutex, which the interrupted thread may hold (regions_child's main thread
+# takes it at each of its many tiny regions, most of its time), and allocate
+# while the interrupted thread may be in malloc: the process hung. Each round
+# sends SIGTERM at a random moment of the run, once or as a burst of 20; the
+# process must die of SIGTERM within 20 s with a readable summary.
+SIGTERM_ROUNDS, SIGTERM_BURST, SIGTERM_WAIT_S = 20, 20, 20
+
+
+def case_sigterm(a, tmp):
+    import random
+    import signal
+    rng = random.Random(45)
+    cmd = [a.child, "--seconds=60", "--regions=1000", "--gap_ms=0", "--work_us=0"]
+    hung = bad = 0
+    for k in range(SIGTERM_ROUNDS):
+        out = os.path.join(tmp, f"round{k}")
+        os.makedirs(out)
+        env = dict(os.environ, LD_PRELOAD=a.probe, THREADBURN_PROBE_DIR=out, OMP_NUM_THREADS="2")
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started = os.path.join(out, f"probe-{p.pid}.started")
+        t0 = time.monotonic()
+        while not os.path.exists(started) and time.monotonic() - t0 < 30:
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.1, 0.5))  # mid-run: the handler is in place, regions are running
+        burst = SIGTERM_BURST if k % 2 else 1
+        for _ in range(burst):
+            try:
+                os.kill(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                break
+        try:
+            rc = p.wait(timeout=SIGTERM_WAIT_S)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            hung += 1
+            print(f"round {k}: {burst} x SIGTERM: HUNG (no end within {SIGTERM_WAIT_S} s; killed)")
+            continue
+        path = os.path.join(out, f"probe-{p.pid}.json")
+        regions = None
+        if os.path.exists(path):
+            regions = strict_summary(path)["counters"]["regions"]
+        print(f"round {k}: {burst} x SIGTERM: exit status {rc}, {time.monotonic() - t0:.2f} s, summary "
+              + (f"with {regions:.0f} regions" if regions is not None else "MISSING"))
+        if rc != -signal.SIGTERM or not regions:
+            bad += 1
+    check(hung == 0 and bad == 0, f"{hung} of {SIGTERM_ROUNDS} rounds hung, {bad} did not die of SIGTERM "
+          "with a summary of their regions")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=("llvm", "gomp_passive", "gomp_default", "python", "knobs", "placement", "children",
-                                       "wait"))
+                                       "wait", "long_isa", "exit_statics", "sigterm"))
     for name in ("--probe", "--child", "--libomp", "--repo"):
         ap.add_argument(name, required=True)
     a = ap.parse_args()
