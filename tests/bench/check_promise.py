@@ -28,6 +28,12 @@ Cases:
   llvm_each     the GCC program on LLVM's runtime (LD_PRELOAD libomp)
   clang_named   clang (__kmpc_fork_call; a named team is __kmpc_push_num_threads
                 before it), LLVM's runtime: every third region named 3
+And the in-run verdict on such a program stays right (threadburn tune --in-run,
+the program stopped at its first violation, so a verdict means none came):
+  verdict_start slots sized once at start, OMP_NUM_THREADS=1, passive workers,
+                each region's 4 ms of sleep shared by its team: a team of two
+                halves it: CHANGE to T2 (time -30 % or better), by its step_ms
+  verdict_each  the same, slots sized before every region
 Standard library only (and the package's lib/probe.py for the probe's paths).
 """
 import argparse
@@ -80,7 +86,8 @@ class Block:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=("gcc_start", "gcc_each", "gcc_named", "llvm_each", "clang_named"))
+    ap.add_argument("case", choices=("gcc_start", "gcc_each", "gcc_named", "llvm_each", "clang_named",
+                                     "verdict_start", "verdict_each"))
     ap.add_argument("--build-dir", required=True)
     ap.add_argument("--repo", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
     ap.add_argument("--libomp", default="")
@@ -101,6 +108,8 @@ def main():
             "--sizing=start" if a.case == "gcc_start" else "--sizing=each"]
     if a.case.endswith("named"):
         args += ["--named=3", "--team_named=3"]
+    if a.case.startswith("verdict_"):
+        return verdict(a, program, a.case.split("_")[1])
     layout = probe.describe(a.build_dir)["inrun"]
     with tempfile.TemporaryDirectory() as tmp:
         block = Block(os.path.join(tmp, "control"), layout)
@@ -138,6 +147,20 @@ def main():
                   f"expected the ceiling {CEILING}")
         else:  # asked before every region, while steered
             check(block.get("asks") > 0, "the probe never answered the program's omp_get_max_threads()")
+    print("PASS")
+
+
+def verdict(a, program, sizing):
+    """tune --in-run on the promise program (module docstring, verdict_*)."""
+    from check_inrun import in_run
+    env = env_clean(OMP_NUM_THREADS="1", OMP_WAIT_POLICY="passive")
+    with tempfile.TemporaryDirectory() as tmp:
+        text, entry, _ = in_run(a, tmp, [program, f"--sizing={sizing}", "--seconds=90", "--work_us=4000"], env,
+                                "--metric", r"step_ms=([0-9.]+)", "--metric-better", "lower")
+    check("promise:" not in text, "the program ended before the verdict (a violation stops it at once)")
+    check((entry["verdict"], entry["setting"]) == ("change", "T2"),
+          f"verdict {entry['verdict']} {entry['setting']} (expected change to T2)")
+    check(entry["time_ratio"]["high"] <= 0.7, f"T2's time {entry['time_ratio']}: expected -30 % or better")
     print("PASS")
 
 

@@ -14,8 +14,8 @@
  * --seconds, printing "step_ms=X" every 20 regions, then one line
  *   promise: regions=R free=F named=N max_team=M first_size=S violations=V
  * (S: what omp_get_max_threads() said before the first region)
- * and exits 3 when a member's thread number was beyond its slots, a guard was
- * overwritten, or a named region got another team; 0 otherwise. Built by GCC (libgomp's
+ * and exits 3 at the first region where a member's thread number was beyond its slots,
+ * a guard was overwritten, or a named region got another team; 0 otherwise. Built by GCC (libgomp's
  * GOMP_* ABI) and by clang (LLVM's __kmpc_* ABI) and not linked with omptap: the probe is
  * preloaded, as into any program. */
 #include <omp.h>
@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
         (void)t;
       }
       if (team != team_named) ++violations;
+      if (violations) break;
       ++named_regions;
     } else {
 #pragma omp parallel
@@ -105,6 +106,7 @@ int main(int argc, char** argv) {
       for (int g = 0; g < GUARDS; ++g) bad += slots[size + g] != CANARY;
       violations += bad;
       ++free_regions;
+      if (violations) break;
     }
     if (team > max_team) max_team = team;
     if (++regions % 20 == 0) {
