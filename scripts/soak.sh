@@ -6,12 +6,13 @@
 #   scripts/soak.sh -n 5 -L bench    the benchmark tier, 5 + 5 rounds
 #   scripts/soak.sh -n 10 -R 'probe\.live' --busy-only
 #   scripts/soak.sh -n 10 -R tune_hidden   the rule on hidden slowdowns, 10 + 10 rounds
+#   scripts/soak.sh -n 20 -R '^monitor\.marks\.' --keep-all   every round's output kept (the figures)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${THREADBURN_BUILD_DIR:-build}
 # The tests that measure time or CPU of live threads (the rest are pure).
 LIVE='^(Clock|ThreadClocks|Residual|Sampler|Barrier)\.|^Procfs\.ReadsOwn|^Pipeline\.LoaderThreads|^Ddp(GroupLive|KnownAnswer)\.|^runtime\.|^monitor\.live\.|^monitor\.exact\.|^monitor\.marks\.|^probe\.live\.|^host\.live\.'
-rounds=30 select=(-R "$LIVE") modes=(quiet busy)
+rounds=30 select=(-R "$LIVE") modes=(quiet busy) keep_all=
 usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -20,6 +21,7 @@ while [ $# -gt 0 ]; do
     -R) select=(-R "${2:?-R needs a regex}"); shift 2 ;;
     --busy-only) modes=(busy); shift ;;
     --quiet-only) modes=(quiet); shift ;;
+    --keep-all) keep_all=1; shift ;;
     -h|--help) usage 0 ;;
     *) echo "soak.sh: unknown argument '$1'" >&2; usage 2 >&2 ;;
   esac
@@ -43,7 +45,9 @@ for mode in "${modes[@]}"; do
   start=$(date +%s)
   for ((i = 1; i <= rounds; i++)); do
     # One at a time: the live tests measure CPU.
-    (cd "$BUILD_DIR" && ctest "${select[@]}" -j 1 --output-on-failure >"$log/round" 2>&1) || cp "$log/round" "$keep/$mode-$i.log"
+    (cd "$BUILD_DIR" && ctest "${select[@]}" -j 1 --output-on-failure ${keep_all:+-V} >"$log/round" 2>&1) ||
+      cp "$log/round" "$keep/$mode-$i.log"
+    if [ -n "$keep_all" ]; then cp "$log/round" "$keep/$mode-$i.all.log"; fi
     # ctest's closing list names failed tests and skipped ones alike: a skip
     # (a test that needs what this machine lacks) is no failure.
     sed -n '/(Skipped)$/d; s/^[[:space:]]*[0-9]* - \(.*\) (\(Failed\|Timeout\|.*\))$/\1/p' "$log/round" >>"$log/failed"
