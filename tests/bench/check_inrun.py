@@ -54,10 +54,12 @@ known by construction, decided within a minute of it.
               ranks wait for each other: a team of two helps only where both
               have it), and a block's CPU a step is both ranks' (their own
               figures, summed: one rank's would be half)
-  forked_omp  a parent that forks two workers before its first region, the
-              workers running regions of their own: all three steered
-  forked_python  ... the workers running no region: the parent alone steered;
-              CHANGE to T2 both ways
+  forked_omp  a parent that forks two workers before its first region (as
+              DataLoader does), the workers running regions of their own: all
+              three steered; CHANGE to T2
+  spawned_omp the same with workers started afresh (multiprocessing's spawn)
+  forked_python  forked workers that run no region: the parent alone
+              steered; CHANGE to T2
 Each verdict comes within 60 s of the program's start. Standard library only
 (the ranks need torch: skipped without it).
 """
@@ -315,7 +317,9 @@ def case_ranks(a, tmp):
     check(len(not_applied) <= len(rows) // 10, f"{len(not_applied)} of {len(rows)} blocks dropped for a setting "
           "not in effect in both ranks in time")
     expect(entry, "change", "T2")
-    check(entry["time_ratio"]["high"] <= 0.85, f"T2's time {entry['time_ratio']}: expected -15 % or better")
+    # Both ranks at T2: ~0.65 of the step (40 ms of nap halved, 10 ms of CPU and the all_reduce not);
+    # one rank alone at T2: none (the other rank's step is both's).
+    check(entry["time_ratio"]["estimate"] <= 0.85, f"T2's time {entry['time_ratio']}: expected -15 % or better")
     # A block's CPU a step (the tune's: the steered processes' CPU rate times rank 0's step) against the
     # ranks' own CPU a step (process_time, every thread: the probe's sampler too, ~1 ms a step).
     own = sum(statistics.median(float(x) for x in re.findall(rf"^rank={r} step_ms=[0-9.]+ cpu_ms=([0-9.]+)$", log,
@@ -327,20 +331,24 @@ def case_ranks(a, tmp):
           "not both ranks' (one rank's would be half)")
 
 
-def forked(a, tmp, kind):
-    text, entry, out = in_run(a, tmp, python_program("forked", f"--worker-kind={kind}", "--seconds=90"),
-                              env_clean(**PY_ENV))
+def forked(a, tmp, kind, start="fork"):
+    text, entry, out = in_run(a, tmp, python_program("forked", f"--worker-kind={kind}", f"--start={start}",
+                                                     "--seconds=90"), env_clean(**PY_ENV))
     m = re.search(r"^parent pid=(\d+) workers=([0-9,]+)$", program_log(out), re.M)
     check(m, "no line naming the parent and its workers")
     parent, workers = int(m.group(1)), [int(x) for x in m.group(2).split(",")]
     return text, entry, parent, workers
 
 
-def case_forked_omp(a, tmp):
-    text, entry, parent, workers = forked(a, tmp, "omp")
+def case_forked_omp(a, tmp, start="fork"):
+    text, entry, parent, workers = forked(a, tmp, "omp", start)
     check(sorted(steered(text)) == sorted([parent] + workers),
           f"steered {steered(text)}: expected the parent {parent} and its workers {workers}")
     expect(entry, "change", "T2")
+
+
+def case_spawned_omp(a, tmp):
+    case_forked_omp(a, tmp, "spawn")
 
 
 def case_forked_python(a, tmp):

@@ -11,7 +11,7 @@ program never asks omp_get_max_threads().
 
     inrun_programs.py nap     [--regions 10] [--work-us 4000] [--seconds 90]
     inrun_programs.py ranks   [--world 2] ...   torch.distributed (gloo on localhost) ranks
-    inrun_programs.py forked  [--workers 2] [--worker-kind omp|python] ...
+    inrun_programs.py forked  [--workers 2] [--worker-kind omp|python] [--start fork|spawn] ...
 
   nap     one process: each step --regions regions, then its line
           "step_ms=X cpu_ms=Y" (the step's wall time and this process's CPU
@@ -26,11 +26,12 @@ program never asks omp_get_max_threads().
           first line: "rank=R pid=P"). A team
           of two halves the step only where EVERY rank gets it: the slower
           rank's step is both's
-  forked  a parent that forks --workers workers (multiprocessing's fork, as
-          DataLoader's workers) BEFORE its first region, then runs the nap
-          steps; its workers run regions of their own (--worker-kind omp: the
-          nap, without end) or none (python: a busy loop of Python with
-          sleeps). First line: "parent pid=P workers=W1,W2"
+  forked  a parent that starts --workers workers (multiprocessing's fork, as
+          DataLoader's workers, or with --start spawn a fresh interpreter
+          each) BEFORE its first region, then runs the nap steps; its workers
+          run regions of their own (--worker-kind omp: the nap, without end)
+          or none (python: a busy loop of Python with sleeps). First line:
+          "parent pid=P workers=W1,W2"
 Every process ends with its parent (PR_SET_PDEATHSIG). Needs torch for ranks.
 """
 import argparse
@@ -132,7 +133,7 @@ def worker(kind, work_us, seconds):
 
 
 def forked(a):
-    ctx = multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context(a.start)
     workers = [ctx.Process(target=worker, args=(a.worker_kind, a.work_us, a.seconds + 5), daemon=True)
                for _ in range(a.workers)]
     for w in workers:
@@ -154,6 +155,7 @@ def main():
     ap.add_argument("--burn-ms", type=float, default=10.0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--worker-kind", choices=("omp", "python"), default="omp")
+    ap.add_argument("--start", choices=("fork", "spawn"), default="fork")
     a = ap.parse_args()
     if a.mode == "nap":
         steps(a, Regions(a.work_us))
