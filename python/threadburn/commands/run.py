@@ -79,7 +79,8 @@ def describe_report(report, cmd):
             lines.append(f"    {n} x {command[:90]}: {fmt.ms(cpu)}")
     if c["gaps"] > 0:
         lines.append(f"  gaps without a region (>= {fmt.number(report.summary.get('gap_min_ms', 1))} ms): "
-                     f"{int(c['gaps'])}, median {fmt.ms(c['gap_ms_median'])}; in each the workers burned "
+                     f"{int(c['gaps'])}, median {fmt.ms(c['gap_ms_median'])}; in each (a region's end to the next "
+                     f"one's start: the main thread's next step is not in it) the OpenMP workers burned "
                      f"{fmt.ms(c['gap_omp_cpu_ms_median'])} (median), until {fmt.ms(c['gap_tail_ms_median'])} "
                      f"after it began (p90 {fmt.ms(c['gap_tail_ms_p90'])})")
     if "wait_ms" in c:
