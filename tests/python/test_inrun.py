@@ -468,6 +468,31 @@ class Steering(unittest.TestCase):
         self.executor({}, refused=0).check_refused()
 
 
+class WarmUp(unittest.TestCase):
+    """The warm-up with --metric waits for the program's lines: a training logs every few
+    seconds, not every step."""
+
+    def test_it_waits_for_three_lines(self):
+        ex = object.__new__(exec_inrun.InRunExecutor)
+        snap = {f: 0 for f in exec_inrun.SNAPSHOT}
+        ex.ctl = type("C", (), {"snapshot": lambda self: snap, "get": lambda self, name: 0})()
+        ex.p = type("P", (), {"poll": lambda self: None})()
+        ex.options = type("O", (), {"metric": "x=(1)", "block": 0.3, "progress": None})()
+        ex.metric, ex.lines, ex.env, ex.buffering = True, [], {}, []
+
+        def log():  # three lines 0.4 s apart, the first 0.4 s in: after the 0.2 s asked
+            for _ in range(3):
+                time.sleep(0.4)
+                ex.lines.append((time.monotonic_ns(), 1.0))
+        t = threading.Thread(target=log)
+        t.start()
+        unit_s = ex.warm_up(0.2)
+        t.join()
+        self.assertEqual(ex.kind, "lines")
+        self.assertAlmostEqual(unit_s, 0.4, delta=0.1)
+        self.assertGreaterEqual(ex.block_s, exec_inrun.MIN_UNITS * 2 * unit_s)
+
+
 class LineBuffered(unittest.TestCase):
     """The program's output made line-buffered for --metric, and lines read from a buffer found."""
 

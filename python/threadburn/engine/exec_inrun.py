@@ -64,6 +64,9 @@ PROC_SNAPSHOT = ("pid", "sample_ns", "cpu_ns", "regions", "applied", "applied_ns
 NONE_APPLIED = -2
 # The control block's fields this side needs (version 2: every process of a job, OpenMP's promise).
 NEEDED_FIELDS = ("ceiling", "asks", "own_team", "held_back", "n_procs", "refused", "procs")
+# The warm-up with --metric: until this many lines came, up to LONGEST_WARM_UP_S.
+WARM_LINES = 3
+LONGEST_WARM_UP_S = 60.0
 # A block measures at least this many units of work (it runs on until it has them, up to
 # LONGEST_BLOCK_S); the time of fewer would be a few units' luck.
 MIN_UNITS = 5
@@ -531,10 +534,18 @@ class InRunExecutor(campaign.Executor):
         """Watches the program under its own setting: what progresses (the
         kind counted unless --progress said), and the time a unit of it
         takes; sets the block time (and a first settle time: set_settle).
-        Returns the seconds a unit took."""
+        Returns the seconds a unit took. With --metric it watches until
+        WARM_LINES lines came (a training logs every few seconds, not every
+        step), up to LONGEST_WARM_UP_S."""
         a = self.ctl.snapshot()
         lines0 = len(self.lines)
+        t0 = time.monotonic()
         time.sleep(seconds)
+        while self.metric and len(self.lines) - lines0 < WARM_LINES and time.monotonic() - t0 < LONGEST_WARM_UP_S:
+            if not self.alive():
+                raise Ended()
+            time.sleep(0.05)
+        seconds = time.monotonic() - t0
         b = self.ctl.snapshot()
         if not self.alive():
             raise Ended()
@@ -544,7 +555,7 @@ class InRunExecutor(campaign.Executor):
             units = len(self.lines) - lines0
             if bursty([t for t, _ in self.lines[lines0:]], seconds):
                 raise ThreadburnError(
-                    f"--metric: the lines it matches came in bursts ({units} in {seconds:g} s, most within "
+                    f"--metric: the lines it matches came in bursts ({units} in {seconds:.3g} s, most within "
                     f"{BURST_GAP_S * 1000:g} ms of the one before): your program's output reaches threadburn from a "
                     "buffer, not as it prints it, so a line could not be timed to its block (threadburn set "
                     f"{', '.join(self.buffering) or 'nothing: they were set already'}); flush after each line "
@@ -554,7 +565,7 @@ class InRunExecutor(campaign.Executor):
                 (k for k in ("waits", "regions", "launches") if seen[k] > 0), None)
             units = seen.get(self.kind, 0) if self.kind else 0
         if not self.kind or units <= 0:
-            raise ThreadburnError(f"no progress in {seconds:g} s of the steady phase (regions {seen['regions']}, device "
+            raise ThreadburnError(f"no progress in {seconds:.3g} s of the steady phase (regions {seen['regions']}, device "
                                   f"waits {seen['waits']}, launches {seen['launches']}"
                                   + (f", lines matching --metric {len(self.lines) - lines0}" if self.metric else "")
                                   + "): nothing to measure a block by"
