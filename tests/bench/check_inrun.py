@@ -272,7 +272,7 @@ def python_program(*args):
 
 def steered(text):
     """The pids of the processes the tune said it steers."""
-    m = re.search(r"^tune --in-run: steering (\d+) process(?:es)?, (.*)$", text, re.M)
+    m = re.search(r"^tune --in-run: steering (\d+) process(?:es)? \(.*?\): (pid .*)$", text, re.M)
     check(m, "no line saying which processes are steered")
     pids = [int(x) for x in re.findall(r"pid (\d+) \(", m.group(2))]
     check(len(pids) == int(m.group(1)), f"the line names {len(pids)} pids for {m.group(1)} processes")

@@ -457,7 +457,7 @@ class Steering(unittest.TestCase):
         me = os.getpid()
         ex = self.executor({me: {"pid": me, "applied": 0, "regions": 5}})
         text = ex.steered_text()
-        self.assertIn("steering 1 process,", text)
+        self.assertIn("steering 1 process (", text)
         self.assertIn(f"pid {me} ({exec_inrun.command_line(me)}; from its first OpenMP region)", text)
         self.assertIn(os.path.basename(sys.executable), exec_inrun.command_line(me))
 

@@ -495,10 +495,9 @@ class InRunExecutor(campaign.Executor):
         procs = self.ctl.procs()
         parts = [f"pid {pid} ({self.command_of(pid)}; from its first "
                  f"{'OpenMP region' if p['regions'] > 0 else 'device work'})" for pid, p in procs.items()]
-        return (f"tune --in-run: steering {len(procs)} process{'es' if len(procs) != 1 else ''}, each switched to "
-                "every block's setting, a block's CPU their sum (the processes of the job that reached their steady "
-                "phase: their first OpenMP region or device work; a wrapper or launcher that runs neither is not "
-                "steered): " + ", ".join(parts))
+        return (f"tune --in-run: steering {len(procs)} process{'es' if len(procs) != 1 else ''} (those of the command "
+                "that reached their first OpenMP region or device work; each follows every block's setting, a block's "
+                "CPU is their sum): " + ", ".join(parts))
 
     def check_refused(self):
         """Refuses the tune where processes of the job reached their steady phase with every slot taken."""
