@@ -290,11 +290,13 @@ void TailBuilder::close_scan() {
   MarkWindow& w = windows_[scan_];
   // Asleep from its last CPU into the next mark: no action of its own before
   // that mark to leave out (its wake-up is in the mark's own ms or after).
-  if (static_cast<double>(w.horizon_unix_ms) - quiet_since_ >= sleep_min_) {
+  const double last = static_cast<double>(w.horizon_unix_ms) - quiet_since_;
+  if (last >= sleep_min_ && last >= longest_) {
     w.end_t_ms = std::numeric_limits<double>::infinity();
     w.end_unix_ms = INT64_MAX;
   }
   ++scan_;
+  longest_ = 0;
   if (scan_ < windows_.size()) quiet_since_ = static_cast<double>(windows_[scan_].mark.unix_ms);
 }
 
@@ -312,9 +314,13 @@ void TailBuilder::scan(const Row& row) {
   if (scan_ >= windows_.size()) return;
   MarkWindow& w = windows_[scan_];
   if (row.unix_ms <= w.mark.unix_ms || row.tid != marking_ || row.cpu_ms <= 0) return;
-  // The marking thread used CPU in this row after a sleep: it woke in it.
-  // The window ends with the rows that ended before this one began.
-  if (static_cast<double>(row.unix_ms) - row.dt_ms - quiet_since_ >= sleep_min_ && prev_t_ >= 0) {
+  // The marking thread used CPU in this row after its longest stretch
+  // without CPU in the window so far: it woke from its sleep in this row
+  // (a shorter stretch after it is a wait for a core, or a pause: no
+  // sleep). The window ends with the rows that ended before this one began.
+  const double quiet = static_cast<double>(row.unix_ms) - row.dt_ms - quiet_since_;
+  if (quiet >= sleep_min_ && quiet > longest_ && prev_t_ >= 0) {
+    longest_ = quiet;
     w.end_t_ms = prev_t_;
     w.end_unix_ms = static_cast<int64_t>(prev_u_);
   }

@@ -142,15 +142,18 @@ std::vector<Mark> read_marks(std::istream& in);
 // CPU after one mark. The window runs from the mark (unix ms, exclusive: a
 // row ending in a mark's own ms ran mostly before it) to whichever comes
 // first: the next mark (of any event) later than it, its horizon (exclusive
-// too), or the moment the thread that writes the marks woke from its last
-// sleep before that mark: what that thread does from there on (and what the
+// too), or the moment the thread that writes the marks woke from its sleep
+// before that mark: what that thread does from there on (and what the
 // OpenMP workers it wakes do) is the program's next action, not the burn
-// after this mark. A sleep: at least `sleep_min_ms` in which the marking
-// thread used no CPU in the rows (kMarkSleepMinMs: longer than two
-// scheduler ticks at HZ=100, so that a running thread whose schedstat
-// advances only at ticks never reads as asleep in the /proc mode). Where
-// the marking thread did not sleep in the window (or slept until the next
-// mark), the window runs to the next mark. The rows are the recording's
+// after this mark. Its sleep: its longest stretch without CPU in the
+// window's rows, of at least `sleep_min_ms` (kMarkSleepMinMs: longer than
+// two scheduler ticks at HZ=100, so that a running thread whose schedstat
+// advances only at ticks never reads as asleep in the /proc mode). The
+// longest, not the last: on a loaded machine the thread, woken, can wait
+// tens of ms for a core between its first instructions and the mark, which
+// the rows cannot tell from a sleep. Where the marking thread did not sleep
+// in the window (or its longest stretch ran into the next mark), the window
+// runs to the next mark. The rows are the recording's
 // bins (exact mode) or samples (/proc mode): the wake is known to a row,
 // and the window ends with the last row that ended before it.
 // tail_ms: from the mark to the end of the last row above the threshold
@@ -203,6 +206,7 @@ class TailBuilder {
   size_t scan_ = 0;
   double row_t_ = -1, row_u_ = 0, prev_t_ = -1, prev_u_ = 0;
   double quiet_since_ = 0;
+  double longest_ = 0;  // the longest stretch without CPU in the window so far (ms)
 };
 
 // Per-thread mean/min/max tail and mean burn over the windows the rows

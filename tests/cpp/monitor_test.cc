@@ -398,20 +398,30 @@ TEST(Tails, AWindowRunsToTheNextMarkWhereTheMarkingThreadDidNotSleepBeforeIt) {
   std::vector<std::pair<int64_t, double>> lumps;
   for (int64_t end = 1010; end <= 1650; end += 20) lumps.push_back({end, 1.0});
   EXPECT_FALSE(run_tails(window_rows(lumps), 7).windows()[0].cut());
-  // Asleep from the mark into the next one: nothing to leave out, even after
-  // a short action in between (its CPU is in the window: tail 320).
-  const TailBuilder blip = run_tails(window_rows({{1010, 0.2}, {1320, 0.5}}), 7);
+  // Asleep from the mark into the next one: nothing to leave out. After a
+  // short action at 1290 (its CPU is in the window: tail 300) the longest
+  // stretch is the one that runs into the mark: no cut.
+  const TailBuilder blip = run_tails(window_rows({{1010, 0.2}, {1300, 0.5}}), 7);
   EXPECT_FALSE(blip.windows()[0].cut());
-  EXPECT_DOUBLE_EQ(blip.windows()[0].by_tid.at(7).tail_ms, 320.0);
-  EXPECT_DOUBLE_EQ(blip.windows()[0].by_tid.at(kProcessTid).tail_ms, 320.0);
-  // The last sleep counts: woke at 1300 for 20 ms, slept, woke for the mark at 1570.
+  EXPECT_DOUBLE_EQ(blip.windows()[0].by_tid.at(7).tail_ms, 300.0);
+  EXPECT_DOUBLE_EQ(blip.windows()[0].by_tid.at(kProcessTid).tail_ms, 300.0);
+  EXPECT_FALSE(run_tails(window_rows({{1010, 0.2}}), 7).windows()[0].cut());
+  // The longest stretch is the sleep: woke at 1300 for 20 ms, paused 250 ms,
+  // woke for the mark at 1570: the window ends at 1300.
   const TailBuilder twice =
       run_tails(window_rows({{1010, 0.2}, {1310, 1.0}, {1320, 1.0}, {1580, 1.0}, {1590, 1.0}, {1600, 1.0}}), 7);
-  EXPECT_EQ(twice.windows()[0].end_unix_ms, 1570);
-  EXPECT_DOUBLE_EQ(twice.windows()[0].by_tid.at(7).tail_ms, 320.0);
-  // ... and one that ends less than the rule before the mark: the thread
-  // slept into the mark (woke at 1570 for 10 ms, slept 20 ms): no cut.
-  EXPECT_FALSE(run_tails(window_rows({{1010, 0.2}, {1580, 1.0}}), 7).windows()[0].cut());
+  EXPECT_EQ(twice.windows()[0].end_unix_ms, 1300);
+  EXPECT_DOUBLE_EQ(twice.windows()[0].by_tid.at(7).tail_ms, 10.0);
+  // Woken at 1540, then a wait of 20 ms for a core before the work and the
+  // mark (a loaded machine): no sleep, the window ends at the wake (1540),
+  // not at 1570 (seen as a 600 ms tail of the main thread under load).
+  const TailBuilder waited = run_tails(window_rows({{1010, 0.2}, {1550, 0.1}, {1580, 1.0}, {1590, 1.0}}), 7);
+  EXPECT_EQ(waited.windows()[0].end_unix_ms, 1540);
+  EXPECT_DOUBLE_EQ(waited.windows()[0].by_tid.at(7).tail_ms, 10.0);
+  EXPECT_DOUBLE_EQ(waited.windows()[0].by_tid.at(kProcessTid).tail_ms, 200.0);
+  // A stretch into the mark shorter than the rule (woke at 1570 for 10 ms,
+  // then 20 ms without CPU before the mark): the window ends at 1570.
+  EXPECT_EQ(run_tails(window_rows({{1010, 0.2}, {1580, 1.0}}), 7).windows()[0].end_unix_ms, 1570);
   // A pause shorter than the rule before the work is no sleep: busy to 1540,
   // 30 ms without CPU, work from 1570: a cut with the 20 ms rule, none with 60 ms.
   std::vector<std::pair<int64_t, double>> pause;
