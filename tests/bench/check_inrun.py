@@ -95,14 +95,18 @@ def env_clean(**extra):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OMP_", "KMP_", "GOMP_", "THREADBURN_", "FAKE_", "_STDBUF_"))
            and k not in ("LD_PRELOAD", "PYTHONUNBUFFERED")}
-    # A sanitized probe (tests/sanitize): its sanitizer's runtime preloaded (threadburn puts
-    # what the command's LD_PRELOAD holds after the probe and the runtime it preloads), and
-    # the OpenMP tool that tells ThreadSanitizer of LLVM's runtime's barriers.
-    if os.environ.get("THREADBURN_TEST_PRELOAD"):
-        env["LD_PRELOAD"] = os.environ["THREADBURN_TEST_PRELOAD"]
-    if os.environ.get("OMP_TOOL_LIBRARIES"):
-        env["OMP_TOOL_LIBRARIES"] = os.environ["OMP_TOOL_LIBRARIES"]
     return dict(env, **extra)
+
+
+def threadburn(a):
+    """The command: bin/threadburn; with a sanitized probe (tests/sanitize, which sets
+    THREADBURN_TEST_PRELOAD) the same package through tests/sanitize/preload_first.py, which
+    puts the sanitizer's runtime (and OMP_TOOL_LIBRARIES) in the program's environment alone."""
+    first = os.environ.get("THREADBURN_TEST_PRELOAD")
+    if not first:
+        return [os.path.join(a.repo, "bin", "threadburn")]
+    return [sys.executable, os.path.join(a.repo, "tests", "sanitize", "preload_first.py"), first,
+            os.environ.get("OMP_TOOL_LIBRARIES", "")]
 
 
 def in_run(a, tmp, program, env, *args, to_the_end=False, end_file=None):
@@ -113,7 +117,7 @@ def in_run(a, tmp, program, env, *args, to_the_end=False, end_file=None):
     is made END_AFTER_S after the verdict (the program ends its steps when it
     appears: regions_child --until_file)."""
     out = os.path.join(tmp, "inrun.csv")
-    cmd = [os.path.join(a.repo, "bin", "threadburn"), "tune", "--in-run", "--build-dir", a.build_dir, "--libomp",
+    cmd = [*threadburn(a), "tune", "--in-run", "--build-dir", a.build_dir, "--libomp",
            a.libomp, "--block", "0.3", "--seed", "7", "--out", out, *args, "--", *program]
     print("$ " + " ".join(f"{k}={v}" for k, v in env.items() if k.startswith(("OMP", "KMP"))) + " " + " ".join(cmd))
     t0 = time.monotonic()
@@ -271,11 +275,15 @@ def python_program(*args):
 
 
 def steered(text):
-    """The pids of the processes the tune said it steers."""
+    """The pids of the processes the tune said it steers (at its start, and those that joined later)."""
     m = re.search(r"^tune --in-run: steering (\d+) process(?:es)? \(.*?\): (pid .*)$", text, re.M)
     check(m, "no line saying which processes are steered")
     pids = [int(x) for x in re.findall(r"pid (\d+) \(", m.group(2))]
     check(len(pids) == int(m.group(1)), f"the line names {len(pids)} pids for {m.group(1)} processes")
+    for n, joined in re.findall(r"^tune --in-run: steering (\d+) processes from now on: (pid .*) joined$", text,
+                                re.M):
+        pids += [int(x) for x in re.findall(r"pid (\d+) \(", joined)]
+        check(len(pids) == int(n), f"{n} processes steered, {len(pids)} named")
     return pids
 
 

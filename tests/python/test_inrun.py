@@ -461,6 +461,17 @@ class Steering(unittest.TestCase):
         self.assertIn(f"pid {me} ({exec_inrun.command_line(me)}; from its first OpenMP region)", text)
         self.assertIn(os.path.basename(sys.executable), exec_inrun.command_line(me))
 
+    def test_a_process_that_joins_later_is_named_once(self):
+        me = os.getpid()
+        ex = self.executor({me: {"pid": me, "applied": 0, "regions": 5}})
+        ex.steered_text()
+        self.assertIsNone(ex.joined_text())
+        ex.ctl.procs_[1] = {"pid": 1, "applied": -2, "regions": 0}
+        text = ex.joined_text()
+        self.assertIn("steering 2 processes from now on: pid 1 (", text)
+        self.assertIn("from its first device work) joined", text)
+        self.assertIsNone(ex.joined_text())
+
     def test_processes_beyond_the_slots_refuse_the_tune(self):
         ex = self.executor({1: {"pid": 1, "applied": 0, "regions": 5}}, refused=2)
         with self.assertRaisesRegex(Exception, "2 processes of your job reached the steady phase beyond"):

@@ -490,14 +490,28 @@ class InRunExecutor(campaign.Executor):
             self.commands[pid] = command_line(pid)
         return self.commands[pid]
 
+    def process_text(self, pid, p):
+        return (f"pid {pid} ({self.command_of(pid)}; from its first "
+                f"{'OpenMP region' if p['regions'] > 0 else 'device work'})")
+
     def steered_text(self):
         """Which processes are steered, and why (a line for the output)."""
         procs = self.ctl.procs()
-        parts = [f"pid {pid} ({self.command_of(pid)}; from its first "
-                 f"{'OpenMP region' if p['regions'] > 0 else 'device work'})" for pid, p in procs.items()]
+        self.told = set(procs)
         return (f"tune --in-run: steering {len(procs)} process{'es' if len(procs) != 1 else ''} (those of the command "
                 "that reached their first OpenMP region or device work; each follows every block's setting, a block's "
-                "CPU is their sum): " + ", ".join(parts))
+                "CPU is their sum): " + ", ".join(self.process_text(pid, p) for pid, p in procs.items()))
+
+    def joined_text(self):
+        """A line for processes steered since the output last said (None: none): a worker or rank
+        that reached its steady phase later."""
+        procs = self.ctl.procs()
+        new = [pid for pid in procs if pid not in getattr(self, "told", set())]
+        if not new:
+            return None
+        self.told = set(procs)
+        return (f"tune --in-run: steering {len(procs)} processes from now on: "
+                + ", ".join(self.process_text(pid, procs[pid]) for pid in new) + " joined")
 
     def check_refused(self):
         """Refuses the tune where processes of the job reached their steady phase with every slot taken."""
@@ -594,6 +608,9 @@ class InRunExecutor(campaign.Executor):
         self.ctl.put("request", index)
         started, t_ask = utc_now(), time.monotonic()
         self.check_refused()
+        joined = self.joined_text()
+        if joined:
+            print(joined, flush=True)
         timeout = max(1.0, self.block_s)
         while True:
             pending = self.pending(index)
