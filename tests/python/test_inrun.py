@@ -472,6 +472,12 @@ class Steering(unittest.TestCase):
         self.assertIn("from its first device work) joined", text)
         self.assertIsNone(ex.joined_text())
 
+    def test_regions_held_back_are_said(self):
+        ex = self.executor({})
+        self.assertIsNone(ex.held_back_text())
+        ex.ctl.get = lambda name: {"held_back": 3}.get(name, 0)
+        self.assertIn("3 regions ran with fewer threads than their block's team", ex.held_back_text())
+
     def test_processes_beyond_the_slots_refuse_the_tune(self):
         ex = self.executor({1: {"pid": 1, "applied": 0, "regions": 5}}, refused=2)
         with self.assertRaisesRegex(Exception, "2 processes of your job reached the steady phase beyond"):

@@ -579,9 +579,7 @@ def inrun_end(t, ex, ended, seconds):
     spread = exec_inrun.unit_spread_note(t.log.records(), ex.kind)
     if spread:
         after.append(spread)
-    dropped = ex.dropped_text()
-    if dropped:
-        after.append(dropped)
+    after += [line for line in (ex.dropped_text(), ex.held_back_text()) if line]
     if alive:
         after.append(f"tune --in-run: {keep} in force from {time.monotonic() - ex.t0:.1f} s into the run"
                      + ("" if keep != "plain" or not t.args.apply else " (--apply: no change was confirmed)")

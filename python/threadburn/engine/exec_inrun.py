@@ -729,6 +729,16 @@ class InRunExecutor(campaign.Executor):
         return (f"tune --in-run: {n} block{'s' if n != 1 else ''} dropped, not counted in the verdict: "
                 + ", ".join(parts) + " (their reasons in the results' reason column)")
 
+    def held_back_text(self):
+        """A line for the verdict where regions got fewer threads than their block asked (None: none)."""
+        n = self.ctl.get("held_back")
+        if n <= 0:
+            return None
+        return (f"tune --in-run: {n} region{'s' if n != 1 else ''} ran with fewer threads than their block's team: "
+                "the thread that forked each had been told fewer by omp_get_max_threads() and had not asked since "
+                "(OpenMP's promise: a region gets at most what its thread was told), so those regions ran as under the "
+                "smaller team")
+
     def finish(self, index):
         """The tune is over: the setting for the rest of the run (-1: the program's own)."""
         self.ctl.put("request", index)
