@@ -97,6 +97,7 @@ bool DriverPolicy::resolve(void* handle) {
   void* set = sym("cuDevicePrimaryCtxSetFlags_v2");
   api_.set_flags = reinterpret_cast<int (*)(int, unsigned)>(set ? set : sym("cuDevicePrimaryCtxSetFlags"));
   api_.error_name = reinterpret_cast<int (*)(int, const char**)>(sym("cuGetErrorName"));
+  api_.pci_bus_id = reinterpret_cast<int (*)(char*, int, int)>(sym("cuDeviceGetPCIBusId"));
   const char* missing = !api_.init ? "cuInit" : !api_.device_count ? "cuDeviceGetCount"
                       : !api_.device_get ? "cuDeviceGet" : !api_.get_state ? "cuDevicePrimaryCtxGetState"
                       : !api_.set_flags ? "cuDevicePrimaryCtxSetFlags" : nullptr;
@@ -198,7 +199,7 @@ void DriverPolicy::read_devices() {
   count_ = n;
   read_error_.clear();
   for (int i = 0; i < n; ++i) {
-    if (static_cast<int>(devices_.size()) <= i) devices_.push_back(DeviceState{i, {}, {}, "n/a", false});
+    if (static_cast<int>(devices_.size()) <= i) devices_.push_back(DeviceState{i, {}, {}, "n/a", false, ""});
     DeviceState& d = devices_[static_cast<size_t>(i)];
     int dev = 0, active = 0;
     unsigned flags = 0;
@@ -208,6 +209,11 @@ void DriverPolicy::read_devices() {
     // driver 580): the policy in force is the last one read while it was active.
     if (active || !d.seen_active) d.flags_at_exit = policy_name(flags);
     d.seen_active = d.seen_active || active != 0;
+    // Which GPU it is, for NVML (the probe's GPUs of the process): once, while active.
+    if (active && d.pci_bus_id.empty() && api_.pci_bus_id) {
+      char id[64] = {};
+      if (api_.pci_bus_id(id, static_cast<int>(sizeof id), dev) == kSuccess) d.pci_bus_id = id;
+    }
   }
 }
 

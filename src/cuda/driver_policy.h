@@ -49,6 +49,7 @@ struct DeviceState {
   std::string flags_at_exit = "n/a";  // the policy its primary context reported last while active
                                       // (before its first use: last read at all)
   bool seen_active = false;           // its primary context was active at load or at any read-back
+  std::string pci_bus_id;             // cuDeviceGetPCIBusId, read once it was seen active ("" : not read)
 };
 
 // What the process ran under (probe-<pid>.json: the context keys and "cuda").
@@ -95,6 +96,7 @@ class DriverPolicy {
     int (*get_state)(int, unsigned*, int*) = nullptr;
     int (*set_flags)(int, unsigned) = nullptr;
     int (*error_name)(int, const char**) = nullptr;  // optional
+    int (*pci_bus_id)(char*, int, int) = nullptr;     // optional: cuDeviceGetPCIBusId
   };
   bool resolve(void* handle);  // mu_ held
   void read_devices();         // mu_ held

@@ -67,14 +67,20 @@ Summary summarize(const Series& s, int64_t from_ns, int64_t to_ns, int64_t origi
   out.source = s.source;
   out.busy = window_share(s.busy, from_ns, to_ns, origin_ns);
   out.memory = window_share(s.memory, from_ns, to_ns, origin_ns);
+  out.context = s.context;
+  out.listed = s.listed;
+  out.cuda_device = s.cuda_device;
+  out.wait_policy = s.wait_policy;
+  out.memory_mib = s.memory_mib;
   return out;
 }
 
 Totals totals(const std::vector<Summary>& gpus) {
   Totals t;
   double sum = 0;
+  const bool own = std::any_of(gpus.begin(), gpus.end(), [](const Summary& g) { return g.used(); });
   for (const Summary& g : gpus) {
-    if (g.busy.samples == 0) continue;
+    if (g.busy.samples == 0 || (own && !g.used())) continue;
     ++t.gpus_sampled;
     t.samples += g.busy.samples;
     sum += g.busy.share;
@@ -89,7 +95,11 @@ void write_gpus(JsonWriter* j, const std::vector<Summary>& gpus) {
     j->begin_object().field("index", g.index).field("name", g.name).field("source", g.source)
         .field("busy_share", g.busy.share).field("memory_busy_share", g.memory.share)
         .field("samples", g.busy.samples).field("period_ms", g.busy.period_ms)
-        .field("first_ms", g.busy.first_ms).field("last_ms", g.busy.last_ms).end_object();
+        .field("first_ms", g.busy.first_ms).field("last_ms", g.busy.last_ms).field("used", g.used())
+        .field("used_by", g.context && g.listed ? "context+nvml" : g.context ? "context" : g.listed ? "nvml" : "none")
+        .key("cuda_device");
+    g.cuda_device >= 0 ? j->value(static_cast<int64_t>(g.cuda_device)) : j->null();
+    j->field("wait_policy", g.wait_policy).field("memory_mib", g.memory_mib >= 0 ? g.memory_mib : kNaN).end_object();
   }
   j->end_array();
 }

@@ -38,6 +38,16 @@ struct Series {
   std::string source;        // "samples" (the driver's) or "utilization_rates" (polled)
   std::vector<Sample> busy;    // kernels running
   std::vector<Sample> memory;  // device memory read or written
+  // Whether the process uses this GPU, and how that is known (docs/cuda.md,
+  // "The process's GPUs"): a context of its own on it (the driver's primary
+  // context seen active, matched by PCI bus id), or NVML's list of the
+  // device's compute processes naming its pid.
+  bool context = false;
+  bool listed = false;
+  int cuda_device = -1;              // the driver's ordinal of the context; -1: none
+  std::string wait_policy = "n/a";   // the host wait policy that context ran under
+  double memory_mib = -1;            // the process's device memory at most, as NVML listed it; < 0: unknown
+  bool used() const { return context || listed; }
 };
 
 // A stream of samples over a window [from_ns, to_ns].
@@ -64,12 +74,19 @@ struct Summary {
   int index = 0;
   std::string name, source;
   Share busy, memory;
+  bool context = false, listed = false;
+  int cuda_device = -1;
+  std::string wait_policy = "n/a";
+  double memory_mib = -1;
+  bool used() const { return context || listed; }
 };
 Summary summarize(const Series& s, int64_t from_ns, int64_t to_ns, int64_t origin_ns);
 
 // The probe's counters over its GPUs: gpu_busy_share (the mean of the GPUs'
 // busy shares; NaN when none was sampled), gpus_sampled (GPUs with at least
-// one sample in the window), gpu_samples (their busy samples).
+// one sample in the window), gpu_samples (their busy samples). The GPUs are
+// the process's own (used()) when any is known, else every sampled one: a
+// one-GPU training on an 8-GPU node is judged on its GPU, not on an eighth.
 struct Totals {
   double busy_share = 0;
   int64_t gpus_sampled = 0;
@@ -78,8 +95,9 @@ struct Totals {
 Totals totals(const std::vector<Summary>& gpus);
 
 // The "gpus" list: [{"index", "name", "source", "busy_share",
-// "memory_busy_share", "samples", "period_ms", "first_ms", "last_ms"}];
-// values without a sample are null.
+// "memory_busy_share", "samples", "period_ms", "first_ms", "last_ms", "used",
+// "used_by" (context, nvml, context+nvml or none), "cuda_device",
+// "wait_policy", "memory_mib"}]; values without a sample (memory_mib, cuda_device: unknown) are null.
 void write_gpus(JsonWriter* j, const std::vector<Summary>& gpus);
 
 // "gpu<index>_busy": the timeline series of one GPU's busy share.

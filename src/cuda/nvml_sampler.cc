@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -40,10 +41,26 @@ namespace {
 //  - nvmlDeviceGetUtilizationRates(device, nvmlUtilization_t*):
 //    {unsigned int gpu, memory}, percentages over the last sample period;
 //  - nvmlDeviceGetName(device, char*, unsigned int length): 96 bytes hold
-//    any name (NVML_DEVICE_NAME_V2_BUFFER_SIZE).
+//    any name (NVML_DEVICE_NAME_V2_BUFFER_SIZE);
+//  - nvmlDeviceGetComputeRunningProcesses_v3 (and _v2, the same arguments)
+//    (device, unsigned int* count, nvmlProcessInfo_t* infos): count in, the
+//    room; out, the processes (NVML_ERROR_INSUFFICIENT_SIZE 7 when the room
+//    is short, count then the number needed); nvmlProcessInfo_t {unsigned
+//    int pid; unsigned long long usedGpuMemory (bytes, or
+//    NVML_VALUE_NOT_AVAILABLE, all ones); unsigned int gpuInstanceId,
+//    computeInstanceId}; pids as the host's PID namespace sees them;
+//  - nvmlDeviceGetHandleByPciBusId_v2(const char* busId, device*): the
+//    device of a PCI bus id "domain:bus:device.function" in hex (the form
+//    cuDeviceGetPCIBusId writes).
 using Return = int;
 using Device = struct nvmlDevice_st*;
-constexpr Return kSuccess = 0, kNotSupported = 3, kNotFound = 6;
+constexpr Return kSuccess = 0, kNotSupported = 3, kNotFound = 6, kInsufficientSize = 7;
+struct ProcessInfo {
+  unsigned int pid;
+  unsigned long long used_bytes;
+  unsigned int gpu_instance, compute_instance;
+};
+constexpr unsigned long long kNotAvailable = ~0ULL;
 constexpr int kGpuUtilizationSamples = 1, kMemoryUtilizationSamples = 2;
 union Value {
   double d;
@@ -71,6 +88,8 @@ struct Api {
   Return (*samples)(Device, int, unsigned long long, int*, unsigned*, RawSample*) = nullptr;
   Return (*rates)(Device, Utilization*) = nullptr;
   const char* (*error)(Return) = nullptr;
+  Return (*processes)(Device, unsigned*, ProcessInfo*) = nullptr;  // optional
+  Return (*by_bus)(const char*, Device*) = nullptr;                // optional
 };
 
 double percent(int type, const Value& v) {
@@ -137,6 +156,7 @@ struct NvmlSampler::State {
   void start();
   void add_gpu(int index, unsigned count);
   void poll();
+  void read_processes(Gpu* g);
   Return read_samples(Gpu* g, int type, unsigned long long* seen, std::vector<Sample>* out);
 };
 
@@ -156,6 +176,9 @@ void NvmlSampler::State::start() {
   bind(lib, "nvmlDeviceGetSamples", &api.samples);
   bind(lib, "nvmlDeviceGetUtilizationRates", &api.rates);
   bind(lib, "nvmlErrorString", &api.error);
+  bind(lib, "nvmlDeviceGetComputeRunningProcesses_v3", &api.processes);
+  if (!api.processes) bind(lib, "nvmlDeviceGetComputeRunningProcesses_v2", &api.processes);
+  bind(lib, "nvmlDeviceGetHandleByPciBusId_v2", &api.by_bus);
   if (!api.init || !api.count || !api.handle || (!api.samples && !api.rates)) {
     notes.push_back(o.library + " lacks nvmlInit_v2, nvmlDeviceGetCount_v2, nvmlDeviceGetHandleByIndex_v2 or both "
                     "utilisation calls: no GPU sampled");
@@ -233,9 +256,35 @@ Return NvmlSampler::State::read_samples(Gpu* g, int type, unsigned long long* se
   return kSuccess;
 }
 
+// Whether NVML lists this process on the device, and its memory there (the
+// largest seen: a training's memory grows, and is freed at its end).
+void NvmlSampler::State::read_processes(Gpu* g) {
+  if (!api.processes) return;
+  std::vector<ProcessInfo> list(16);
+  for (int round = 0; round < 3; ++round) {
+    unsigned n = static_cast<unsigned>(list.size());
+    const Return rc = api.processes(g->handle, &n, list.data());
+    if (rc == kInsufficientSize && n > list.size()) {
+      list.resize(n + 8);  // processes may start meanwhile
+      continue;
+    }
+    if (rc != kSuccess) return;
+    const auto pid = static_cast<unsigned>(getpid());
+    for (unsigned i = 0; i < std::min<size_t>(n, list.size()); ++i) {
+      if (list[i].pid != pid) continue;
+      g->series.listed = true;
+      if (list[i].used_bytes != kNotAvailable) {
+        g->series.memory_mib = std::max(g->series.memory_mib, static_cast<double>(list[i].used_bytes) / 1048576.0);
+      }
+    }
+    return;
+  }
+}
+
 // One read of every device still sampled.
 void NvmlSampler::State::poll() {
   for (Gpu& g : gpus) {
+    read_processes(&g);
     if (g.broken) continue;
     const std::string who = "device " + std::to_string(g.series.index);
     if (!g.polled) {
@@ -290,7 +339,7 @@ NvmlSampler::~NvmlSampler() {
   state_->cv.notify_all();
 }
 
-NvmlResult NvmlSampler::finish() {
+NvmlResult NvmlSampler::finish(const std::vector<ProcessContext>& contexts) {
   State& s = *state_;
   std::unique_lock<std::mutex> lock(s.mu);
   s.stopped = true;
@@ -305,6 +354,32 @@ NvmlResult NvmlSampler::finish() {
     if (!s.started && uses) s.start();
   } else {
     s.poll();
+  }
+  // The process's contexts, on NVML's devices by PCI bus id; one NVML
+  // cannot place is named (a device hidden from NVML, or no
+  // nvmlDeviceGetHandleByPciBusId_v2).
+  for (const ProcessContext& c : contexts) {
+    Device d = nullptr;
+    const bool by_bus = s.api.by_bus && !c.pci_bus_id.empty();
+    const Return rc = by_bus ? s.api.by_bus(c.pci_bus_id.c_str(), &d) : kNotSupported;
+    // Without a bus id: the ordinal through CUDA_VISIBLE_DEVICES (NVML's order
+    // is the PCI bus's, the driver's the same under CUDA_DEVICE_ORDER=PCI_BUS_ID).
+    const auto visible = visible_devices(std::getenv("CUDA_VISIBLE_DEVICES"));
+    int index = c.cuda_device;
+    if (visible) index = c.cuda_device < static_cast<int>(visible->size()) ? (*visible)[static_cast<size_t>(c.cuda_device)] : -1;
+    auto it = std::find_if(s.gpus.begin(), s.gpus.end(), [&](const State::Gpu& g) {
+      return by_bus ? rc == kSuccess && g.handle == d : g.series.index == index;
+    });
+    if (it == s.gpus.end()) {
+      if (s.started && !s.gpus.empty()) {
+        s.notes.push_back("the process's context on CUDA device " + std::to_string(c.cuda_device) + " (" +
+                          c.pci_bus_id + ") is on no sampled GPU");
+      }
+      continue;
+    }
+    it->series.context = true;
+    it->series.cuda_device = c.cuda_device;
+    it->series.wait_policy = c.wait_policy;
   }
   NvmlResult r;
   for (const State::Gpu& g : s.gpus) r.gpus.push_back(g.series);

@@ -15,7 +15,12 @@
 // NVML_MEMORY_UTILIZATION_SAMPLES), every second, the first read taking the
 // driver's whole buffer (about 100 samples, so also the time before the
 // driver was loaded when it was short); where the device does not keep
-// samples, nvmlDeviceGetUtilizationRates every 200 ms.
+// samples, nvmlDeviceGetUtilizationRates every 200 ms. At each read it also
+// asks NVML's list of each device's compute processes
+// (nvmlDeviceGetComputeRunningProcesses_v3) whether this process is on it,
+// and with how much device memory; finish() matches the contexts the driver
+// says the process has to NVML's devices by PCI bus id: the process's own
+// GPUs (Series::used()), the others only visible.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +40,14 @@ struct NvmlOptions {
   int64_t rates_poll_ns = 200000000;     // the shortest sample period is 1/6 s
 };
 
+// A primary context the process had (the driver's ordinal, its PCI bus id as
+// cuDeviceGetPCIBusId writes it, the wait policy it ran under).
+struct ProcessContext {
+  int cuda_device = 0;
+  std::string pci_bus_id;
+  std::string wait_policy = "n/a";
+};
+
 struct NvmlResult {
   std::vector<Series> gpus;    // the devices sampled (empty without NVML)
   std::string note = "none";   // what kept a GPU from being sampled, or "none"
@@ -51,8 +64,10 @@ class NvmlSampler {
   NvmlSampler& operator=(const NvmlSampler&) = delete;
   // Stops the thread (no NVML call from it after this returns), reads what
   // the driver has now (starting NVML if the program came to use CUDA since
-  // the last look) and returns every sample. Called once, at the probe's report.
-  NvmlResult finish();
+  // the last look) and returns every sample, each GPU marked with the
+  // process's contexts on it (matched by PCI bus id) and whether NVML listed
+  // the process on it. Called once, at the probe's report.
+  NvmlResult finish(const std::vector<ProcessContext>& contexts = {});
 
  private:
   struct State;

@@ -597,8 +597,13 @@ void report() {
   // After the last CPU sample: the driver's last read-back, then NVML's last
   // read (and its start, when that read-back is the first to see the program
   // use CUDA) are not in the CPU figures. The GPUs over the probe's lifetime.
-  cuda_report();
-  const gpu::NvmlResult nvml = s->gpus->finish();
+  // The GPUs the process has a context on (its own, the busy share's), with
+  // the wait policy each ran under (docs/cuda.md, "The process's GPUs").
+  std::vector<gpu::ProcessContext> contexts;
+  for (const cuda::DeviceState& d : cuda_report().per_device) {
+    if (d.seen_active) contexts.push_back({d.device, d.pci_bus_id, d.flags_at_exit});
+  }
+  const gpu::NvmlResult nvml = s->gpus->finish(contexts);
   for (const gpu::Series& g : nvml.gpus) {
     f.gpus.push_back(gpu::summarize(g, s->start_ns, f.end_ns, s->start_ns));
     if (f.phase.t_ns > 0) f.steady_gpus.push_back(gpu::summarize(g, f.phase.t_ns, f.end_ns, s->start_ns));

@@ -168,8 +168,8 @@ const CounterTable& counters() {
       {"cpu_cuda_ms", "ms", "CPU of the threads the CUDA driver created (class cuda: pthread_create called from libcuda.so)"},
       {"cpu_pin_ms", "ms", "CPU of the threads that named themselves pt_data_pin: PyTorch DataLoader's pin-memory thread (class pin)"},
       {"main_core_share", "1", "cpu_main_ms / wall_ms: the share of a core the main thread used"},
-      {"gpu_busy_share", "1", "share of the time a kernel ran on the GPU (NVML's utilisation: the whole device, every process; one sample per 1/6-1 s), over the probe's lifetime, mean of the sampled GPUs; empty when none was sampled"},
-      {"gpus_sampled", "1", "GPUs with NVML utilisation samples in the probe's lifetime (0 when the process never loaded the CUDA driver)"},
+      {"gpu_busy_share", "1", "share of the time a kernel ran on the GPU (NVML's utilisation: the whole device, every process; one sample per 1/6-1 s), over the probe's lifetime, mean of the process's GPUs (those it has a context on or NVML lists it on; every sampled GPU when none is known); empty when none was sampled"},
+      {"gpus_sampled", "1", "GPUs gpu_busy_share is over: the process's own GPUs with NVML utilisation samples in the probe's lifetime (every sampled GPU when none is known to be the process's; 0 when the process never loaded the CUDA driver)"},
       {"gpu_samples", "1", "NVML utilisation samples of the sampled GPUs in the probe's lifetime"},
       // The phases (docs/probe.md, "Phases"): empty without a steady phase (no device work, no region).
       {"startup_ms", "ms", "the startup: from the probe's load to the program's first device work (its first wait or launch through the CUDA driver) or, in a program that did none, to its first OpenMP region (context startup_ends)"},

@@ -33,6 +33,15 @@ construction: --startup-ms of CPU before its first launch, then steps of
                  (workers busy, main idle); no other advice; and host-bound
                  again with the launching thread sharing its one CPU with a
                  process that never sleeps, its wait for a core named
+  gpus           the process's GPUs on a node of 4 (the stand-in driver and
+                 NVML with 4 devices, CUDA_VISIBLE_DEVICES unset), the
+                 training on device 2 with 64 MiB: GPU 2 alone is the
+                 process's (its context, NVML's list), 64 MiB, its policy;
+                 the busy share (steady_gpu_busy_share) is GPU 2's, about
+                 1, not the mean of 4 (about 0.25); the others named apart
+                 by `threadburn run`, its advice sync-bound only; and with
+                 CUDA_VISIBLE_DEVICES=3,1 and the ordinal 1: GPU 1 the
+                 process's, GPU 3 visible and unused
   tune           `threadburn tune` of the sync-bound training (1 s of startup,
                  0.6 s of steps): CHANGE to cuda-blocking_sync, its steady
                  phase's CPU -90 % or more, its time within the margin, in
@@ -70,7 +79,8 @@ def environment(a, extra):
     env = dict(os.environ, LD_LIBRARY_PATH=fakes(a), FAKE_NVML_SAMPLES="device", **extra)
     for k in [k for k in env if k.startswith(("FAKE_CUDA_", "THREADBURN_CUDA_")) and k not in extra]:
         del env[k]  # the stand-in driver's defaults and no wait policy unless the case says
-    env.pop("CUDA_VISIBLE_DEVICES", None)
+    if "CUDA_VISIBLE_DEVICES" not in extra:
+        env.pop("CUDA_VISIBLE_DEVICES", None)
     return env
 
 
@@ -224,6 +234,45 @@ def case_run_advice(a, tmp):
     check("and waited for a core" in out, "the starved training's advice does not name its wait for a core")
     out = threadburn_run(a, tmp, ["--kind=loader", "--startup-ms=200", "--steps=40", "--workers=2", "--batch-ms=40"])
     check(advice_kinds(out) == ["loader-bound"], f"advice {advice_kinds(out)} on the loader-bound training")
+
+
+def case_gpus(a, tmp):
+    node = {"FAKE_CUDA_DEVICES": "4", "FAKE_NVML_DEVICES": "4"}
+    s, _ = probed(a, tmp, training(a, "--device=2", "--alloc-mb=64", "--startup-ms=100", "--steps=50",
+                                   f"--step-ms={STEP_MS:g}"), node)
+    c, gpus = s["counters"], {g["index"]: g for g in s["steady_gpus"]}
+    print("steady_gpus: " + "; ".join(f"{i}: used_by={g['used_by']} busy={g['busy_share']} "
+                                       f"memory_mib={g['memory_mib']} policy={g['wait_policy']}"
+                                       for i, g in sorted(gpus.items())))
+    check(sorted(gpus) == [0, 1, 2, 3], f"GPUs sampled {sorted(gpus)}, expected the node's 4")
+    check([i for i, g in gpus.items() if g["used"]] == [2], "the process's GPUs are not [2]")
+    g = gpus[2]
+    check(g["used_by"] == "context+nvml" and g["cuda_device"] == 2, f"GPU 2 known by {g['used_by']}, "
+          f"CUDA device {g['cuda_device']}: expected its context (device 2) and NVML's list")
+    check(g["memory_mib"] is not None and 64 <= g["memory_mib"] <= 64.01, f"GPU 2's memory {g['memory_mib']} MiB, "
+          "expected the 64 MiB allocated (and the 4 bytes of the result)")
+    check(g["wait_policy"] == "auto", f"GPU 2's wait policy {g['wait_policy']}, expected auto")
+    check(all(gpus[i]["busy_share"] == 0 for i in (0, 1, 3)), "an unused GPU was busy")
+    # GPU 2 ran the steps' device work in the steady phase: that share of it, to within the two sample
+    # periods at the window's edges (167 ms each) and 5 %; the mean over the 4 visible would be a quarter.
+    busy, expected = c["steady_gpu_busy_share"], min(1.0, STEPS * STEP_MS / c["steady_ms"])
+    tol = 2 * 166.7 / c["steady_ms"] + 0.05
+    check(busy is not None and abs(busy - expected) <= tol, f"steady_gpu_busy_share {busy}: expected GPU 2's, "
+          f"{expected:.2f} +- {tol:.2f} (the mean over the 4 visible would be about {expected / 4:.2f})")
+    check(expected - tol > expected / 4, "the machine too slow to tell GPU 2's share from the mean of 4")
+    check(c["gpus_sampled"] == 1, f"gpus_sampled {c['gpus_sampled']}: the busy share is over the process's 1")
+    out = threadburn_run(a, tmp, ["--device=2", "--alloc-mb=64", "--startup-ms=100", "--steps=50",
+                                  f"--step-ms={STEP_MS:g}"], node)
+    check(re.search(r"^  GPU 2 \(Fake GPU 2\): the process's \(a context of its own, NVML lists it, CUDA device 2, "
+                    r"wait policy auto, 64 MiB\): busy \d+% of the steady phase", out, re.M) is not None,
+          "no line for GPU 2 as the process's, with its busy share")
+    check(re.search(r"^  visible, not used by the process \(3;.*GPU 0 .*GPU 1 .*GPU 3 ", out, re.M) is not None,
+          "GPUs 0, 1, 3 not named apart as visible and unused")
+    check(advice_kinds(out) == ["sync-bound"], f"advice {advice_kinds(out)}, expected sync-bound alone")
+    s, _ = probed(a, tmp, training(a, "--device=1", "--startup-ms=0", "--steps=30", "--step-ms=10"),
+                  dict(node, FAKE_CUDA_DEVICES="2", CUDA_VISIBLE_DEVICES="3,1"))
+    used = {g["index"]: g["used"] for g in s["steady_gpus"]}
+    check(used == {3: False, 1: True}, f"CUDA_VISIBLE_DEVICES=3,1, ordinal 1: {used}, expected GPU 1 alone used")
 
 
 def case_tune(a, tmp):

@@ -103,9 +103,30 @@ TEST(Summary, TheGpusListWritesNullWithoutSamples) {
   write_gpus(&j, {sampled, empty});
   EXPECT_EQ(j.str(),
             "[{\"index\":1,\"name\":\"Fake GPU 1\",\"source\":\"samples\",\"busy_share\":0.5,\"memory_busy_share\":null,"
-            "\"samples\":5,\"period_ms\":100,\"first_ms\":100,\"last_ms\":500},"
+            "\"samples\":5,\"period_ms\":100,\"first_ms\":100,\"last_ms\":500,\"used\":false,\"used_by\":\"none\","
+            "\"cuda_device\":null,\"wait_policy\":\"n/a\",\"memory_mib\":null},"
             "{\"index\":1,\"name\":\"Fake GPU 1\",\"source\":\"samples\",\"busy_share\":null,\"memory_busy_share\":null,"
-            "\"samples\":0,\"period_ms\":null,\"first_ms\":null,\"last_ms\":null}]");
+            "\"samples\":0,\"period_ms\":null,\"first_ms\":null,\"last_ms\":null,\"used\":false,\"used_by\":\"none\","
+            "\"cuda_device\":null,\"wait_policy\":\"n/a\",\"memory_mib\":null}]");
+}
+
+// The process's own GPUs, where any is known, are the busy share's: a training
+// on one GPU of a node of four is judged on that one, not on a quarter of it.
+TEST(Totals, TheProcesssOwnGpusWhenKnown) {
+  Summary idle, mine, listed;
+  idle.busy.share = 0.0;
+  idle.busy.samples = 6;
+  mine.busy.share = 0.9;
+  mine.busy.samples = 6;
+  mine.context = true;
+  const Totals one = totals({idle, mine, idle, idle});
+  EXPECT_DOUBLE_EQ(one.busy_share, 0.9);
+  EXPECT_EQ(one.gpus_sampled, 1);
+  listed.busy.share = 0.5;
+  listed.busy.samples = 6;
+  listed.listed = true;  // NVML's process list names it, no context seen
+  EXPECT_DOUBLE_EQ(totals({idle, mine, listed}).busy_share, 0.7);
+  EXPECT_DOUBLE_EQ(totals({idle, idle}).busy_share, 0.0);  // none known: every sampled GPU
 }
 
 TEST(Timeline, OneRowPerSampleInTheWindow) {

@@ -207,24 +207,50 @@ def cpu_rows(report):
 
 
 def gpu_lines(report):
-    """Per sampled GPU its busy share (NVML's utilisation) and how it was
-    sampled; for a process that used CUDA without a sampled GPU, that; the
-    probe's note on what kept a GPU from being sampled."""
+    """The process's own GPUs first, a line each: its busy share (NVML's
+    utilisation), how it is known to be the process's (a context of its own
+    on it, NVML's list of the device's processes), the wait policy its
+    context ran under and the process's memory there; then the GPUs it could
+    see and did not use, named apart (their busy share is other processes'
+    work, not this one's). Without a GPU known to be the process's, every
+    sampled GPU as before, with a line saying so. For a process that used
+    CUDA without a sampled GPU, that; the probe's note on what kept a GPU
+    from being sampled."""
     gpus = report.summary.get("gpus") or []
     ctx = report.summary.get("context", {})
     steady = {g.get("index"): g.get("busy_share") for g in report.summary.get("steady_gpus") or []}
+    own = [g for g in gpus if g.get("used")]
     lines = []
-    for g in gpus:
-        busy, memory, period = g.get("busy_share"), g.get("memory_busy_share"), g.get("period_ms")
-        in_steady = steady.get(g.get("index"))
+
+    def busy_of(g):
+        busy, in_steady = g.get("busy_share"), steady.get(g.get("index"))
+        return ((f"busy {in_steady:.0%} of the steady phase, " if isinstance(in_steady, (int, float)) else "")
+                + (f"busy {busy:.0%} of the time" if isinstance(busy, (int, float)) else "no sample"))
+
+    for g in own or gpus:
+        memory, period = g.get("memory_busy_share"), g.get("period_ms")
         how = (f"{int(g.get('samples') or 0)} readings of NVML's utilisation rate, polled"
                if g.get("source") == "utilization_rates" else
                f"{int(g.get('samples') or 0)} NVML samples" + (f" of {fmt.number(period)} ms each"
                                                                  if isinstance(period, (int, float)) else ""))
-        lines.append(f"  GPU {g.get('index')} ({g.get('name', '?')}): "
-                     + (f"busy {in_steady:.0%} of the steady phase, " if isinstance(in_steady, (int, float)) else "")
-                     + (f"busy {busy:.0%} of the time" if isinstance(busy, (int, float)) else "no sample")
+        whose = ""
+        if own:
+            by = {"context": "a context of its own", "nvml": "NVML lists it",
+                  "context+nvml": "a context of its own, NVML lists it"}.get(g.get("used_by"), "?")
+            dev = g.get("cuda_device")
+            whose = (f" the process's ({by}" + (f", CUDA device {dev}" if isinstance(dev, int) else "")
+                     + (f", wait policy {g['wait_policy']}" if g.get("wait_policy", "n/a") != "n/a" else "")
+                     + (f", {fmt.number(g['memory_mib'])} MiB" if isinstance(g.get("memory_mib"), (int, float))
+                        else "") + "):")
+        lines.append(f"  GPU {g.get('index')} ({g.get('name', '?')}):{whose} " + busy_of(g)
                      + (f", memory busy {memory:.0%}" if isinstance(memory, (int, float)) else "") + f" ({how})")
+    unused = [g for g in gpus if not g.get("used")]
+    if own and unused:
+        lines.append(f"  visible, not used by the process ({len(unused)}; its figures and advice leave them out): "
+                     + "; ".join(f"GPU {g.get('index')} {busy_of(g)}" for g in unused))
+    elif len(gpus) > 1:
+        lines.append("  which of these GPUs the process used is not known (no context of its own seen, not in "
+                     "NVML's process lists): its busy share is their mean")
     if gpus:
         lines.append("    (busy: the share of each driver sample period in which a kernel ran: its resolution is "
                      "that period, and a busy period says a kernel ran, not how much of the GPU it used)")

@@ -7,6 +7,7 @@
    device_training [--kind=sync|launch|loader] [--startup-ms=1000] [--steps=N]
                    [--step-ms=20] [--kernels=4] [--wait=stream|copy|event|ctx]
                    [--lookup=proc|dlsym] [--workers=2] [--batch-ms=40]
+                   [--device=0] [--alloc-mb=0]
 
    It reaches the driver as a CUDA runtime does: dlopen("libcuda.so.1"), then
    cuGetProcAddress_v2 for every entry point (--lookup=dlsym: dlsym of each by
@@ -28,6 +29,9 @@
              nothing queued, each loop timed: "launch_ns=L wait_ns=W" per call
              (with FAKE_CUDA_LAUNCH_US=0: what an interposer adds to a call,
              run with and without it; bench/overheads.py)
+   --device: the driver's ordinal it makes its context on and works on (the
+   others stay visible, unused); --alloc-mb: device memory it allocates
+   beside its result, held to the end.
    It prints "device_training: steps=N steps_ms=T startup_ms=S" (its own
    figures: the steps' wall time on its clock). */
 #define _GNU_SOURCE
@@ -159,7 +163,8 @@ static pid_t fork_worker(const int fds[2], double batch_ms) {
 int main(int argc, char** argv) {
   const char *kind = "sync", *how = "stream", *lookup = "proc";
   double startup_ms = 1000, step_ms = 20, batch_ms = 40;
-  int steps = 50, kernels = 4, workers = 2;
+  int steps = 50, kernels = 4, workers = 2, device = 0;
+  double alloc_mb = 0;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (!strncmp(a, "--kind=", 7)) kind = a + 7;
@@ -171,6 +176,8 @@ int main(int argc, char** argv) {
     else if (!strncmp(a, "--lookup=", 9)) lookup = a + 9;
     else if (!strncmp(a, "--workers=", 10)) workers = atoi(a + 10);
     else if (!strncmp(a, "--batch-ms=", 11)) batch_ms = atof(a + 11);
+    else if (!strncmp(a, "--device=", 9)) device = atoi(a + 9);
+    else if (!strncmp(a, "--alloc-mb=", 11)) alloc_mb = atof(a + 11);
     else {
       fprintf(stderr, "device_training: unknown argument %s\n", a);
       return 2;
@@ -184,12 +191,14 @@ int main(int argc, char** argv) {
   void *ctx = NULL, *module = NULL, *event = NULL;
   uint64_t result = 0;
   check(cu.init(0), "cuInit");
-  check(cu.device_get(&dev, 0), "cuDeviceGet");
+  check(cu.device_get(&dev, device), "cuDeviceGet");
   check(cu.retain(&ctx, dev), "cuDevicePrimaryCtxRetain");
   check(cu.set_current(ctx), "cuCtxSetCurrent");
   check(cu.module_load(&module, "image"), "cuModuleLoadData");
   check(cu.event_create(&event, 0), "cuEventCreate");
   check(cu.mem_alloc(&result, sizeof(float)), "cuMemAlloc");
+  uint64_t held = 0;
+  if (alloc_mb > 0) check(cu.mem_alloc(&held, (size_t)(alloc_mb * 1048576)), "cuMemAlloc");
   if (strcmp(kind, "calls") == 0) {
     void* nothing = kernel(module, 0);
     const double l0 = now_ms(CLOCK_MONOTONIC);

@@ -27,7 +27,11 @@
    Beyond the driver's API:
      fake_cuda_busy_ns(dev, from_ns, to_ns)  how long the device's work ran in
                     [from_ns, to_ns] (CLOCK_MONOTONIC): what the stand-in
-                    NVML's samples are made of with FAKE_NVML_SAMPLES=device */
+                    NVML's samples are made of with FAKE_NVML_SAMPLES=device
+     fake_cuda_process_bytes(dev)  the memory the process allocated on dev, -1
+                    without a context there (the stand-in NVML's process list)
+     fake_cuda_nvml_index(dev), fake_cuda_ordinal_of(index)  the stand-in NVML's
+                    index of an ordinal, and back (fake_libcuda.c) */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdint.h>
@@ -300,12 +304,29 @@ CUresult cuEventSynchronize(fake_event* event) {
   return CUDA_SUCCESS;
 }
 
+static int64_t allocated[MAX_DEVICES];  /* bytes cuMemAlloc_v2 gave on each device (mu) */
+
 CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
   if (!ptr) return CUDA_ERROR_INVALID_VALUE;
+  if (t_current < 0) return CUDA_ERROR_INVALID_CONTEXT;
   void* p = malloc(bytes ? bytes : 1);
   if (!p) return CUDA_ERROR_UNKNOWN;
   *ptr = (CUdeviceptr)(uintptr_t)p;
+  pthread_mutex_lock(&mu);
+  allocated[t_current] += (int64_t)bytes;
+  pthread_mutex_unlock(&mu);
   return CUDA_SUCCESS;
+}
+
+/* For the stand-in NVML's list of a device's compute processes: the device
+   memory this process holds on ordinal dev (its allocations; never freed in
+   the count, as NVML's figure is read at its largest), -1 without a context
+   of its own there. */
+int64_t fake_cuda_process_bytes(int dev) {
+  pthread_mutex_lock(&mu);
+  const int64_t b = dev >= 0 && dev < device_count && retained[dev] > 0 ? allocated[dev] : -1;
+  pthread_mutex_unlock(&mu);
+  return b;
 }
 
 CUresult cuMemFree_v2(CUdeviceptr ptr) {
@@ -331,6 +352,7 @@ CUresult cuInit(unsigned int);
 CUresult cuDriverGetVersion(int*);
 CUresult cuDeviceGetCount(int*);
 CUresult cuDeviceGet(CUdevice*, int);
+CUresult cuDeviceGetPCIBusId(char*, int, CUdevice);
 CUresult cuDevicePrimaryCtxGetState(CUdevice, unsigned*, int*);
 CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice, unsigned);
 CUresult cuDevicePrimaryCtxRetain(CUcontext*, CUdevice);
@@ -350,6 +372,7 @@ typedef struct {
 static const proc procs[] = {
     P("cuInit", cuInit, 0), P("cuDriverGetVersion", cuDriverGetVersion, 0),
     P("cuDeviceGetCount", cuDeviceGetCount, 0), P("cuDeviceGet", cuDeviceGet, 0),
+    P("cuDeviceGetPCIBusId", cuDeviceGetPCIBusId, 0),
     P("cuDevicePrimaryCtxGetState", cuDevicePrimaryCtxGetState, 0),
     P("cuDevicePrimaryCtxSetFlags", cuDevicePrimaryCtxSetFlags_v2, 0),
     P("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain, 0),

@@ -18,7 +18,9 @@
 
    Driven by the environment, read at cuInit:
      FAKE_CUDA_DEVICES=N          devices (default 1; 0: cuInit says CUDA_ERROR_NO_DEVICE,
-                                  as the real driver does on a machine without a GPU)
+                                  as the real driver does on a machine without a GPU); ordinal d
+                                  is the stand-in NVML's device CUDA_VISIBLE_DEVICES names d-th
+                                  (its PCI bus id 0x10 + that index), or device d without a list
      FAKE_CUDA_ACTIVE=0,2         devices whose primary context is already active at cuInit
                                   (someone retained it first), with the flags
      FAKE_CUDA_ACTIVE_FLAGS=N     of those contexts (default 0: auto)
@@ -236,6 +238,45 @@ CUresult cuDeviceGet(CUdevice* device, int ordinal) {
   char args[32];
   snprintf(args, sizeof args, "ordinal=%d", ordinal);
   log_call("cuDeviceGet", args, rc);
+  return rc;
+}
+
+/* The NVML index of an ordinal: its place in CUDA_VISIBLE_DEVICES when that is
+   a list of numbers, else the ordinal itself (the stand-in NVML's devices are
+   the node's: its index i is PCI bus 0x10 + i). -1: not visible. */
+int fake_cuda_nvml_index(int ordinal) {
+  const char* v = getenv("CUDA_VISIBLE_DEVICES");
+  if (!v || !*v) return ordinal;
+  int place = 0;
+  for (const char* p = v; *p;) {
+    char* end = NULL;
+    const long n = strtol(p, &end, 10);
+    if (end == p) return ordinal;  /* not a list of numbers (GPU-<uuid>): every device, in order */
+    if (place++ == ordinal) return (int)n;
+    p = *end == ',' ? end + 1 : end;
+    if (*end != ',' && *end) return ordinal;
+  }
+  return -1;
+}
+
+/* The inverse: the ordinal of NVML device `index`, -1 when none (not visible,
+   or not initialised). No call is logged. */
+int fake_cuda_ordinal_of(int index) {
+  pthread_mutex_lock(&mu);
+  const int n = initialised ? device_count : 0;
+  pthread_mutex_unlock(&mu);
+  for (int d = 0; d < n; ++d) {
+    if (fake_cuda_nvml_index(d) == index) return d;
+  }
+  return -1;
+}
+
+/* "0000:<bus>:00.0", as the driver writes a device's PCI bus id. */
+CUresult cuDeviceGetPCIBusId(char* id, int len, CUdevice dev) {
+  pthread_mutex_lock(&mu);
+  CUresult rc = !id || len < 13 ? CUDA_ERROR_INVALID_VALUE : check_device(dev);
+  pthread_mutex_unlock(&mu);
+  if (rc == CUDA_SUCCESS) snprintf(id, (size_t)len, "0000:%02x:00.0", 0x10 + fake_cuda_nvml_index(dev));
   return rc;
 }
 

@@ -22,6 +22,13 @@
  *                        (the probe then polls nvmlDeviceGetUtilizationRates,
  *                        which answers the latest sample whose time has come)
  *   FAKE_NVML_LOG        a file: one line per call, "<pid> <tid> <call> <args> rc=<rc>"
+ * Device i is the one on PCI bus 0x10 + i (nvmlDeviceGetHandleByPciBusId_v2);
+ * nvmlDeviceGetComputeRunningProcesses_v3 lists this process on the devices the
+ * stand-in driver, loaded in it, has a context of its own on
+ * (fake_cuda_process_bytes: its allocations as usedGpuMemory), and
+ *   FAKE_NVML_OTHER_PIDS  pids listed on every device besides (other processes of the node)
+ * With FAKE_NVML_SAMPLES=device, device i's samples are made of the driver's
+ * ordinal that CUDA_VISIBLE_DEVICES maps to it (fake_cuda_ordinal_of).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -62,6 +69,20 @@ static int64_t (*busy_ns_of_driver(void))(int, int64_t, int64_t) {
   return g_busy_ns;
 }
 static long long g_period_us = 166667;
+
+/* The stand-in driver's function `name` (NULL before the driver is loaded). */
+static void* driver_fn(const char* name) {
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  return driver ? dlsym(driver, name) : NULL;
+}
+
+/* The driver's ordinal of NVML device `index`; -1: none (not visible, or no driver). */
+static int ordinal_of(int index) {
+  int (*ordinal)(int) = NULL;
+  void* f = driver_fn("fake_cuda_ordinal_of");
+  memcpy(&ordinal, &f, sizeof f);
+  return ordinal ? ordinal(index) : -1;
+}
 
 static void log_call(const char* call, const char* args, int rc) {
   const char* path = getenv("FAKE_NVML_LOG");
@@ -189,7 +210,8 @@ static unsigned device_share(int device, long long end_us) {
   const int64_t mono_now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
   const int64_t to = mono_now - (int64_t)(now_us() - end_us) * 1000, from = to - (int64_t)g_period_us * 1000;
   int64_t (*busy_ns)(int, int64_t, int64_t) = busy_ns_of_driver();
-  const int64_t ns = busy_ns ? busy_ns(device, from, to) : 0;
+  const int ordinal = ordinal_of(device);
+  const int64_t ns = busy_ns && ordinal >= 0 ? busy_ns(ordinal, from, to) : 0;
   return (unsigned)(100.0 * (double)ns / ((double)g_period_us * 1000.0) + 0.5);
 }
 
@@ -274,4 +296,52 @@ int nvmlDeviceGetUtilizationRates(fake_device* device, nvml_utilization* u) {
   }
   log_call("nvmlDeviceGetUtilizationRates", args, SUCCESS);
   return SUCCESS;
+}
+
+typedef struct { unsigned pid; unsigned long long used; unsigned gpu_instance, compute_instance; } nvml_process;
+
+int nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id, fake_device** device) {
+  unsigned domain = 0, bus = 0, dev = 0, fn = 0;
+  int rc = g_ndevices < 0 ? ERROR_UNINITIALIZED : !bus_id || !device ? ERROR_INVALID_ARGUMENT : SUCCESS;
+  if (rc == SUCCESS && (sscanf(bus_id, "%x:%x:%x.%x", &domain, &bus, &dev, &fn) != 4 || bus < 0x10 ||
+                        (int)(bus - 0x10) >= g_ndevices || dev != 0 || fn != 0)) {
+    rc = ERROR_NOT_FOUND;
+  }
+  if (rc == SUCCESS) *device = &g_devices[bus - 0x10];
+  log_call("nvmlDeviceGetHandleByPciBusId_v2", bus_id ? bus_id : "-", rc);
+  return rc;
+}
+
+/* This process where the driver has its context, then FAKE_NVML_OTHER_PIDS. */
+int nvmlDeviceGetComputeRunningProcesses_v3(fake_device* device, unsigned* count, nvml_process* infos) {
+  nvml_process found[32];
+  unsigned n = 0;
+  int64_t (*bytes_of)(int) = NULL;
+  void* f = driver_fn("fake_cuda_process_bytes");
+  memcpy(&bytes_of, &f, sizeof f);
+  const int ordinal = ordinal_of(device->index);
+  const int64_t mine = bytes_of && ordinal >= 0 ? bytes_of(ordinal) : -1;
+  if (mine >= 0) found[n++] = (nvml_process){(unsigned)getpid(), (unsigned long long)mine, ~0u, ~0u};
+  const char* others = getenv("FAKE_NVML_OTHER_PIDS");
+  for (const char* p = others; p && *p && n < 32;) {
+    char* end = NULL;
+    const long pid = strtol(p, &end, 10);
+    if (end == p) break;
+    found[n++] = (nvml_process){(unsigned)pid, 1ULL << 30, ~0u, ~0u};
+    p = *end == ',' ? end + 1 : end;
+  }
+  int rc = SUCCESS;
+  if (!count) {
+    rc = ERROR_INVALID_ARGUMENT;
+  } else if (*count < n) {
+    rc = 7;  /* NVML_ERROR_INSUFFICIENT_SIZE */
+    *count = n;
+  } else {
+    for (unsigned i = 0; i < n; ++i) infos[i] = found[i];
+    *count = n;
+  }
+  char args[32];
+  snprintf(args, sizeof args, "device=%d", device->index);
+  log_call("nvmlDeviceGetComputeRunningProcesses_v3", args, rc);
+  return rc;
 }
