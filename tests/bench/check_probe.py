@@ -389,7 +389,8 @@ def case_long_isa(a, tmp):
     check(os.path.exists(fake), f"{fake}: not built")
     out = os.path.join(tmp, "probe")
     os.makedirs(out)
-    env = dict(os.environ, LD_PRELOAD=f"{a.probe} {fake}", THREADBURN_PROBE_DIR=out, OMP_NUM_THREADS="2")
+    first = [os.environ["THREADBURN_TEST_PRELOAD"]] if os.environ.get("THREADBURN_TEST_PRELOAD") else []  # as probed()
+    env = dict(os.environ, LD_PRELOAD=" ".join(first + [a.probe, fake]), THREADBURN_PROBE_DIR=out, OMP_NUM_THREADS="2")
     cmd = child_cmd(a, steps=3)
     print(f"$ LD_PRELOAD='{env['LD_PRELOAD']}' " + " ".join(cmd))
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
@@ -439,36 +440,45 @@ def case_exit_statics(a, tmp):
 # a normal context, never in the handler: there it would take the probe's
 # mutex, which the interrupted thread may hold (regions_child's main thread
 # takes it at each of its many tiny regions, most of its time), and allocate
-# while the interrupted thread may be in malloc: the process hung. Each round
-# sends SIGTERM at a random moment of the run, once or as a burst of 20; the
-# process must die of SIGTERM within 20 s with a readable summary.
+# while the interrupted thread may be in malloc: the process hung; and a
+# second signal, landing on another thread while the first wrote the report,
+# ended the process mid-report. Each round sends SIGTERM at a random moment
+# of the run, once or as a burst of 20 (2 ms apart); the process must die of
+# SIGTERM within 20 s with a readable summary.
 SIGTERM_ROUNDS, SIGTERM_BURST, SIGTERM_WAIT_S = 20, 20, 20
 
 
 def case_sigterm(a, tmp):
     import random
+    import select
     import signal
     rng = random.Random(45)
-    cmd = [a.child, "--seconds=60", "--regions=1000", "--gap_ms=0", "--work_us=0"]
+    # --say: a line after each step of 100 regions, flushed: the first one
+    # says the probe is in place and regions are running.
+    cmd = [a.child, "--seconds=60", "--regions=100", "--gap_ms=0", "--work_us=0", "--say"]
     hung = bad = 0
+    first = [os.environ["THREADBURN_TEST_PRELOAD"]] if os.environ.get("THREADBURN_TEST_PRELOAD") else []  # as probed()
     for k in range(SIGTERM_ROUNDS):
         out = os.path.join(tmp, f"round{k}")
         os.makedirs(out)
-        env = dict(os.environ, LD_PRELOAD=a.probe, THREADBURN_PROBE_DIR=out, OMP_NUM_THREADS="2")
-        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        started = os.path.join(out, f"probe-{p.pid}.started")
+        env = dict(os.environ, LD_PRELOAD=" ".join(first + [a.probe]), THREADBURN_PROBE_DIR=out, OMP_NUM_THREADS="2")
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         t0 = time.monotonic()
-        while not os.path.exists(started) and time.monotonic() - t0 < 30:
-            time.sleep(0.01)
-        time.sleep(rng.uniform(0.1, 0.5))  # mid-run: the handler is in place, regions are running
+        if not select.select([p.stdout], [], [], 60)[0] or not p.stdout.readline():
+            p.kill()
+            fail(f"round {k}: no step within 60 s: {p.communicate()[1][-2000:]}")
+        time.sleep(rng.uniform(0.0, 0.4))  # mid-run: the handler is in place, regions are running
         burst = SIGTERM_BURST if k % 2 else 1
-        for _ in range(burst):
+        t_signal = time.monotonic()
+        for _ in range(burst):  # 2 ms apart: sent at once, they would merge into one pending signal
             try:
                 os.kill(p.pid, signal.SIGTERM)
             except ProcessLookupError:
                 break
+            time.sleep(0.002)
         try:
-            rc = p.wait(timeout=SIGTERM_WAIT_S)
+            err = p.communicate(timeout=SIGTERM_WAIT_S)[1]
+            rc = p.returncode
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
@@ -479,10 +489,12 @@ def case_sigterm(a, tmp):
         regions = None
         if os.path.exists(path):
             regions = strict_summary(path)["counters"]["regions"]
-        print(f"round {k}: {burst} x SIGTERM: exit status {rc}, {time.monotonic() - t0:.2f} s, summary "
+        print(f"round {k}: {burst} x SIGTERM: exit status {rc}, ended {time.monotonic() - t_signal:.2f} s after the "
+              f"first ({time.monotonic() - t0:.2f} s in all), summary "
               + (f"with {regions:.0f} regions" if regions is not None else "MISSING"))
         if rc != -signal.SIGTERM or not regions:
             bad += 1
+            sys.stdout.write(err[-3000:])
     check(hung == 0 and bad == 0, f"{hung} of {SIGTERM_ROUNDS} rounds hung, {bad} did not die of SIGTERM "
           "with a summary of their regions")
 
