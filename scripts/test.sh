@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The test command: set up and build, then the build-variant, unit, benchmark, install, Slurm
-# and fleet tests.
+# The test command: set up and build, then the build-variant, sanitizer, unit, benchmark,
+# install, Slurm and fleet tests.
 #   scripts/test.sh            build (the other configurations: TBB, oneDNN, torch off, each
 #                              configured and built for the parts it changes under
-#                              $BUILD_DIR/variants), unit, bench, install (cmake --install and the .deb), slurm
+#                              $BUILD_DIR/variants), sanitize (the probe, the sampler, omptap and
+#                              the in-run path built with ASan + UBSan and with TSan under
+#                              $BUILD_DIR/variants, their live tests run under each), unit,
+#                              bench, install (cmake --install and the .deb), slurm
 #                              (a private one-node Slurm) and fleet (a private two-node Slurm
 #                              in network namespaces); slurm and fleet are skipped if not root
 #   scripts/test.sh unit       one label only (bench,install: those two as one set)
@@ -13,14 +16,16 @@ BUILD_DIR=${THREADBURN_BUILD_DIR:-build}
 root=$PWD
 bash scripts/build.sh
 # Each argument a label, or labels joined by commas that run as one set. The default: the
-# variants alone (each builds on every core), then every other label as one set in two passes:
+# variants alone (each builds on every core), the sanitized builds alone (each builds on every
+# core, then runs its live tests: RUN_SERIAL, the pass below that runs one at a time), then
+# every other label as one set in two passes:
 # first the tests that may share the machine (not RUN_SERIAL: their checks are of function,
 # or hold under load), nproc + 1 at a time (they also wait on daemons, browsers, package tools
 # and process starts: on this 2-core VM the pass took 400 s at nproc, 302 s at nproc + 1 with the
 # cores busy 88 % of it); then those that measure time or CPU (RUN_SERIAL), one at a time, alone.
 # (One ctest run of both kinds would drain the machine before each RUN_SERIAL test, idling a core
 # behind every long test started before it.)
-groups=("${@:-build unit,install,slurm,fleet,bench}")
+groups=("${@:-build sanitize unit,install,slurm,fleet,bench}")
 rc=0
 for group in ${groups[@]}; do
   regex="^(${group//,/|})\$"
