@@ -66,6 +66,7 @@
 #include "probe/report.h"
 #include "probe/thread_tap.h"
 #include "runtime/runtime.h"
+#include "core/slot.h"
 
 namespace threadburn::probe {
 namespace {
@@ -81,6 +82,7 @@ struct Boundary {
   bool ready = false;            // cpu and children_ns taken (State::mu)
   ClassTotals cpu;
   int64_t children_ns = 0;
+  CpuStat quota;  // the quota's cgroup's cpu.stat then (core/slot.h)
 };
 
 struct State {
@@ -104,6 +106,10 @@ struct State {
   std::atomic<int64_t> dnnl_asked_ns{0};
   // The two ends a startup may have: the first device work, the first region.
   Boundary device, region;
+  // The cgroup whose CPU quota is the tightest ("" without one) and its
+  // cpu.stat at the probe's start: the throttling over the run.
+  std::string quota_dir;
+  CpuStat quota_start;
 };
 
 State* g_state = nullptr;
@@ -116,10 +122,12 @@ void mark(Boundary* b, int64_t t_ns) {
   State& s = *g_state;
   const ClassTotals cpu = s.sampler->sample_now();  // with the waits: the probe's sampler reads them (with_wait)
   const int64_t children = s.children->total_ns();
+  const CpuStat quota = read_cpu_stat(s.quota_dir);
   {
     std::lock_guard<std::mutex> lock(s.mu);
     b->cpu = cpu;
     b->children_ns = children;
+    b->quota = quota;
     b->ready = true;
   }
   inrun::take(t_ns);  // the steady phase begins: an in-run tune may steer this process from now on
@@ -252,6 +260,7 @@ struct Phase {
   int64_t t_ns = 0;
   ClassTotals cpu;
   int64_t children_ns = 0;
+  CpuStat quota;
 };
 
 Phase chosen_phase() {
@@ -264,6 +273,7 @@ Phase chosen_phase() {
     p.t_ns = b->t_ns.load(std::memory_order_relaxed);
     p.cpu = b->cpu;
     p.children_ns = b->children_ns;
+    p.quota = b->quota;
     break;
   }
   return p;
@@ -284,7 +294,19 @@ struct Figures {
   Phase phase;
   std::vector<gpu::Summary> steady_gpus;   // the GPUs over the steady phase
   std::vector<cuda::ThreadCalls> calls;    // the driver's waits and launches, per thread
+  CpuStat quota_end;                       // the quota's cgroup's cpu.stat at the end
 };
+
+// The throttling of the quota's cgroup between two reads of its cpu.stat
+// (prefix "" the run's, "steady_" the steady phase's); NaN without a quota.
+void quota_values(const std::string& prefix, const CpuStat& later, const CpuStat& earlier,
+                  std::map<std::string, double>* out) {
+  const CpuStat d = cpu_stat_delta(later, earlier);
+  const double none = std::numeric_limits<double>::quiet_NaN();
+  (*out)[prefix + "quota_periods"] = d.ok ? static_cast<double>(d.nr_periods) : none;
+  (*out)[prefix + "throttled_periods"] = d.ok ? static_cast<double>(d.nr_throttled) : none;
+  (*out)[prefix + "throttled_ms"] = d.ok ? static_cast<double>(d.throttled_ns) / 1e6 : none;
+}
 
 // The counters of the phases and of the driver's waits and launches
 // (report.cc's table); NaN where a figure does not exist (no steady phase).
@@ -307,6 +329,7 @@ void phase_values(const Figures& f, std::map<std::string, double>* out) {
   (*out)["steady_wait_main_ms"] = phased ? ns_to_ms(f.wait[main] - p.cpu.wait_ns[main]) : none;
   (*out)["steady_children_cpu_ms"] = phased ? ns_to_ms(children) : none;
   (*out)["steady_gpu_busy_share"] = phased ? gpu::totals(f.steady_gpus).busy_share : none;
+  quota_values("steady_", f.quota_end, phased ? p.quota : CpuStat{}, out);
   std::vector<cuda::ThreadCalls> main_calls;
   for (const cuda::ThreadCalls& t : f.calls) {
     if (t.tid == s.pid) main_calls.push_back(t);
@@ -401,6 +424,7 @@ std::map<std::string, double> counter_values(const Figures& f) {
       {"gpus_sampled", static_cast<double>(gpus.gpus_sampled)},
       {"gpu_samples", static_cast<double>(gpus.samples)},
   };
+  quota_values("", f.quota_end, s.quota_start, &values);
   phase_values(f, &values);
   return values;
 }
@@ -575,6 +599,7 @@ void report() {
   f.totals = s->sampler->sample_now(true, &f.threads);
   f.wait = f.totals.wait_ns;
   f.end_ns = wall_ns();
+  f.quota_end = read_cpu_stat(s->quota_dir);
   f.phase = chosen_phase();
   f.calls = cuda::thread_calls();
   f.samples = s->sampler->window(0, f.end_ns);
@@ -697,6 +722,8 @@ __attribute__((constructor)) void start() {
   s.pid = getpid();
   s.start_ns = wall_ns();
   s.gap_min_ns = env_int("THREADBURN_PROBE_GAP_MIN_US", kDefaultGapMinNs / 1000, 10, 60000000) * 1000;
+  s.quota_dir = read_slot().limit_dir;
+  s.quota_start = read_cpu_stat(s.quota_dir);
   mark_current_thread(ThreadClass::kMain);  // the constructor runs on the program's first thread
   write_file(stem() + ".started", "");     // a parent probe leaves this process to us
   s.children = std::make_unique<Children>(s.dir);

@@ -181,6 +181,15 @@ const CounterTable& counters() {
       {"steady_wait_main_ms", "ms", "the main thread's run-queue wait during the steady phase: ready to run, no CPU for it (other threads or processes held the cores)"},
       {"steady_children_cpu_ms", "ms", "the forked children's CPU (DataLoader workers) during the steady phase"},
       {"steady_gpu_busy_share", "1", "gpu_busy_share over the steady phase alone; empty when no GPU was sampled then"},
+      // The CPU quota's throttling (src/core/slot.h): the cpu.stat of the cgroup whose quota is the
+      // tightest, read at the probe's start, the steady phase's start and the end; every process of
+      // that cgroup counts. Empty without a quota.
+      {"quota_periods", "1", "the quota's periods (cgroup cpu.stat nr_periods) that passed while the probe ran: periods in which the cgroup ran"},
+      {"throttled_periods", "1", "of those, the periods in which the cgroup used up its quota and its threads were held back until the next (nr_throttled)"},
+      {"throttled_ms", "ms", "the time the cgroup's threads were held back for the quota (v2 throttled_usec, v1 throttled_time): a thread waiting for its quota is not idle"},
+      {"steady_quota_periods", "1", "quota_periods during the steady phase"},
+      {"steady_throttled_periods", "1", "throttled_periods during the steady phase"},
+      {"steady_throttled_ms", "ms", "throttled_ms during the steady phase"},
       // The CUDA driver's calls (src/cuda/driver_calls.h): every thread, then the main thread's own.
       {"sync_wait_ms", "ms", "time every thread spent inside the CUDA driver's waits for the device (stream, event and context synchronisation, synchronous copies)"},
       {"sync_cpu_ms", "ms", "the CPU those threads used inside the waits (a spinning wait: about its time; a blocking one: about none)"},

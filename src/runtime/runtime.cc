@@ -17,6 +17,7 @@
 
 #include "core/rules.h"
 #include "core/schema.h"
+#include "core/slot.h"
 #include "runtime/knob_table.h"  // generated from python/threadburn/knobs.tsv (src/CMakeLists.txt)
 
 namespace threadburn {
@@ -505,6 +506,8 @@ Context openmp_context(bool ask_libraries) {
   ctx.emplace_back("dnnl_cpu_isa", dnnl_cpu_isa(ask_libraries));
   ctx.emplace_back("blas_library", blas_library());
   ctx.emplace_back("cpu_model", cpu_model());
+  // The slot: the CPUs the process may really use (a cgroup's quota, its cpuset, Slurm's allocation).
+  for (auto& kv : read_slot().context()) ctx.push_back(std::move(kv));
   EnvGetter env = [](const char* n) { return std::getenv(n); };
   std::vector<std::string> ignored, overridden, notes;
   for (const auto& k : knob_report(omp, env)) {

@@ -216,8 +216,10 @@ class Machines(helpers.TempDir, unittest.TestCase):
         rows = [dict(r, **dict(context, omp_library=libs[r["omp_runtime"]], **per_row(r)))
                 for r in helpers.read_rows(source) if keep(r)]
         path = self.path(name)
+        header = list(helpers.read_header(source))
+        header += [k for k in context if k not in header]  # context the fixture's rows predate (the slot's)
         with open(path, "w", newline="") as f:
-            w = csv.DictWriter(f, helpers.read_header(source), lineterminator="\n")
+            w = csv.DictWriter(f, header, lineterminator="\n")
             w.writeheader()
             w.writerows(rows)
         return path
@@ -254,6 +256,23 @@ class Machines(helpers.TempDir, unittest.TestCase):
         for label in ("host", "CPU model", "CPUs", "CPUs available", "OpenMP library", "torch", "oneDNN", "TBB",
                       "schema"):
             self.assertEqual(table[label][-1].strip(), "same", label)
+
+    def test_another_slot_is_named(self):
+        # The same host in a slot of one CPU's quota (a container's --cpus=1): the quota and the
+        # effective CPUs differ; a pinned run's fewer effective CPUs do not (the most any run had counts).
+        slot = {"cpu_quota": "none", "effective_cpus": "2", "cpuset": "0-1", "slurm_cpus_per_task": "unset"}
+        self.XEON = dict(self.XEON, **slot)
+        pinned = lambda row: {"effective_cpus": "1"} if row["runtime"] == "llvm" else {}
+        table, warning = self.compare({}, per_row=pinned)
+        self.assertEqual(warning, [])
+        self.assertEqual(table["CPUs effective"][-1].strip(), "same")
+        table, warning = self.compare({"cpu_quota": "1", "effective_cpus": "1"})
+        self.assertEqual(warning, ["warning: A and B ran on different machines or libraries (CPU quota, "
+                                   "CPUs effective differ): every change below is theirs as much as the settings'"])
+        self.assertEqual([c.strip() for c in table["CPU quota"]], ["none", "1"])
+        self.assertEqual([c.strip() for c in table["cpuset"]], ["0-1", "same"])
+        _, warning = self.compare({"slurm_cpus_per_task": "4"})
+        self.assertIn("(Slurm CPUs per task differ)", warning[0])
 
     def test_the_openmp_library_is_compared_per_runtime(self):
         # B without llvm rows has no libomp: no difference. Another libgomp (a pip wheel's) is one;

@@ -17,7 +17,14 @@ CUDA driver's waits can (src/cuda/driver_calls.h).
                   have but for the time it waited for a core (a main thread
                   starved by other threads or processes)
     loader-bound  the main thread sits idle outside its waits while the
-                  worker processes run near a core each
+                  worker processes run near a core each (not said of a
+                  throttled slot: a thread waiting for its quota is not idle)
+    throttled     the slot's CPU quota (a container's --cpus, a Kubernetes
+                  CPU limit, a Slurm cgroup: src/core/slot.h) ran out in a
+                  large share of its periods; the line names the cause it
+                  can see: OpenMP workers that spin between regions (the
+                  quota charges the spin), a team larger than the slot's
+                  CPUs, or else a program that needs more CPU than the slot
 
 Thresholds are named below and documented in docs/cuda.md.
 """
@@ -40,6 +47,12 @@ IDLE_SHARE = 0.3
 # A main thread "starved" waited for a core (ready to run, none free) at
 # least this share of the steady phase: the host-bound line names the cause.
 STARVED_SHARE = 0.1
+# A slot is "throttled" when its cgroup ran out of its CPU quota in at least this share of
+# the quota's periods (cpu.stat nr_throttled / nr_periods; the steady phase's where it has one).
+THROTTLED_SHARE = 0.1
+# Under a throttled quota, the OpenMP workers' CPU between regions "matters" from this share
+# of the CPU the run used: the quota charges their spin like any other work.
+SPIN_OF_CPU = 0.1
 # The variable of the CUDA host wait policy (lib/paths.py's CUDA_SYNC).
 CUDA_SYNC = "THREADBURN_CUDA_SYNC"
 
@@ -69,6 +82,7 @@ class Steady:
     launches: int
     launch_ms: float
     main_runq_ms: float = 0.0  # the main thread's run-queue wait (0 in files from before it was counted)
+    throttled_share: float = 0.0  # the quota's periods it ran out in (0 without a quota)
 
     @property
     def main_share(self):
@@ -112,7 +126,7 @@ def steady_of(counters):
                   gpu_busy=figure(counters, "steady_gpu_busy_share"), main_wait_ms=get("main_sync_wait_ms"),
                   main_wait_cpu_ms=get("main_sync_cpu_ms"), waits=int(get("main_syncs")),
                   wait_cpu_ms=get("sync_cpu_ms"), launches=int(get("launches")), launch_ms=get("launch_ms"),
-                  main_runq_ms=get("steady_wait_main_ms"))
+                  main_runq_ms=get("steady_wait_main_ms"), throttled_share=quota_of(counters).share)
 
 
 def _s(ms):
@@ -156,7 +170,7 @@ def loader_bound(p):
     if not p.workers:
         return None
     each = p.children_ms / (p.workers * p.ms)
-    if each < NEAR_A_CORE or p.main_idle_share < IDLE_SHARE:
+    if each < NEAR_A_CORE or p.main_idle_share < IDLE_SHARE or p.throttled_share >= THROTTLED_SHARE:
         return None
     return (f"loader-bound: the main thread sat idle {p.main_idle_share:.0%} of the steady phase outside its waits "
             f"on the device while its {p.workers} worker processes ran {each:.2f} of a core each: it waits for "
@@ -172,3 +186,76 @@ def device_advice(counters, context):
         return []
     policy = context.get("cuda_sync_in_force", "n/a")
     return [line for line in (sync_bound(p, policy), host_bound(p), loader_bound(p)) if line]
+
+
+@dataclass(frozen=True)
+class Quota:
+    """The throttling of the slot's CPU quota: the steady phase's figures
+    where the run has one, else the whole run's; periods None without a
+    quota (or in files from before it was read)."""
+    periods: float = None
+    throttled: float = 0.0
+    throttled_ms: float = 0.0
+    steady: bool = False
+
+    @property
+    def share(self):
+        return self.throttled / self.periods if self.periods else 0.0
+
+
+def quota_of(counters):
+    steady = figure(counters, "steady_quota_periods") is not None and (figure(counters, "steady_ms") or 0) > 0
+    prefix = "steady_" if steady else ""
+    periods = figure(counters, prefix + "quota_periods")
+    if periods is None:
+        return Quota()
+    return Quota(periods=periods, throttled=figure(counters, prefix + "throttled_periods") or 0.0,
+                 throttled_ms=figure(counters, prefix + "throttled_ms") or 0.0, steady=steady)
+
+
+def quota_line(counters, context):
+    """The report's line on the quota's throttling; None without a quota."""
+    q = quota_of(counters)
+    if q.periods is None:
+        return None
+    where = "the steady phase" if q.steady else "the run"
+    return (f"CPU quota ({context.get('cpu_quota', '?')} CPUs a {_period(context)} period): throttled in "
+            f"{int(q.throttled)} of {int(q.periods)} periods of {where} ({q.share:.0%}), {_s(q.throttled_ms)} "
+            "held back (the cgroup's cpu.stat: every process in it counts)")
+
+
+def _period(context):
+    try:
+        return _s(int(context.get("cpu_period_us")) / 1000)
+    except (TypeError, ValueError):
+        return "?"
+
+
+def throttled(counters, context):
+    """'throttled: ...' when the slot's quota ran out in THROTTLED_SHARE of
+    its periods or more, naming what spends it; None otherwise."""
+    q = quota_of(counters)
+    if q.periods is None or q.share < THROTTLED_SHARE:
+        return None
+    quota = context.get("cpu_quota", "?")
+    head = (f"throttled: the cgroup ran out of its CPU quota in {q.share:.0%} of its {_period(context)} periods "
+            f"({int(q.throttled)} of {int(q.periods)} in {'the steady phase' if q.steady else 'the run'}), "
+            f"{_s(q.throttled_ms)} held back")
+    team = int(figure(counters, "max_team") or 0)
+    try:
+        slot = int(context.get("effective_cpus"))
+    except (TypeError, ValueError):
+        slot = 0
+    between, cpu = figure(counters, "omp_between_regions_ms") or 0.0, figure(counters, "cpu_ms") or 0.0
+    fewer = f"OMP_NUM_THREADS={slot}" if 0 < slot < team else "fewer threads"
+    if team > 1 and cpu > 0 and between >= SPIN_OF_CPU * cpu:
+        workers = f"{team - 1} OpenMP workers spin" if team > 2 else "the OpenMP worker spins"
+        return (f"{head}: {workers} between regions under a {quota}-CPU quota "
+                f"({_s(between)} of CPU, {between / cpu:.0%} of the run's, charged to the quota like work): "
+                f"{fewer}, or a passive wait (OMP_WAIT_POLICY=passive); `threadburn tune -- <command>` "
+                "measures which costs least")
+    if slot and team > slot:
+        return (f"{head}: a team of {team} threads in a slot of {slot} CPUs ({quota}-CPU quota): "
+                f"OMP_NUM_THREADS={slot}; `threadburn tune -- <command>` measures it")
+    return (f"{head}: the program needs more CPU than the slot's {quota} CPUs; a larger quota (docs/slot.md), "
+            "or less work per step")

@@ -28,10 +28,10 @@ LOWER_IS_BETTER = dict(schema.LOWER_IS_BETTER, **{c.name: True for c, _ in RUN_C
 
 # MACHINE_CONTEXT columns whose value follows a row's setting, read so that the setting
 # makes no difference: omp_library per omp_runtime (a file without llvm settings has
-# no libomp: no difference), available_cpus as the most any run had (a pinned plan's
-# runs have fewer).
+# no libomp: no difference), available_cpus and effective_cpus as the most any run had
+# (a pinned plan's runs have fewer).
 PER_RUNTIME = (Row.omp_library.name,)
-MOST = (Row.available_cpus.name,)
+MOST = (Row.available_cpus.name, Row.effective_cpus.name)
 
 
 def machines(rows_a, rows_b):

@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 
-from ..lib.machine import physical_cores
+from ..lib.machine import physical_cores, slot_line
 from ..lib import interpreter
 from ..lib import knobs, paths, probe
 from ..lib.errors import ThreadburnError
@@ -73,6 +73,7 @@ def main(args):
         progs = build_programs(args.build_dir)
         say("programs", ", ".join(f"{b} ({p.path})" for b, p in progs.items()))
         ctx = next(iter(progs.values())).describe().context
+        say("slot", slot_line(ctx) or "unknown (the programs predate the slot's context keys: rebuild)")
         say("default settings", f"{knobs.in_force_line(ctx)}; ATen intra-op threads {ctx.get('aten_intra_op_threads')}")
         say("libraries", f"torch {ctx.get('torch_version')}, oneDNN {ctx.get('dnnl_version')} "
             f"({ctx.get('dnnl_cpu_runtime')}), TBB {ctx.get('tbb_version')}, BLAS {ctx.get('blas_library')}")

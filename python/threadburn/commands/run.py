@@ -44,6 +44,7 @@ from ..lib.procs import describe_exit
 from ..lib.records import ResultsFile, Row
 from ..lib.usercmd import add_run_options, command_of, default_out, parse_env, probe_extra, row_for
 from ..lib.errors import ThreadburnError
+from ..lib.machine import slot_line
 
 
 def add_parser(sub):
@@ -87,6 +88,8 @@ def describe_report(report, cmd):
         lines.append(f"  run-queue wait (runnable, no CPU): {fmt.ms(c['wait_ms'])}; main thread "
                      f"{fmt.ms(c['wait_main_ms'])}, OpenMP workers {fmt.ms(c['wait_omp_ms'])}, other threads "
                      f"{fmt.ms(c['wait_other_ms'])}")
+    if advice.quota_line(c, report.summary.get("context", {})):
+        lines.append("  " + advice.quota_line(c, report.summary.get("context", {})))
     lines += gpu_lines(report)
     lines.append(f"  the probe's own cost: sampler {fmt.ms(c['sampler_cpu_ms'])} of CPU "
                  f"({c['sampler_share']:.2%} of a core), {int(c['samples'])} samples")
@@ -95,6 +98,8 @@ def describe_report(report, cmd):
                      "(spin-waiting). KMP_BLOCKTIME=0 or OMP_WAIT_POLICY=passive stop that, at some cost to the "
                      "next region; `threadburn tune -- <command>` measures which setting costs least here.")
     lines += ["  advice: " + a for a in advice.device_advice(c, report.summary.get("context", {}))]
+    if advice.throttled(c, report.summary.get("context", {})):
+        lines.append("  advice: " + advice.throttled(c, report.summary.get("context", {})))
     return lines
 
 
@@ -138,6 +143,8 @@ def phase_lines(report):
 def settings_lines(report):
     ctx = report.summary.get("context", {})
     lines = [f"  settings in force: {knobs.in_force_line(ctx)}"]
+    if slot_line(ctx):
+        lines.append(f"  slot: {slot_line(ctx)}")
     if ctx.get("knob_notes", "none") != "none":
         lines.append(f"  note: {ctx['knob_notes']}")
     asked = ctx.get("cuda_sync_requested", "auto")

@@ -113,3 +113,23 @@ def parse_copies(text, cpus=None):
         raise ValueError(f"expected a number of copies (1 to {MAX_COPIES}), a list of them (1,2,4) or auto, "
                          f"got {text!r}")
     return sorted(values)
+
+
+def slot_line(ctx):
+    """The slot a process ran in, from its context (src/core/slot.h's keys:
+    the cgroup's CPU quota and cpuset, the effective CPUs, Slurm's
+    variables), as one line; None for a context without them (older files)."""
+    if "effective_cpus" not in ctx:
+        return None
+    quota = ctx.get("cpu_quota", "none")
+    parts = [f"cgroup {ctx.get('cgroup_version', 'none')}",
+             f"CPU quota {quota} CPUs a {int(ctx['cpu_period_us']) / 1000:g} ms period"
+             if quota != "none" and str(ctx.get("cpu_period_us", "")).isdigit() else "no CPU quota",
+             f"cpuset {ctx.get('cpuset', 'none')}"]
+    slurm = [f"{k.upper()}={ctx[k]}"
+             for k in ("slurm_cpus_per_task", "slurm_cpus_on_node", "slurm_job_cpus_per_node")
+             if ctx.get(k, "unset") != "unset"]
+    if slurm:
+        parts.append(" ".join(slurm))
+    return (f"{ctx['effective_cpus']} effective CPUs (the affinity mask's {ctx.get('available_cpus', '?')}"
+            f"{', the quota rounded up' if quota != 'none' else ''}: the smaller); " + ", ".join(parts))

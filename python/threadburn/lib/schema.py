@@ -52,10 +52,13 @@ GB_CONTEXT = ("host_name", "num_cpus", "mhz_per_cpu", "cpu_scaling_enabled", "lo
 # The context columns that say which machine and which libraries a row ran on, with the
 # words compare uses for them (it puts them first, and says which differ between two
 # files): google/benchmark's host_name and num_cpus, the programs' and the probe's
-# cpu_model, available_cpus (the CPUs of the process's affinity) and library versions.
-# No column records the operating system's kernel. (column, label)
+# cpu_model, available_cpus (the CPUs of the process's affinity), the slot (the cgroup's
+# CPU quota and cpuset, the effective CPUs, Slurm's CPUs per task: src/core/slot.h) and
+# library versions. No column records the operating system's kernel. (column, label)
 MACHINE_CONTEXT = (("host_name", "host"), ("cpu_model", "CPU model"), ("num_cpus", "CPUs"),
-                   ("available_cpus", "CPUs available"), ("omp_library", "OpenMP library"),
+                   ("available_cpus", "CPUs available"), ("cpu_quota", "CPU quota"), ("cpuset", "cpuset"),
+                   ("effective_cpus", "CPUs effective"), ("slurm_cpus_per_task", "Slurm CPUs per task"),
+                   ("omp_library", "OpenMP library"),
                    ("torch_version", "torch"), ("dnnl_version", "oneDNN"), ("tbb_version", "TBB"),
                    ("blas_library", "BLAS"), ("cuda_runtime_version", "CUDA runtime"),
                    ("schema_version", "schema"))
@@ -129,7 +132,9 @@ PROGRAM_KINDS = {
                   "startup_ends "
                   "throughput_counter throughput_unit loop_counters host_name cpu_model num_cpus available_cpus "
                   "mhz_per_cpu blas_library library_build_type date"),
-    **_kind(INTEGER, "omp_max_threads"),
+    # the slot (src/core/slot.h): cpu_quota in CPUs or "none"
+    **_kind(TEXT, "cgroup_version cpu_quota cpu_period_us cpuset slurm_cpus_per_task"),
+    **_kind(INTEGER, "omp_max_threads effective_cpus"),
     **_kind(NUMBER, "noise_cv burn_threshold_cores"),
 }
 # The other CSVs threadburn writes beside the results and `threadburn findings` reads:

@@ -1,0 +1,92 @@
+"""The slot (src/core/slot.h's context keys) and the throttling of its CPU
+quota (the probe's quota_periods, throttled_periods, throttled_ms and their
+steady_ twins) from the Python side: the report's slot line, the quota's
+line, and the advice `run` gives (analysis/advice.py), on made-up figures
+whose answer is known: THROTTLED_SHARE at its edge, each cause the line
+names, and loader-bound left unsaid in a throttled slot."""
+import unittest
+
+import helpers  # noqa: F401  (the package on the path)
+from threadburn.analysis import advice
+from threadburn.lib.machine import slot_line
+
+ONE_CPU = {"cgroup_version": "v1", "cpu_quota": "1", "cpu_period_us": "100000", "effective_cpus": "1",
+           "available_cpus": "2", "cpuset": "0-1", "slurm_cpus_per_task": "unset"}
+
+
+def spinning(**changed):
+    """A team of 2 under a 1-CPU quota, its worker spinning between regions:
+    62 of 100 periods of its 10 s steady phase throttled, 4.1 s held back."""
+    c = {"steady_ms": 10000.0, "steady_quota_periods": 100.0, "steady_throttled_periods": 62.0,
+         "steady_throttled_ms": 4100.0, "quota_periods": 103.0, "throttled_periods": 63.0, "throttled_ms": 4150.0,
+         "max_team": 2.0, "omp_between_regions_ms": 3000.0, "cpu_ms": 9800.0}
+    c.update(changed)
+    return c
+
+
+class Advice(unittest.TestCase):
+    def test_spinning_workers_under_a_quota(self):
+        line = advice.throttled(spinning(), ONE_CPU)
+        self.assertEqual(line, "throttled: the cgroup ran out of its CPU quota in 62% of its 100 ms periods (62 of 100 "
+                               "in the steady phase), 4.1 s held back: the OpenMP worker spins between regions under "
+                               "a 1-CPU quota (3 s of CPU, 31% of the run's, charged to the quota like work): "
+                               "OMP_NUM_THREADS=1, or a passive wait (OMP_WAIT_POLICY=passive); `threadburn tune -- "
+                               "<command>` measures which costs least")
+
+    def test_the_threshold_at_its_edge(self):
+        # THROTTLED_SHARE 0.1 (at least): 10 of 100 periods is throttled, 9 is not.
+        self.assertEqual(advice.THROTTLED_SHARE, 0.1)
+        self.assertIsNotNone(advice.throttled(spinning(steady_throttled_periods=10.0), ONE_CPU))
+        self.assertIsNone(advice.throttled(spinning(steady_throttled_periods=9.0), ONE_CPU))
+        # the steady phase's figures, not the run's: a throttled startup alone says nothing
+        self.assertIsNone(advice.throttled(spinning(steady_throttled_periods=0.0, throttled_periods=90.0), ONE_CPU))
+        # without a steady phase, the run's
+        self.assertIsNotNone(advice.throttled(spinning(steady_ms=None, steady_quota_periods=None,
+                                                       throttled_periods=90.0), ONE_CPU))
+
+    def test_each_cause(self):
+        # SPIN_OF_CPU 0.1 (at least) of the run's CPU between regions: the spin is named
+        self.assertIn("worker spins between regions", advice.throttled(spinning(omp_between_regions_ms=980.0), ONE_CPU))
+        # below it, a team larger than the slot
+        line = advice.throttled(spinning(omp_between_regions_ms=979.0, max_team=4.0), ONE_CPU)
+        self.assertIn("a team of 4 threads in a slot of 1 CPUs (1-CPU quota): OMP_NUM_THREADS=1", line)
+        # neither: the program needs more CPU than the slot
+        line = advice.throttled(spinning(omp_between_regions_ms=0.0, max_team=1.0), ONE_CPU)
+        self.assertIn("the program needs more CPU than the slot's 1 CPUs", line)
+        three = advice.throttled(spinning(max_team=4.0), dict(ONE_CPU, effective_cpus="2", cpu_quota="1.5"))
+        self.assertIn("3 OpenMP workers spin between regions under a 1.5-CPU quota", three)
+        self.assertIn("OMP_NUM_THREADS=2", three)
+
+    def test_no_quota_no_line(self):
+        none = spinning(steady_quota_periods=None, quota_periods=None)
+        self.assertIsNone(advice.throttled(none, ONE_CPU))
+        self.assertIsNone(advice.quota_line(none, ONE_CPU))
+        self.assertIsNone(advice.throttled({"steady_quota_periods": float("nan"), "steady_ms": 5.0}, ONE_CPU))
+
+    def test_the_quota_line(self):
+        self.assertEqual(advice.quota_line(spinning(), ONE_CPU),
+                         "CPU quota (1 CPUs a 100 ms period): throttled in 62 of 100 periods of the steady phase "
+                         "(62%), 4.1 s held back (the cgroup's cpu.stat: every process in it counts)")
+
+    def test_a_throttled_main_thread_is_not_idle(self):
+        # Loader-bound as test_gpu_run's case has it, then in a throttled slot: unsaid there.
+        p = advice.Steady(ms=10000.0, cpu_ms=30000.0, main_cpu_ms=2000.0, children_ms=28000.0, workers=3,
+                          gpu_busy=0.3, main_wait_ms=0.0, main_wait_cpu_ms=0.0, waits=0, wait_cpu_ms=0.0,
+                          launches=0, launch_ms=0.0)
+        self.assertIsNotNone(advice.loader_bound(p))
+        self.assertIsNone(advice.loader_bound(advice.Steady(**dict(p.__dict__, throttled_share=0.1))))
+        self.assertIsNotNone(advice.loader_bound(advice.Steady(**dict(p.__dict__, throttled_share=0.09))))
+
+
+class SlotLine(unittest.TestCase):
+    def test_the_line(self):
+        self.assertEqual(slot_line(ONE_CPU), "1 effective CPUs (the affinity mask's 2, the quota rounded up: the "
+                                             "smaller); cgroup v1, CPU quota 1 CPUs a 100 ms period, cpuset 0-1")
+        free = dict(ONE_CPU, cpu_quota="none", cpu_period_us="none", effective_cpus="2", slurm_cpus_per_task="2")
+        self.assertEqual(slot_line(free), "2 effective CPUs (the affinity mask's 2: the smaller); cgroup v1, no CPU "
+                                          "quota, cpuset 0-1, SLURM_CPUS_PER_TASK=2")
+        self.assertIsNone(slot_line({"available_cpus": "2"}))  # a file from before the slot was read
+
+
+if __name__ == "__main__":
+    unittest.main()
