@@ -108,7 +108,7 @@ def ranks(a):
     import torch
     import torch.distributed as dist
     dist.init_process_group("gloo", rank=a.rank, world_size=a.world)
-    print(f"rank={a.rank} pid={os.getpid()}")
+    print(f"rank={a.rank} pid={os.getpid()}", flush=True)  # the test's, not a figure: always on time
     regions = Regions(a.work_us)
     grad = torch.ones(256)
 
@@ -138,7 +138,7 @@ def forked(a):
                for _ in range(a.workers)]
     for w in workers:
         w.start()
-    print(f"parent pid={os.getpid()} workers={','.join(str(w.pid) for w in workers)}")
+    print(f"parent pid={os.getpid()} workers={','.join(str(w.pid) for w in workers)}", flush=True)
     steps(a, Regions(a.work_us))
     for w in workers:
         w.terminate()
