@@ -61,6 +61,9 @@ known by construction, decided within a minute of it.
   spawned_omp the same with workers started afresh (multiprocessing's spawn)
   forked_python  forked workers that run no region: the parent alone
               steered; CHANGE to T2
+  settle_own  the blocktime program with KMP_BLOCKTIME=1000 in the environment
+              it inherits (not --env): its blocks settle 1.1 s or more (the
+              tune is stopped at its plan line)
 Each verdict comes within 60 s of the program's start (the ranks: 90 s). Standard library only
 (the ranks need torch: skipped without it).
 """
@@ -369,6 +372,38 @@ def case_forked_python(a, tmp):
     check(steered(text) == [parent], f"steered {steered(text)}: expected the parent {parent} alone (its workers "
           f"{workers} run no region)")
     expect(entry, "change", "T2")
+
+
+def plan_line(a, tmp, program, env, *args):
+    """Starts tune --in-run and stops it once it printed its plan: that line."""
+    cmd = [os.path.join(a.repo, "bin", "threadburn"), "tune", "--in-run", "--build-dir", a.build_dir, "--libomp",
+           a.libomp, "--block", "0.3", "--out", os.path.join(tmp, "plan.csv"), *args, "--", *program]
+    print("$ " + " ".join(f"{k}={v}" for k, v in env.items() if k.startswith(("OMP", "KMP"))) + " " + " ".join(cmd))
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    plan = None
+    for line in p.stdout:
+        sys.stdout.write(line)
+        if " settings in blocks: " in line:
+            plan = line
+            os.killpg(p.pid, signal.SIGTERM)
+    p.wait()
+    check(plan, "no plan line")
+    return plan
+
+
+def case_settle_own(a, tmp):
+    """The settle time follows the program's own blocktime, inherited (not --env): KMP_BLOCKTIME=1000
+    under LLVM settles 1.1 s or more; its own 1000 ms is no in-run setting, LLVM's 200 ms is."""
+    if not os.path.exists(a.libomp):
+        print(f"SKIP: no LLVM runtime ({a.libomp})")
+        sys.exit(77)
+    args, env = PROGRAMS["blocktime"]
+    plan = plan_line(a, tmp, child(a, *args, "--seconds=60"), env_clean(KMP_BLOCKTIME="1000", **env),
+                     "--runtime", "llvm")
+    m = re.search(r"after ([0-9.]+) s settling", plan)
+    check(m and float(m.group(1)) >= 1.1, f"settles {m and m.group(1)} s: expected 1.1 s or more")
+    check("llvm-bt200" in plan and "spin 1000 ms" in plan, "not the program's own blocktime")
 
 
 def main():

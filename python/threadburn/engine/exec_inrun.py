@@ -170,7 +170,7 @@ def spin_text(spin):
         return "spin unknown"
     if spin == math.inf:
         return "spin without end"
-    return f"spin {spin * 1000:.3g} ms" if spin > 0 else "no spin"
+    return f"spin {spin * 1000:.4g} ms" if spin > 0 else "no spin"
 
 
 def settle_time(unit_s, own_spin, settings):
