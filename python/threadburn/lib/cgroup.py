@@ -1,0 +1,180 @@
+"""A cgroup of a given CPU quota, made under this process's own and removed
+after: a slot to run a command in (docs/slot.md), as a container's --cpus
+or a Kubernetes CPU limit makes one.
+
+    with QuotaCgroup(1.0) as slot:          # one CPU's quota, 100 ms periods
+        subprocess.run(slot.wrap(["python3", "train.py"]))
+
+v1: a child of the process's cgroup in the cpu hierarchy, its
+cpu.cfs_quota_us and cpu.cfs_period_us written. v2: a child of the
+process's cgroup with the cpu controller enabled for its children and its
+cpu.max written; v2 allows that only where the parent has no process of its
+own (its root, or a delegated subtree threadburn was started in). Either
+needs root or a subtree delegated to the user; anything else is one clear
+line (ThreadburnError). Whatever is left in the child at the end (the
+command's processes) is moved back to the parent before the child is
+removed, on an error or an interrupt too: the user's own cgroup is never
+changed."""
+import os
+import signal
+import time
+
+from .errors import ThreadburnError
+
+PERIOD_US = 100000
+# Below this share of a CPU a thread gets too little to run anything measurable.
+MIN_CPUS = 0.01
+
+
+def _read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def _write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def own_cpu_cgroup(root=""):
+    """(version, folder) of this process's cgroup in the hierarchy of the cpu
+    controller: ("v1", ...), ("v2", ...), or ("none", None). The same rules
+    as src/core/slot.cc: a v1 line naming cpu wins over the unified one."""
+    try:
+        lines = _read(root + "/proc/self/cgroup").splitlines()
+        mounts = _read(root + "/proc/self/mountinfo").splitlines()
+    except OSError:
+        return "none", None
+    v1 = v2 = None
+    for line in lines:
+        hier, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if hier == "0" and controllers == "":
+            v2 = path
+        elif "cpu" in controllers.split(","):
+            v1 = path
+    for version, path in (("v1", v1), ("v2", v2)):
+        if path is None:
+            continue
+        for m in mounts:
+            head, _, tail = m.partition(" - ")
+            h, t = head.split(" "), tail.split(" ")
+            if len(h) < 5 or len(t) < 3:
+                continue
+            if (version == "v2" and t[0] == "cgroup2") or (version == "v1" and t[0] == "cgroup"
+                                                            and "cpu" in t[2].split(",")):
+                mroot, point = h[3], h[4]
+                rel = path[len(mroot):] if mroot != "/" and path.startswith(mroot) else path
+                folder = root + point + ("" if rel == "/" else rel)
+                return version, folder if os.path.isdir(folder) else root + point
+    return "none", None
+
+
+def parse_cpus(text, host_cpus=None):
+    """A slot size: '1', '1.5' (CPUs of quota); ValueError saying what it
+    expected, below MIN_CPUS, or above the host's CPUs."""
+    host_cpus = host_cpus or os.cpu_count()
+    try:
+        cpus = float(text)
+    except ValueError:
+        raise ValueError(f"expected a number of CPUs (1, 1.5), got {text!r}") from None
+    if not cpus >= MIN_CPUS:
+        raise ValueError(f"a quota of {text} CPUs is below what one thread needs (at least {MIN_CPUS})")
+    if cpus > host_cpus:
+        raise ValueError(f"a quota of {text} CPUs is above this host's {host_cpus} CPUs")
+    return cpus
+
+
+class QuotaCgroup:
+    """A child cgroup of `cpus` CPUs' quota (period_us periods) under this
+    process's own; a context manager that removes it."""
+
+    def __init__(self, cpus, period_us=PERIOD_US, name=None):
+        self.cpus, self.period_us = cpus, period_us
+        self.quota_us = max(1000, int(round(cpus * period_us)))  # the kernel's floor: 1 ms
+        self.name = name or f"threadburn-slot-{os.getpid()}"
+        self.version, self.parent = own_cpu_cgroup()
+        self.path = None
+        self._enabled_cpu = False
+
+    def __enter__(self):
+        if self.version == "none":
+            raise ThreadburnError("no cgroup with the cpu controller found for this process (/proc/self/cgroup): "
+                                  "cannot make a slot of a CPU quota here")
+        path = os.path.join(self.parent, self.name)
+        try:
+            if self.version == "v2":
+                self._enable_v2_cpu()
+            os.mkdir(path)
+            self.path = path
+            if self.version == "v1":
+                _write(os.path.join(path, "cpu.cfs_period_us"), str(self.period_us))
+                _write(os.path.join(path, "cpu.cfs_quota_us"), str(self.quota_us))
+            else:
+                _write(os.path.join(path, "cpu.max"), f"{self.quota_us} {self.period_us}")
+        except OSError as e:
+            self.close()
+            raise ThreadburnError(f"cannot make a cgroup of {self.cpus:g} CPUs' quota under {self.parent} "
+                                  f"(cgroup {self.version}): {e.strerror or e}; it needs root or a cgroup "
+                                  "subtree delegated to you") from None
+        return self
+
+    def _enable_v2_cpu(self):
+        control = os.path.join(self.parent, "cgroup.subtree_control")
+        if "cpu" in _read(control).split():
+            return
+        procs = _read(os.path.join(self.parent, "cgroup.procs")).split()
+        if procs and os.path.realpath(self.parent) != os.path.realpath("/sys/fs/cgroup"):
+            raise OSError(0, f"cgroup v2 keeps the cpu controller from a cgroup's children while it has "
+                             f"processes of its own ({len(procs)} in {self.parent}); start threadburn in a "
+                             "delegated subtree of its own (systemd-run --scope -p Delegate=yes)")
+        _write(control, "+cpu")
+        self._enabled_cpu = True
+
+    def wrap(self, cmd):
+        """cmd run inside the cgroup: a shell moves itself in, then execs it."""
+        return ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.path] + list(cmd)
+
+    def stat(self):
+        """The cgroup's cpu.stat as {key: int}."""
+        out = {}
+        for line in _read(os.path.join(self.path, "cpu.stat")).splitlines():
+            k, _, v = line.partition(" ")
+            if v.strip().lstrip("-").isdigit():
+                out[k] = int(v)
+        return out
+
+    def close(self):
+        """Ends what is left in the cgroup (the processes of the command this
+        slot ran: an interrupted run's), moves any survivor back to the
+        parent, removes the cgroup (and undoes the +cpu this slot enabled in
+        a v2 parent)."""
+        if self.path and os.path.isdir(self.path):
+            for attempt in range(100):
+                try:
+                    pids = [int(p) for p in _read(os.path.join(self.path, "cgroup.procs")).split()]
+                except (OSError, ValueError):
+                    pids = []
+                for pid in pids:
+                    try:
+                        if attempt < 50:
+                            os.kill(pid, signal.SIGKILL)  # started in this cgroup: the slot's own command
+                        else:
+                            _write(os.path.join(self.parent, "cgroup.procs"), str(pid))
+                    except OSError:
+                        pass  # it ended meanwhile
+                try:
+                    os.rmdir(self.path)
+                    break
+                except OSError:
+                    time.sleep(0.02)
+        self.path = None if self.path is None or not os.path.isdir(self.path) else self.path
+        if self._enabled_cpu:
+            try:
+                _write(os.path.join(self.parent, "cgroup.subtree_control"), "-cpu")
+            except OSError:
+                pass
+            self._enabled_cpu = False
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

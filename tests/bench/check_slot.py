@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""Known answer of the slot's throttling, live, as root:
+
+    check_slot.py --repo DIR --child regions_child
+
+A cgroup of one CPU's quota (100 ms periods) is made under this process's
+own (python/threadburn/lib/cgroup.py: v1 or v2) and removed after, on a
+failure or an interrupt too. In it, `threadburn run` runs regions_child at
+two threads with libgomp's default spin, its regions back to back with a
+short gap: a team that wants two CPUs in a slot of one. By construction:
+
+  - the slot is read: cpu_quota 1, cpu_period_us 100000, effective_cpus 1;
+  - the quota is enforced: the steady phase's CPU at most one CPU's worth
+    (plus one period's quota and 10 % for the kernel's slack and the reads'
+    edges), while a team of two in regions wants two;
+  - the cgroup ran out of its quota in most periods in which it ran: at
+    least advice.THROTTLED_SHARE of them (a team of two, each busy in every
+    region, runs out in any period where it had both CPUs half the period);
+  - the probe's figures agree with the cgroup's own cpu.stat read here after
+    the run (the probe's are a part of the cgroup's: its periods and
+    throttled periods at most the cgroup's);
+  - `run` says it: the slot line, the quota's line and the advice
+    "throttled", naming the team larger than the slot (OMP_NUM_THREADS=1) or
+    the spinning worker;
+  - nothing is left: the cgroup is gone, the parent's processes are as they were.
+
+Skipped (77) unless root with a cpu controller a child cgroup can be made in.
+"""
+import argparse
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+    print("ok: " + msg)
+
+
+# The slot got less than this share of its quota: the machine's other processes, not the
+# quota, held it back (the steady phase's CPU over its time).
+STARVED = 0.8
+
+
+def one_slot(a, slot, version, advice, expect_throttled=None):
+    """threadburn run of the team of two in this slot; the checks; (counters, context).
+    expect_throttled None: throttled where the slot got at least STARVED of its quota."""
+    print(f"cgroup {version}: {slot.path}, quota {slot.quota_us} us a {slot.period_us} us period", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "run")
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("OMP_", "GOMP_", "KMP_")) and k != "LD_PRELOAD"}
+        cmd = [os.path.join(a.repo, "bin", "threadburn"), "run", "--out", out, "--no-plot", "--exact", "off",
+               "--env", "OMP_NUM_THREADS=2", "--"] + slot.wrap(
+            [a.child, f"--seconds={a.seconds}", "--regions=20", "--work_us=2000", "--gap_ms=5"])
+        print("$ " + " ".join(cmd), flush=True)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+        sys.stdout.write(p.stdout + "".join("stderr: " + ln + "\n" for ln in p.stderr.splitlines()))
+        check(p.returncode == 0, f"threadburn run exits 0 (got {p.returncode})")
+        cg = slot.stat()
+        print("the cgroup's cpu.stat after the run: " + ", ".join(f"{k} {v}" for k, v in cg.items()))
+        summaries = []
+        for f in glob.glob(os.path.join(out, "probe-*.json")):
+            with open(f) as fh:
+                summaries.append(json.load(fh))
+        main = max(summaries, key=lambda s: s["counters"].get("regions") or 0)
+    c, ctx = main["counters"], main["context"]
+    quota = f"{slot.quota_us / slot.period_us:.3f}".rstrip("0").rstrip(".")
+    effective = str(min(os.cpu_count(), -(-slot.quota_us // slot.period_us)))
+    check((ctx.get("cpu_quota"), ctx.get("cpu_period_us"), ctx.get("effective_cpus")) == (quota, "100000", effective),
+          f"the slot read: quota {ctx.get('cpu_quota')} CPUs, period {ctx.get('cpu_period_us')} us, "
+          f"{ctx.get('effective_cpus')} effective CPUs ({quota}, 100000, {effective})")
+    check(c.get("max_team") == 2, f"a team of 2 ran (max_team {c.get('max_team')})")
+    steady_ms, steady_cpu = c["steady_ms"], c["steady_cpu_ms"]
+    bound = 1.1 * steady_ms * slot.cpus + slot.quota_us / 1000
+    check(steady_cpu <= bound, f"the quota held the steady phase to {slot.cpus:g} CPUs: {steady_cpu:.0f} ms of CPU "
+                               f"in {steady_ms:.0f} ms (at most {bound:.0f})")
+    check(c["quota_periods"] <= cg["nr_periods"] and c["throttled_periods"] <= cg["nr_throttled"],
+          f"the probe's run within the cgroup's own cpu.stat: periods {c['quota_periods']:.0f} <= "
+          f"{cg['nr_periods']}, throttled {c['throttled_periods']:.0f} <= {cg['nr_throttled']}")
+    check(c["steady_quota_periods"] <= c["quota_periods"] and c["steady_throttled_ms"] <= c["throttled_ms"],
+          "the steady phase's figures within the run's")
+    check(f"slot: {effective} effective CPUs" in p.stdout
+          and f"CPU quota ({quota} CPUs a 100 ms period): throttled in" in p.stdout,
+          "run says the slot and the quota's throttling")
+    got = steady_cpu / steady_ms
+    if expect_throttled is None:
+        expect_throttled = got >= STARVED * slot.cpus
+    if not expect_throttled:
+        print(f"the slot got {got:.2f} CPUs, under {STARVED:.0%} of its quota: no throttling expected of it")
+        return c, ctx
+    periods, throttled = c["steady_quota_periods"], c["steady_throttled_periods"]
+    share = throttled / periods if periods else 0
+    check(c["steady_throttled_ms"] > 0, f"time held back: {c['steady_throttled_ms']:.0f} ms")
+    check(periods and share >= advice.THROTTLED_SHARE,
+          f"throttled in {throttled:.0f} of {periods:.0f} periods of the steady phase ({share:.0%}, at least "
+          f"{advice.THROTTLED_SHARE:.0%}), {c['steady_throttled_ms']:.0f} ms held back; the slot got {got:.2f} CPUs")
+    advice_lines = [ln for ln in p.stdout.splitlines() if ln.startswith("  advice: throttled:")]
+    check(len(advice_lines) == 1 and (f"OMP_NUM_THREADS={effective}" in advice_lines[0]
+                                      or "worker spins" in advice_lines[0]),
+          "run's advice names the throttling and its cause (the team of 2 in a smaller slot, or the spin)")
+    return c, ctx
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repo", required=True)
+    ap.add_argument("--child", required=True, help="regions_child")
+    ap.add_argument("--seconds", type=float, default=3.0)
+    a = ap.parse_args()
+    sys.path.insert(0, os.path.join(a.repo, "python"))
+    from threadburn.analysis import advice
+    from threadburn.lib import cgroup
+    from threadburn.lib.errors import ThreadburnError
+
+    if os.geteuid() != 0:
+        print("SKIP: not root (a cgroup of its own needs root or a delegated subtree)")
+        sys.exit(SKIP)
+    version, parent = cgroup.own_cpu_cgroup()
+    if version == "none":
+        print("SKIP: no cgroup with the cpu controller for this process")
+        sys.exit(SKIP)
+    # An interrupt or a SIGTERM ends through the with block: the cgroup is removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    before = sorted(os.listdir(parent))
+    slot = cgroup.QuotaCgroup(1.0, name=f"threadburn-check-slot-{os.getpid()}")
+    try:
+        slot.__enter__()
+    except ThreadburnError as e:
+        print(f"SKIP: {e}")
+        sys.exit(SKIP)
+    try:
+        c, _ = one_slot(a, slot, version, advice)
+        got = c["steady_cpu_ms"] / c["steady_ms"]
+        if got < STARVED * slot.cpus:
+            # The machine gave the slot less than its quota (other processes held the CPUs):
+            # it could not run out of it. Again in a slot below what the team got: by
+            # construction the team, which got `got` CPUs unlimited by the quota, runs out.
+            print(f"the slot got {got:.2f} CPUs of its {slot.cpus:g} (other processes held the CPUs): again in a "
+                  f"slot of {max(0.1, round(got / 2, 2)):g} CPUs")
+            path = slot.path
+            slot.close()
+            check(path is None or not os.path.exists(path), "the first cgroup is removed")
+            slot = cgroup.QuotaCgroup(max(0.1, round(got / 2, 2)), name=f"threadburn-check-slot-{os.getpid()}-b")
+            slot.__enter__()
+            one_slot(a, slot, version, advice, expect_throttled=True)
+    finally:
+        path = slot.path
+        slot.close()
+    check(path is None or not os.path.exists(path), "the cgroup is removed")
+    check(sorted(os.listdir(parent)) == before, "the parent cgroup is as it was")
+
+
+if __name__ == "__main__":
+    main()
