@@ -4,11 +4,18 @@ steady_ twins) from the Python side: the report's slot line, the quota's
 line, and the advice `run` gives (analysis/advice.py), on made-up figures
 whose answer is known: THROTTLED_SHARE at its edge, each cause the line
 names, and loader-bound left unsaid in a throttled slot."""
+import os
 import unittest
+from unittest import mock
 
-import helpers  # noqa: F401  (the package on the path)
+import helpers
 from threadburn.analysis import advice
+from threadburn.engine import plans
+from threadburn.lib import cgroup, machine
 from threadburn.lib.machine import slot_line
+from threadburn.lib.records import Row
+
+FIXTURES = os.path.join(helpers.REPO, "tests", "fixtures", "slot")
 
 ONE_CPU = {"cgroup_version": "v1", "cpu_quota": "1", "cpu_period_us": "100000", "effective_cpus": "1",
            "available_cpus": "2", "cpuset": "0-1", "slurm_cpus_per_task": "unset"}
@@ -86,6 +93,35 @@ class SlotLine(unittest.TestCase):
         self.assertEqual(slot_line(free), "2 effective CPUs (the affinity mask's 2: the smaller); cgroup v1, no CPU "
                                           "quota, cpuset 0-1, SLURM_CPUS_PER_TASK=2")
         self.assertIsNone(slot_line({"available_cpus": "2"}))  # a file from before the slot was read
+
+    def test_of_a_results_files_rows(self):
+        rows = [Row({"available_cpus": "2"}), Row({k: v for k, v in ONE_CPU.items()})]
+        self.assertEqual(machine.slot_line_of_rows(rows), slot_line(ONE_CPU))
+        self.assertIsNone(machine.slot_line_of_rows([Row({"available_cpus": "2"})]))
+
+
+class Planning(unittest.TestCase):
+    """tune's default thread counts from the slot: the quota read in Python
+    (lib/cgroup.py) with src/core/slot.cc's rule, on the same fixture trees."""
+
+    def test_the_tightest_quota_of_both_versions(self):
+        self.assertEqual(cgroup.quota_cpus(os.path.join(FIXTURES, "v1")), 2.5)  # the parent's, not the leaf's 3
+        self.assertEqual(cgroup.quota_cpus(os.path.join(FIXTURES, "v2")), 1.5)  # the pod's, two levels up
+        self.assertIsNone(cgroup.quota_cpus(os.path.join(FIXTURES, "none")))
+
+    def threads(self, quota, cores=8, cpus=8, copies=None):
+        with mock.patch.object(machine, "physical_cores", lambda: cores), \
+                mock.patch.object(machine, "usable_cpus", lambda: cpus), \
+                mock.patch.object(cgroup, "quota_cpus", lambda root="": quota):
+            self.assertEqual(machine.effective_cpus(), min(cpus, -(-quota // 1)) if quota else cpus)
+            points = plans.default_points({}, copies=copies)
+        return sorted({int(p.env["OMP_NUM_THREADS"]) for p in points if p.name.endswith("-gomp")})
+
+    def test_the_quotas_cpus_join_the_thread_counts(self):
+        self.assertEqual(self.threads(None), [1, 8])
+        self.assertEqual(self.threads(2.5), [1, 3, 8])   # 2.5 CPUs' quota: 3 threads
+        self.assertEqual(self.threads(16.0), [1, 8])     # a quota above the mask: the mask's
+        self.assertEqual(self.threads(4.0, copies=2), [1, 2, 4, 8])  # per copy: the slot's 4 over 2 copies
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ default settings:
   launcher        what PyTorch's CPU launcher (torch.backends.xeon.run_cpu)
                   sets: LLVM's runtime, KMP_BLOCKTIME=1, compact
                   KMP_AFFINITY, OMP_NUM_THREADS = physical cores
-  T<n>-...        for n in 1, the physical cores, the CPUs: libgomp as built
+  T<n>-...        for n in 1, the physical cores, the CPUs, the slot's
+                  effective CPUs (a CPU quota's, rounded up: docs/slot.md): libgomp as built
                   (gomp), libgomp with OMP_WAIT_POLICY=passive, LLVM's
                   runtime with KMP_BLOCKTIME=0 and =1
 Settings whose effective settings (as the probe reports them: runtime,
@@ -448,6 +449,9 @@ def report(t, ended, after=()):
     for e in v.entries:
         print("\n".join(text.settings_table(e)))
     print("\n".join(text.lines(v, labels=len(v.entries) > 1 or bool(v.fit))))
+    slot = machine.slot_line_of_rows(rows)
+    if slot:
+        print(f"tune: decided in its slot: {slot}")
     for line in after:
         print(line)
     path = files.write_text(files.verdict_path(out), jsonfile.verdict_text(v))

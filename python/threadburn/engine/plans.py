@@ -65,6 +65,7 @@ def default_points(user_env, copies=None, gpus=()):
     settings: for one process a run (copies None, a plain tune) or for N
     copies started together."""
     cores, cpus = machine.physical_cores() or machine.usable_cpus(), machine.usable_cpus()
+    slot = machine.effective_cpus()  # a CPU quota's, rounded up (docs/slot.md); the CPUs without one
     n = copies or 1
     points = [TunePoint("plain", "gomp", {})]
     if n == 1:
@@ -76,7 +77,7 @@ def default_points(user_env, copies=None, gpus=()):
             points.append(TunePoint("launcher", "llvm", {"OMP_NUM_THREADS": str(len(sets[0])), "KMP_BLOCKTIME": "1",
                                                          "KMP_AFFINITY": LAUNCHER_AFFINITY}, core_sets=sets))
         points.append(TunePoint("torchrun", "gomp", {"OMP_NUM_THREADS": "1"}))
-    for t in sorted({1, max(1, cores // n), cores, cpus}):
+    for t in sorted({1, max(1, cores // n), cores, cpus, max(1, slot // n)}):
         env = {"OMP_NUM_THREADS": str(t)}
         points += [TunePoint(f"T{t}-gomp", "gomp", env),
                    TunePoint(f"T{t}-passive", "gomp", dict(env, OMP_WAIT_POLICY="passive")),

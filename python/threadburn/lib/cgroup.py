@@ -36,15 +36,17 @@ def _write(path, text):
         f.write(text)
 
 
-def own_cpu_cgroup(root=""):
-    """(version, folder) of this process's cgroup in the hierarchy of the cpu
-    controller: ("v1", ...), ("v2", ...), or ("none", None). The same rules
-    as src/core/slot.cc: a v1 line naming cpu wins over the unified one."""
+def _cpu_cgroup(root=""):
+    """(version, folder, mount point) of this process's cgroup in the
+    hierarchy of the cpu controller: ("v1" | "v2", ...), or ("none", None,
+    None). The rules of src/core/slot.cc: a v1 line naming cpu wins over the
+    unified one; a path outside the mounted root (a cgroup namespace's) is
+    taken under the mount point; a folder that is not there, the mount point."""
     try:
         lines = _read(root + "/proc/self/cgroup").splitlines()
         mounts = _read(root + "/proc/self/mountinfo").splitlines()
     except OSError:
-        return "none", None
+        return "none", None, None
     v1 = v2 = None
     for line in lines:
         hier, controllers, path = (line.split(":", 2) + ["", ""])[:3]
@@ -62,11 +64,41 @@ def own_cpu_cgroup(root=""):
                 continue
             if (version == "v2" and t[0] == "cgroup2") or (version == "v1" and t[0] == "cgroup"
                                                             and "cpu" in t[2].split(",")):
-                mroot, point = h[3], h[4]
+                mroot, point = h[3], root + h[4]
                 rel = path[len(mroot):] if mroot != "/" and path.startswith(mroot) else path
-                folder = root + point + ("" if rel == "/" else rel)
-                return version, folder if os.path.isdir(folder) else root + point
-    return "none", None
+                folder = point + ("" if rel == "/" else rel)
+                return version, folder if os.path.isdir(folder) else point, point
+    return "none", None, None
+
+
+def own_cpu_cgroup(root=""):
+    """(version, folder) of this process's cgroup in the hierarchy of the cpu
+    controller: ("v1", ...), ("v2", ...), or ("none", None)."""
+    return _cpu_cgroup(root)[:2]
+
+
+def quota_cpus(root=""):
+    """The tightest CFS quota on the path from this process's cgroup up to
+    its hierarchy's root, in CPUs (quota / period); None without one. The
+    rule of src/core/slot.cc (which the rows' cpu_quota comes from), for the
+    commands that plan before any run."""
+    version, folder, top = _cpu_cgroup(root)
+    tightest = None
+    while folder:
+        try:
+            if version == "v2":
+                q, p = (_read(os.path.join(folder, "cpu.max")).split() + ["", ""])[:2]
+            else:
+                q = _read(os.path.join(folder, "cpu.cfs_quota_us")).strip()
+                p = _read(os.path.join(folder, "cpu.cfs_period_us")).strip()
+            if q.isdigit() and p.isdigit() and int(q) > 0 and int(p) > 0:
+                tightest = min(tightest or float("inf"), int(q) / int(p))
+        except OSError:
+            pass
+        if len(folder) <= len(top):
+            break
+        folder = os.path.dirname(folder)
+    return tightest
 
 
 def parse_cpus(text, host_cpus=None):

@@ -1,5 +1,6 @@
 """Facts of this machine the commands share."""
 import glob
+import math
 import os
 import shutil
 import subprocess
@@ -31,6 +32,15 @@ def physical_cores():
 
 def usable_cpus():
     return len(os.sched_getaffinity(0))
+
+
+def effective_cpus():
+    """The CPUs this process may really use: the affinity mask's, capped by
+    its cgroup's tightest CPU quota rounded up (src/core/slot.h's rule, the
+    rows' effective_cpus)."""
+    from . import cgroup
+    quota, cpus = cgroup.quota_cpus(), usable_cpus()
+    return cpus if not quota else min(cpus, max(1, math.ceil(quota - 1e-9)))
 
 
 def core_sets(copies):
@@ -133,3 +143,16 @@ def slot_line(ctx):
         parts.append(" ".join(slurm))
     return (f"{ctx['effective_cpus']} effective CPUs (the affinity mask's {ctx.get('available_cpus', '?')}"
             f"{', the quota rounded up' if quota != 'none' else ''}: the smaller); " + ", ".join(parts))
+
+
+def slot_line_of_rows(rows):
+    """slot_line of the first row that records the slot (a results file's
+    rows: records.Row); None when none does."""
+    for r in rows:
+        if r.effective_cpus is not None:
+            ctx = {"effective_cpus": str(r.effective_cpus), "available_cpus": r.available_cpus or "?",
+                   "cgroup_version": r.cgroup_version or "none", "cpu_quota": r.cpu_quota or "none",
+                   "cpu_period_us": r.cpu_period_us or "none", "cpuset": r.cpuset or "none",
+                   "slurm_cpus_per_task": r.slurm_cpus_per_task or "unset"}
+            return slot_line(ctx)
+    return None
