@@ -202,7 +202,9 @@ Slot read_slot(const std::string& root, int affinity_cpus, const SlotEnv& env) {
     // The leaf up to the hierarchy's root: the tightest quota/period.
     for (std::string dir = s.cgroup_dir;;) {
       const auto [q, p] = quota_of(dir, v2_cpu);
-      const bool tighter = s.quota_us <= 0 || q * s.period_us < s.quota_us * p;
+      // As ratios: quota x period overflows 64 bits for the largest quotas v1 accepts.
+      const bool tighter = s.quota_us <= 0 || static_cast<double>(q) / static_cast<double>(p) <
+                                                  static_cast<double>(s.quota_us) / static_cast<double>(s.period_us);
       if (q > 0 && p > 0 && tighter) {
         s.quota_us = q, s.period_us = p, s.limit_dir = dir;
       }
