@@ -124,5 +124,24 @@ class Planning(unittest.TestCase):
         self.assertEqual(self.threads(4.0, copies=2), [1, 2, 4, 8])  # per copy: the slot's 4 over 2 copies
 
 
+
+class SlotSize(unittest.TestCase):
+    """tune --cpus: the size of the slot threadburn makes, refused in one line before anything is made."""
+
+    def test_sizes(self):
+        self.assertEqual(cgroup.parse_cpus("1", host_cpus=2), 1.0)
+        self.assertEqual(cgroup.parse_cpus("1.5", host_cpus=2), 1.5)
+        for text, said in (("0.001", "below what one thread needs"), ("3", "above this host's 2 CPUs"),
+                           ("1,2", "a list of sizes"), ("many", "expected a number of CPUs")):
+            with self.assertRaises(ValueError) as caught:
+                cgroup.parse_cpus(text, host_cpus=2)
+            self.assertIn(said, str(caught.exception))
+
+    def test_bad_input_is_one_line(self):
+        result = helpers.threadburn("tune", "--cpus", "0", "--", "true")
+        helpers.assert_one_line_error(self, result, "--cpus 0: a quota of 0 CPUs is below what one thread needs "
+                                                    "(at least 0.01)")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -69,6 +69,7 @@ import argparse
 import os
 import random
 import shutil
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -80,7 +81,7 @@ from ..engine import campaign, plans
 from ..engine import exec_inrun
 from ..engine.exec_probe import ProbeExecutor, ProbeOptions
 from ..export import jsonfile, text
-from ..lib import files, machine, probe, rule as rules
+from ..lib import cgroup, files, machine, probe, rule as rules
 from ..lib.errors import ThreadburnError
 from ..lib.records import ResultsFile
 from ..lib.usercmd import add_run_options, command_of, parse_env, probe_extra
@@ -102,6 +103,10 @@ def add_parser(sub):
     p.add_argument("--copies", type=options.copies, metavar="N|N,N,...|auto",
                    help="start N copies of the command together in every run and decide for the host: its "
                    "throughput, each copy's time, the CPU of all (a list: each N on its own, then how many fit)")
+    p.add_argument("--cpus", metavar="N",
+                   help="run the whole tune in a slot of N CPUs' quota (1, 1.5): a cgroup threadburn makes under "
+                   "its own and removes after, as a container's --cpus would (root or a delegated subtree; "
+                   "docs/slot.md). One size: a list of sizes is not built yet")
     p.add_argument("--param", action="append", default=[], metavar="NAME=v1,v2,...",
                    help="your program's own knob: {NAME} in the command takes each value (repeatable; needs --metric)")
     options.add_rule_options(p, objective_default="balanced; time with --param")
@@ -225,6 +230,31 @@ class Tune:
 
 
 def main(args):
+    """The tune; with --cpus, all of it in a slot of that quota."""
+    if not getattr(args, "cpus", None):
+        return main_in_slot(args)
+    try:
+        cpus = cgroup.parse_cpus(args.cpus)
+    except ValueError as e:
+        raise ThreadburnError(f"--cpus {args.cpus}: {e}") from None
+    # threadburn itself joins the slot, so every run (and its probe's reading of the slot) is
+    # inside it; it leaves before the slot is removed, on an error or an interrupt too.
+    # SIGTERM as Ctrl-C meanwhile: the runs stopped as for an interrupt, then the slot removed.
+    previous = signal.signal(signal.SIGTERM, _as_interrupt)
+    try:
+        with cgroup.QuotaCgroup(cpus) as slot, slot.joined():
+            print(f"tune: in a slot of {cpus:g} CPUs' quota: {slot.path} (cgroup {slot.version}, removed after)",
+                  flush=True)
+            return main_in_slot(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _as_interrupt(*_):
+    raise KeyboardInterrupt
+
+
+def main_in_slot(args):
     check_inrun_flags(args)
     if args.in_run:
         return main_inrun(args)

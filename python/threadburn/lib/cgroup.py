@@ -15,6 +15,7 @@ line (ThreadburnError). Whatever is left in the child at the end (the
 command's processes) is moved back to the parent before the child is
 removed, on an error or an interrupt too: the user's own cgroup is never
 changed."""
+import contextlib
 import os
 import signal
 import time
@@ -105,6 +106,8 @@ def parse_cpus(text, host_cpus=None):
     """A slot size: '1', '1.5' (CPUs of quota); ValueError saying what it
     expected, below MIN_CPUS, or above the host's CPUs."""
     host_cpus = host_cpus or os.cpu_count()
+    if "," in str(text):
+        raise ValueError("one slot size (1, 1.5): a list of sizes, a plan for each, is not built yet")
     try:
         cpus = float(text)
     except ValueError:
@@ -162,6 +165,16 @@ class QuotaCgroup:
         _write(control, "+cpu")
         self._enabled_cpu = True
 
+    @contextlib.contextmanager
+    def joined(self):
+        """This process inside the cgroup meanwhile (its children after it
+        too), back in the parent after."""
+        _write(os.path.join(self.path, "cgroup.procs"), str(os.getpid()))
+        try:
+            yield self
+        finally:
+            _write(os.path.join(self.parent, "cgroup.procs"), str(os.getpid()))
+
     def wrap(self, cmd):
         """cmd run inside the cgroup: a shell moves itself in, then execs it."""
         return ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.path] + list(cmd)
@@ -188,7 +201,9 @@ class QuotaCgroup:
                     pids = []
                 for pid in pids:
                     try:
-                        if attempt < 50:
+                        if pid == os.getpid():  # never this process: back to the parent
+                            _write(os.path.join(self.parent, "cgroup.procs"), str(pid))
+                        elif attempt < 50:
                             os.kill(pid, signal.SIGKILL)  # started in this cgroup: the slot's own command
                         else:
                             _write(os.path.join(self.parent, "cgroup.procs"), str(pid))
