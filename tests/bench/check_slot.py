@@ -13,9 +13,14 @@ short gap: a team that wants two CPUs in a slot of one. By construction:
   - the quota is enforced: the steady phase's CPU at most one CPU's worth
     (plus one period's quota and 10 % for the kernel's slack and the reads'
     edges), while a team of two in regions wants two;
-  - the cgroup ran out of its quota in most periods in which it ran: at
-    least advice.THROTTLED_SHARE of them (a team of two, each busy in every
-    region, runs out in any period where it had both CPUs half the period);
+  - the cgroup ran out of its quota in at least advice.THROTTLED_SHARE of
+    its periods, where the machine gave the team both CPUs often enough (a
+    team of two, each busy in every region, runs out in any period where it
+    had both CPUs half the period). Where it did not (other processes held
+    the CPUs: seen at a load of 5-7 on 2 CPUs, the slot got 0.46-0.58 CPUs),
+    the run says no throttling and gives no advice on it, and the team runs
+    again in a slot of half what it got: by construction it runs out of that
+    one, and every check below holds there;
   - the probe's figures agree with the cgroup's own cpu.stat read here after
     the run (the probe's are a part of the cgroup's: its periods and
     throttled periods at most the cgroup's);
@@ -49,14 +54,10 @@ def check(cond, msg):
     print("ok: " + msg)
 
 
-# The slot got less than this share of its quota: the machine's other processes, not the
-# quota, held it back (the steady phase's CPU over its time).
-STARVED = 0.8
-
-
 def one_slot(a, slot, version, advice, expect_throttled=None):
-    """threadburn run of the team of two in this slot; the checks; (counters, context).
-    expect_throttled None: throttled where the slot got at least STARVED of its quota."""
+    """threadburn run of the team of two in this slot; the checks; (counters, whether it was
+    throttled). expect_throttled None: the throttling's checks only where the run was throttled
+    (in THROTTLED_SHARE of its periods or more)."""
     print(f"cgroup {version}: {slot.path}, quota {slot.quota_us} us a {slot.period_us} us period", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "run")
@@ -96,13 +97,13 @@ def one_slot(a, slot, version, advice, expect_throttled=None):
           and f"CPU quota ({quota} CPUs a 100 ms period): throttled in" in p.stdout,
           "run says the slot and the quota's throttling")
     got = steady_cpu / steady_ms
-    if expect_throttled is None:
-        expect_throttled = got >= STARVED * slot.cpus
-    if not expect_throttled:
-        print(f"the slot got {got:.2f} CPUs, under {STARVED:.0%} of its quota: no throttling expected of it")
-        return c, ctx
     periods, throttled = c["steady_quota_periods"], c["steady_throttled_periods"]
     share = throttled / periods if periods else 0
+    if expect_throttled is None and share < advice.THROTTLED_SHARE:
+        print(f"throttled in {throttled:.0f} of {periods:.0f} periods: the slot got {got:.2f} CPUs of its "
+              f"{slot.cpus:g} (other processes held the CPUs)")
+        check("advice: throttled:" not in p.stdout, "no throttling advice below its threshold")
+        return c, False
     check(c["steady_throttled_ms"] > 0, f"time held back: {c['steady_throttled_ms']:.0f} ms")
     check(periods and share >= advice.THROTTLED_SHARE,
           f"throttled in {throttled:.0f} of {periods:.0f} periods of the steady phase ({share:.0%}, at least "
@@ -111,7 +112,7 @@ def one_slot(a, slot, version, advice, expect_throttled=None):
     check(len(advice_lines) == 1 and (f"OMP_NUM_THREADS={effective}" in advice_lines[0]
                                       or "worker spins" in advice_lines[0]),
           "run's advice names the throttling and its cause (the team of 2 in a smaller slot, or the spin)")
-    return c, ctx
+    return c, True
 
 
 def main():
@@ -142,14 +143,13 @@ def main():
         print(f"SKIP: {e}")
         sys.exit(SKIP)
     try:
-        c, _ = one_slot(a, slot, version, advice)
+        c, throttled = one_slot(a, slot, version, advice)
         got = c["steady_cpu_ms"] / c["steady_ms"]
-        if got < STARVED * slot.cpus:
-            # The machine gave the slot less than its quota (other processes held the CPUs):
-            # it could not run out of it. Again in a slot below what the team got: by
-            # construction the team, which got `got` CPUs unlimited by the quota, runs out.
-            print(f"the slot got {got:.2f} CPUs of its {slot.cpus:g} (other processes held the CPUs): again in a "
-                  f"slot of {max(0.1, round(got / 2, 2)):g} CPUs")
+        if not throttled:
+            # The machine gave the slot too little to run out of its quota often (other processes
+            # held the CPUs). Again in a slot of half what the team got: by construction the team,
+            # which got that much with the quota hardly binding, runs out of half of it.
+            print(f"again in a slot of {max(0.1, round(got / 2, 2)):g} CPUs")
             path = slot.path
             slot.close()
             check(path is None or not os.path.exists(path), "the first cgroup is removed")
