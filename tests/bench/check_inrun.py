@@ -48,7 +48,7 @@ known by construction, decided within a minute of it.
               both; its output line-buffered by the tune (the line says so)
   ranks       two torch.distributed ranks (gloo on localhost, as the DDP
               benchmarks run them) started by a launcher that runs no region,
-              each a nap step (10 regions of 4 ms), 10 ms of its CPU and an
+              each a nap step (10 regions of 4 ms), 5 ms of its CPU and an
               all_reduce, started at
               OMP_NUM_THREADS=1: both ranks steered (the line names both pids),
               no block dropped for a setting not in effect, CHANGE to T2 (the
@@ -64,7 +64,7 @@ known by construction, decided within a minute of it.
   settle_own  the blocktime program with KMP_BLOCKTIME=1000 in the environment
               it inherits (not --env): its blocks settle 1.1 s or more (the
               tune is stopped at its plan line)
-Each verdict comes within 60 s of the program's start (the ranks: 90 s). Standard library only
+Each verdict comes within 60 s of the program's start (the ranks: 150 s). Standard library only
 (the ranks need torch: skipped without it).
 """
 import argparse
@@ -82,8 +82,13 @@ import time
 
 DEADLINE_S = 60.0
 # The ranks' start (torch imported by each, gloo's rendezvous: 10-15 s here) and steps of ~50 ms
-# whose all_reduce passes on either rank's delays: 40 blocks of ~1.3 s in noisy hours.
-RANKS_DEADLINE_S = 90.0
+# whose all_reduce passes on either rank's delays: 40 blocks of up to 2.4 s with a core kept busy
+# (scripts/soak.sh: 120 s seen, the verdict right).
+RANKS_DEADLINE_S = 150.0
+# Each rank's CPU a step outside its regions: enough that one rank's CPU is told from both's, little
+# enough that a busy machine's delays (a burn of 10 ms took 40 under a load of 9) do not swamp the
+# naps' halving (blocks of 1 s: ~20 steps each).
+RANKS_BURN_MS = 5
 # --apply: the program runs on this long after the verdict, then ends (its last steps at the setting kept).
 END_AFTER_S = 2.0
 
@@ -321,11 +326,13 @@ def case_ranks(a, tmp):
     if subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed"], capture_output=True).returncode:
         print("SKIP: no torch.distributed in /usr/bin/python3")
         sys.exit(77)
-    text, entry, out = in_run(a, tmp, python_program("ranks", "--seconds=120"), env_clean(**PY_ENV),
-                              "--metric", r"rank=0 step_ms=([0-9.]+)", "--metric-better", "lower",
-                              deadline_s=RANKS_DEADLINE_S)
+    text, entry, out = in_run(a, tmp, python_program("ranks", f"--burn-ms={RANKS_BURN_MS}", "--seconds=120"),
+                              env_clean(**PY_ENV), "--block", "1", "--metric", r"rank=0 step_ms=([0-9.]+)",
+                              "--metric-better", "lower", deadline_s=RANKS_DEADLINE_S)
     log = program_log(out)
-    ranks = {int(r): int(p) for r, p in re.findall(r"^rank=(\d+) pid=(\d+)$", log, re.M)}
+    # Not anchored to a line: two ranks' prints can run together (an unbuffered Python writes a
+    # print's text and its newline apart).
+    ranks = {int(r): int(p) for r, p in re.findall(r"rank=(\d+) pid=(\d+)", log)}
     check(sorted(ranks) == [0, 1], f"ranks seen: {ranks}")
     check(sorted(steered(text)) == sorted(ranks.values()), f"steered {steered(text)}, the ranks are {ranks}")
     rows = blocks(out)
@@ -333,13 +340,13 @@ def case_ranks(a, tmp):
     check(len(not_applied) <= len(rows) // 10, f"{len(not_applied)} of {len(rows)} blocks dropped for a setting "
           "not in effect in both ranks in time")
     expect(entry, "change", "T2")
-    # Both ranks at T2: ~0.65 of the step (40 ms of nap halved, 10 ms of CPU and the all_reduce not);
+    # Both ranks at T2: ~0.6 of the step (40 ms of nap halved, 5 ms of CPU and the all_reduce not);
     # one rank alone at T2: none (the other rank's step is both's).
     check(entry["time_ratio"]["estimate"] <= 0.85, f"T2's time {entry['time_ratio']}: expected -15 % or better")
     # A block's CPU a step (the tune's: the steered processes' CPU rate times rank 0's step) against the
     # ranks' own CPU a step (process_time, every thread: the probe's sampler too, ~1 ms a step).
-    own = sum(statistics.median(float(x) for x in re.findall(rf"^rank={r} step_ms=[0-9.]+ cpu_ms=([0-9.]+)$", log,
-                                                              re.M)) for r in ranks)
+    own = sum(statistics.median(float(x) for x in re.findall(rf"rank={r} step_ms=[0-9.]+ cpu_ms=([0-9.]+)", log))
+              for r in ranks)
     tune = statistics.median(float(r["cpu_ms"]) / float(r["block_ms"]) * float(r["metric"])
                              for r in rows if r["status"] == "ok")
     print(f"CPU a step: the tune's {tune:.2f} ms, the ranks' own {own:.2f} ms summed")

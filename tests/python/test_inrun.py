@@ -523,6 +523,16 @@ class LineBuffered(unittest.TestCase):
         env, said = exec_inrun.line_buffered({"PYTHONUNBUFFERED": "", "_STDBUF_O": "0"})
         self.assertEqual((env["PYTHONUNBUFFERED"], env["_STDBUF_O"], said), ("", "0", []))
 
+    def test_lines_run_together_count_each(self):
+        # Two ranks printing at once through an unbuffered Python: each print's text and its
+        # newline are written apart, so their lines can run together.
+        ex = object.__new__(exec_inrun.InRunExecutor)
+        ex.p = type("P", (), {"stdout": io.StringIO("rank=0 step_ms=1.5rank=1 step_ms=2.5\n\nstep_ms=3\n")})()
+        ex.log, ex.lines, ex.figure = io.StringIO(), [], True
+        ex.metric = exec_inrun.re.compile(r"step_ms=([0-9.]+)")
+        ex._read()
+        self.assertEqual([v for _, v in ex.lines], [1.5, 2.5, 3.0])
+
     def test_bursts(self):
         self.assertFalse(exec_inrun.bursty([i * 10_000_000 for i in range(20)], 0.2))  # a line every 10 ms
         self.assertTrue(exec_inrun.bursty([i * 3_000 for i in range(20)], 0.2))  # 20 lines within 60 us of 0.2 s

@@ -456,12 +456,13 @@ class InRunExecutor(campaign.Executor):
         self.reader.start()
 
     def _read(self):
-        """The program's output into its log, each --metric line with the time it came (CLOCK_MONOTONIC ns)."""
+        """The program's output into its log, each --metric match with the time it came (CLOCK_MONOTONIC
+        ns). Every match of a line counts: processes that print at once (ranks) can run their lines
+        together, as an unbuffered Python writes a print's text and its newline apart."""
         for line in self.p.stdout:
             t = time.monotonic_ns()
             self.log.write(line)
-            m = self.metric.search(line) if self.metric else None
-            if m:
+            for m in (self.metric.finditer(line) if self.metric else ()):
                 if not self.figure:
                     self.lines.append((t, 1.0))
                     continue
