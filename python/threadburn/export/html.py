@@ -34,6 +34,7 @@ IN_FORCE = ((Row.runtime.name, "runtime asked"), (Row.omp_runtime.name, "runtime
 KNOBS = ((Row.ignored_knobs.name, "ignored"), (Row.overridden_knobs.name, "overridden"),
          (Row.knob_notes.name, "notes"))
 MACHINE = ((Row.host_name, "host"), (Row.cpu_model, "CPU"), (Row.num_cpus, "CPUs"), (Row.available_cpus, "CPUs usable"),
+           (Row.cpu_quota, "CPU quota (CPUs)"), (Row.effective_cpus, "CPUs effective (the slot: docs/slot.md)"),
            (Row.mhz_per_cpu, "MHz"), (Row.omp_library, "OpenMP library"), (Row.blas_library, "BLAS"),
            (Row.library_build_type, "build"), (Row.slurm_job, "Slurm job"), (Row.schema_version, "schema"))
 RUN_FIGURES = ((Row.wall_ms, "wall time (ms)"), (Row.cpu_ms, "CPU, all threads and workers (ms)"),
