@@ -99,6 +99,16 @@ class SlotLine(unittest.TestCase):
         self.assertEqual(machine.slot_line_of_rows(rows), slot_line(ONE_CPU))
         self.assertIsNone(machine.slot_line_of_rows([Row({"available_cpus": "2"})]))
 
+    def test_doctor_says_the_slot(self):
+        # Read here when no program reports it: the effective CPUs as this process's own rule gives them.
+        result = helpers.threadburn("doctor", "--build-dir", os.path.join(helpers.REPO, "no-such-build"))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        slot = [ln for ln in result.stdout.splitlines() if ln.startswith("slot ")]
+        self.assertEqual(len(slot), 1, result.stdout)
+        self.assertIn(f" {machine.effective_cpus()} effective CPUs (the affinity mask's {machine.usable_cpus()}",
+                      slot[0])
+        self.assertTrue(slot[0].endswith("(read here: no program reported it)"), slot[0])
+
 
 class Planning(unittest.TestCase):
     """tune's default thread counts from the slot: the quota read in Python

@@ -9,7 +9,8 @@ import os
 import shutil
 import subprocess
 
-from ..lib.machine import physical_cores, slot_line
+from ..lib.machine import effective_cpus, physical_cores, slot_line
+from ..lib import cgroup
 from ..lib import interpreter
 from ..lib import knobs, paths, probe
 from ..lib.errors import ThreadburnError
@@ -58,6 +59,15 @@ def python_modules():
     return ", ".join(out)
 
 
+def read_here():
+    """The slot as the Python side reads it (lib/cgroup.py), where no program tells it."""
+    version, _ = cgroup.own_cpu_cgroup()
+    quota = cgroup.quota_cpus()
+    return (f"{effective_cpus()} effective CPUs (the affinity mask's {len(os.sched_getaffinity(0))}"
+            + (f", the quota rounded up: the smaller); cgroup {version}, CPU quota {quota:g} CPUs" if quota
+               else f": the smaller); cgroup {version}, no CPU quota") + " (read here: no program reported it)")
+
+
 def main(args):
     lines = []
 
@@ -73,12 +83,13 @@ def main(args):
         progs = build_programs(args.build_dir)
         say("programs", ", ".join(f"{b} ({p.path})" for b, p in progs.items()))
         ctx = next(iter(progs.values())).describe().context
-        say("slot", slot_line(ctx) or "unknown (the programs predate the slot's context keys: rebuild)")
+        say("slot", slot_line(ctx) or read_here())
         say("default settings", f"{knobs.in_force_line(ctx)}; ATen intra-op threads {ctx.get('aten_intra_op_threads')}")
         say("libraries", f"torch {ctx.get('torch_version')}, oneDNN {ctx.get('dnnl_version')} "
             f"({ctx.get('dnnl_cpu_runtime')}), TBB {ctx.get('tbb_version')}, BLAS {ctx.get('blas_library')}")
     except ThreadburnError as e:
         say("programs", str(e))
+        say("slot", read_here())
     try:
         say("monitor", paths.find_program("threadburn_monitor", args.build_dir))
     except ThreadburnError as e:
