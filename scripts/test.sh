@@ -10,22 +10,21 @@
 #                              (a private one-node Slurm) and fleet (a private two-node Slurm
 #                              in network namespaces); slurm and fleet are skipped if not root
 #   scripts/test.sh unit       one label only (bench,install: those two as one set)
+#   scripts/test.sh sanitize   the sanitized builds and their live tests (docs/probe.md, "Sanitizers")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${THREADBURN_BUILD_DIR:-build}
 root=$PWD
 bash scripts/build.sh
 # Each argument a label, or labels joined by commas that run as one set. The default: the
-# variants alone (each builds on every core), the sanitized builds alone (each builds on every
-# core, then runs its live tests: RUN_SERIAL, the pass below that runs one at a time), then
-# every other label as one set in two passes:
+# variants alone (each builds on every core), then every other label as one set in two passes:
 # first the tests that may share the machine (not RUN_SERIAL: their checks are of function,
 # or hold under load), nproc + 1 at a time (they also wait on daemons, browsers, package tools
 # and process starts: on this 2-core VM the pass took 400 s at nproc, 302 s at nproc + 1 with the
 # cores busy 88 % of it); then those that measure time or CPU (RUN_SERIAL), one at a time, alone.
 # (One ctest run of both kinds would drain the machine before each RUN_SERIAL test, idling a core
 # behind every long test started before it.)
-groups=("${@:-build sanitize unit,install,slurm,fleet,bench}")
+groups=("${@:-build unit,install,slurm,fleet,bench,sanitize}")
 rc=0
 for group in ${groups[@]}; do
   regex="^(${group//,/|})\$"
