@@ -11,7 +11,7 @@ namespace threadburn {
 namespace {
 
 constexpr const char* kNames[kThreadClasses] = {"other", "main", "sampler", "omp", "tbb", "loader", "gloo",
-                                                  "cuda", "pin"};
+                                                  "cuda", "pin", "autograd"};
 
 struct Registry {
   std::mutex mu;

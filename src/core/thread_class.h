@@ -6,7 +6,8 @@
 // gloo's threads when the process group starts them; in the preload probe,
 // threads the CUDA driver creates (its pthread_create interposer, by the
 // creator's library) and the thread that names itself PyTorch's pin-memory
-// thread (its pthread_setname_np / prctl interposers). Unmarked threads are
+// thread or, as it enters, an autograd engine's device thread (its
+// pthread_setname_np / prctl interposers). Unmarked threads are
 // "other" (in the benchmark programs, the CUDA driver's threads land here).
 //
 // The registry is process-wide; a thread's first mark wins (a thread does not
@@ -22,12 +23,12 @@
 
 namespace threadburn {
 
-enum class ThreadClass : uint8_t { kOther = 0, kMain, kSampler, kOmp, kTbb, kLoader, kGloo, kCuda, kPin };
-constexpr int kThreadClasses = 9;
+enum class ThreadClass : uint8_t { kOther = 0, kMain, kSampler, kOmp, kTbb, kLoader, kGloo, kCuda, kPin, kAutograd };
+constexpr int kThreadClasses = 10;
 using ClassArray = std::array<int64_t, kThreadClasses>;
 
 constexpr int index_of(ThreadClass c) { return static_cast<int>(c); }
-// "other", "main", "sampler", "omp", "tbb", "loader", "gloo", "cuda", "pin".
+// "other", "main", "sampler", "omp", "tbb", "loader", "gloo", "cuda", "pin", "autograd".
 const char* thread_class_name(ThreadClass c);
 // The inverse; false for an unknown name.
 bool parse_thread_class(const std::string& name, ThreadClass* out);

@@ -294,6 +294,7 @@ struct Figures {
   Phase phase;
   std::vector<gpu::Summary> steady_gpus;   // the GPUs over the steady phase
   std::vector<cuda::ThreadCalls> calls;    // the driver's waits and launches, per thread
+  std::map<pid_t, int64_t> cpu_at_phase;   // each thread's CPU when the steady phase began (its snapshot)
   CpuStat quota_end;                       // the quota's cgroup's cpu.stat at the end
 };
 
@@ -429,21 +430,51 @@ std::map<std::string, double> counter_values(const Figures& f) {
   return values;
 }
 
-// "device_calls": per thread that called the driver, its waits and launches.
-void write_calls(JsonWriter* j, const std::vector<cuda::ThreadCalls>& calls, const std::vector<ThreadCpu>& threads) {
+// "device_calls": per thread that called the driver, its class, its waits
+// and launches, its CPU (the run's, and the steady phase's: from the
+// per-thread snapshot at or before the phase's start, 10 ms apart; null
+// without a steady phase): the threads that carry the device work, whichever
+// they are (docs/cuda.md, "Every thread that launches or waits").
+void write_calls(JsonWriter* j, const Figures& f) {
+  const std::vector<cuda::ThreadCalls>& calls = f.calls;
   j->key("device_calls").begin_array();
   for (const cuda::ThreadCalls& t : calls) {
     const char* cls = "other";
-    for (const ThreadCpu& c : threads) {
-      if (c.tid == t.tid) cls = thread_class_name(c.cls);
+    const ThreadCpu* cpu = nullptr;
+    for (const ThreadCpu& c : f.threads) {
+      if (c.tid == t.tid) {
+        cls = thread_class_name(c.cls);
+        cpu = &c;
+      }
     }
     const cuda::CallTally& w = t.of[static_cast<int>(cuda::CallKind::kWait)];
     const cuda::CallTally& l = t.of[static_cast<int>(cuda::CallKind::kLaunch)];
     j->begin_object().field("tid", static_cast<int64_t>(t.tid)).field("class", cls).field("syncs", w.calls)
         .field("sync_wait_ms", ns_to_ms(w.wall_ns)).field("sync_cpu_ms", ns_to_ms(w.cpu_ns)).field("launches", l.calls)
-        .field("launch_ms", ns_to_ms(l.wall_ns)).field("launch_cpu_ms", ns_to_ms(l.cpu_ns)).end_object();
+        .field("launch_ms", ns_to_ms(l.wall_ns)).field("launch_cpu_ms", ns_to_ms(l.cpu_ns))
+        .field("name", cpu && cpu->alive ? thread_name(0, t.tid) : "");
+    j->key("cpu_ms");
+    cpu ? j->value(ns_to_ms(cpu->cpu_ns)) : j->null();
+    j->key("steady_cpu_ms");
+    const auto at = f.cpu_at_phase.find(t.tid);
+    if (cpu && f.phase.t_ns > 0) {
+      j->value(ns_to_ms(cpu->cpu_ns - (at == f.cpu_at_phase.end() ? 0 : at->second)));
+    } else {
+      j->null();
+    }
+    j->end_object();
   }
   j->end_array();
+  // "steady_classes": per class of thread, its CPU and run-queue wait over the
+  // steady phase (a launching thread alone in its class: its own); empty
+  // without a steady phase.
+  j->key("steady_classes").begin_object();
+  for (int c = 0; f.phase.t_ns > 0 && c < kThreadClasses; ++c) {
+    j->key(thread_class_name(static_cast<ThreadClass>(c))).begin_object()
+        .field("cpu_ms", ns_to_ms(f.totals.cpu_ns[c] - f.phase.cpu.cpu_ns[c]))
+        .field("wait_ms", ns_to_ms(f.wait[c] - f.phase.cpu.wait_ns[c])).end_object();
+  }
+  j->end_object();
 }
 
 // What the probe could see of the driver's calls, in one line.
@@ -498,7 +529,7 @@ void write_summary(const Figures& f) {
   gpu::write_gpus(&j, f.gpus);
   j.key("steady_gpus");
   gpu::write_gpus(&j, f.steady_gpus);
-  write_calls(&j, f.calls, f.threads);
+  write_calls(&j, f);
   j.key("threads").begin_array();
   for (const auto& t : f.threads) {
     j.begin_object().field("tid", static_cast<int64_t>(t.tid)).field("name", t.alive ? thread_name(0, t.tid) : "")
@@ -604,6 +635,11 @@ void report() {
   f.calls = cuda::thread_calls();
   f.samples = s->sampler->window(0, f.end_ns);
   const auto snaps = s->sampler->thread_window(0, f.end_ns);
+  for (const auto& snap : snaps) {  // the last snapshot at or before the steady phase (a thread born later: 0)
+    if (f.phase.t_ns == 0 || snap.t_ns > f.phase.t_ns) break;
+    f.cpu_at_phase.clear();
+    for (const auto& t : snap.threads) f.cpu_at_phase[t.tid] = t.cpu_ns;
+  }
   for (const auto& snap : snaps) {
     int alive = 0;
     for (const auto& t : snap.threads) alive += t.alive;

@@ -112,9 +112,10 @@ using SetnameFn = int (*)(pthread_t, const char*);
 int setname(SetnameFn fn, pthread_t thread, const char* name) {
   const int rc = fn(thread, name);
   // Only a thread naming itself: another thread's kernel id is not at hand,
-  // and PyTorch's pin-memory thread names itself.
-  if (rc == 0 && marking() && pthread_equal(thread, pthread_self()) && is_pin_thread_name(name)) {
-    mark_self(ThreadClass::kPin);
+  // and PyTorch's pin-memory and autograd device threads name themselves.
+  if (rc == 0 && marking() && pthread_equal(thread, pthread_self())) {
+    if (is_pin_thread_name(name)) mark_self(ThreadClass::kPin);
+    if (is_autograd_thread_name(name)) mark_self(ThreadClass::kAutograd);
   }
   return rc;
 }
@@ -168,8 +169,10 @@ __attribute__((visibility("default"))) int threadburn_prctl(int option, ...) {
   using PrctlFn = int (*)(int, ...);
   const auto fn = reinterpret_cast<PrctlFn>(real(g_prctl, "prctl", "GLIBC_2.2.5", nullptr));
   const int rc = fn(option, a2, a3, a4, a5);
-  if (rc == 0 && option == kPrSetName && marking() && is_pin_thread_name(reinterpret_cast<const char*>(a2))) {
-    mark_self(threadburn::ThreadClass::kPin);
+  if (rc == 0 && option == kPrSetName && marking()) {
+    const char* name = reinterpret_cast<const char*>(a2);
+    if (is_pin_thread_name(name)) mark_self(threadburn::ThreadClass::kPin);
+    if (is_autograd_thread_name(name)) mark_self(threadburn::ThreadClass::kAutograd);
   }
   return rc;
 }

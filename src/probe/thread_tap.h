@@ -38,5 +38,17 @@ using gpu::is_cuda_driver;
 inline bool is_pin_thread_name(const char* name) {
   return name && std::string_view(name, strnlen(name, 15)) == kPinThreadName;
 }
+// PyTorch's autograd engine starts a thread per device type and index
+// (torch::autograd::Engine::thread_init), which names itself
+// "pt_autograd_<index>" (c10::setThreadName) as it enters, before it runs any
+// backward pass: the thread that launches a CUDA backward's kernels while the
+// main thread sleeps on the engine.
+inline constexpr const char* kAutogradThreadPrefix = "pt_autograd_";
+inline bool is_autograd_thread_name(const char* name) {
+  if (!name) return false;
+  const std::string_view n(name, strnlen(name, 15)), p(kAutogradThreadPrefix);
+  return n.size() > p.size() && n.substr(0, p.size()) == p &&
+         n.find_first_not_of("0123456789", p.size()) == std::string_view::npos;
+}
 
 }  // namespace threadburn::probe::thread_tap

@@ -42,6 +42,16 @@ construction: --startup-ms of CPU before its first launch, then steps of
                  by `threadburn run`, its advice sync-bound only; and with
                  CUDA_VISIBLE_DEVICES=3,1 and the ordinal 1: GPU 1 the
                  process's, GPU 3 visible and unused
+  threads        the device work carried by a thread that is not the main
+                 thread (--launcher: an autograd-like thread that names
+                 itself pt_autograd_0 as it enters, while the main thread
+                 sleeps on a semaphore): its class autograd, its launches
+                 and waits in device_calls (the main thread none); `run`
+                 says host-bound of the launch-bound training naming the
+                 autograd thread (on the main thread alone: no advice),
+                 sync-bound of the sync-bound one naming it, and with the
+                 launches split (forward on the main thread, backward on
+                 the autograd thread) host-bound naming both, 50 % each
   tune           `threadburn tune` of the sync-bound training (1 s of startup,
                  0.6 s of steps): CHANGE to cuda-blocking_sync, its steady
                  phase's CPU -90 % or more, its time within the margin, in
@@ -273,6 +283,34 @@ def case_gpus(a, tmp):
                   dict(node, FAKE_CUDA_DEVICES="2", CUDA_VISIBLE_DEVICES="3,1"))
     used = {g["index"]: g["used"] for g in s["steady_gpus"]}
     check(used == {3: False, 1: True}, f"CUDA_VISIBLE_DEVICES=3,1, ordinal 1: {used}, expected GPU 1 alone used")
+
+
+def case_threads(a, tmp):
+    launch = ["--kind=launch", "--startup-ms=100", "--steps=30", "--kernels=400"]
+    fast = {"FAKE_CUDA_LAUNCH_US": "20"}
+    s, _ = probed(a, tmp, training(a, *launch, "--launcher=autograd"), fast)
+    calls = {t["class"]: t for t in s["device_calls"]}
+    print("device_calls: " + "; ".join(f"{t['class']} {t['launches']} launches {t['syncs']} waits "
+                                        f"steady_cpu_ms={t['steady_cpu_ms']}" for t in s["device_calls"]))
+    check(list(calls) == ["autograd"], f"device threads by class {list(calls)}, expected the autograd thread alone")
+    g = calls["autograd"]
+    check((g["launches"], g["syncs"]) == (30 * 400, 30), f"the autograd thread: {g['launches']} launches, "
+          f"{g['syncs']} waits; expected {30 * 400} and 30")
+    check(g["steady_cpu_ms"] is not None and 0 < g["steady_cpu_ms"] <= 1.05 * s["counters"]["steady_ms"] + 10,
+          f"the autograd thread's steady CPU {g['steady_cpu_ms']} ms: expected some, at most a core")
+    out = threadburn_run(a, tmp, [*launch, "--launcher=autograd"], fast)
+    check(advice_kinds(out) == ["host-bound"], f"advice {advice_kinds(out)} on the autograd-launched training")
+    check(f"host-bound: the autograd thread launched all {30 * 400} kernels; it worked" in out,
+          "the host-bound line does not name the autograd thread")
+    out = threadburn_run(a, tmp, [*launch, "--launcher=split"], fast)
+    check(advice_kinds(out) == ["host-bound"], f"advice {advice_kinds(out)} on the split training")
+    check("the kernels were launched by the autograd thread (50%), the main thread (50%); together they worked"
+          in out, "the split training's line does not name both threads, 50 % each")
+    out = threadburn_run(a, tmp, ["--startup-ms=100", "--steps=30", f"--step-ms={STEP_MS:g}", "--launcher=autograd"])
+    check(advice_kinds(out) == ["sync-bound"], f"advice {advice_kinds(out)} on the autograd thread's sync-bound "
+          "training")
+    check("sync-bound: the autograd thread waited for the GPU" in out, "the sync-bound line does not name the "
+          "autograd thread")
 
 
 def case_tune(a, tmp):

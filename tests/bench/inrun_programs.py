@@ -12,6 +12,7 @@ program never asks omp_get_max_threads().
     inrun_programs.py nap     [--regions 10] [--work-us 4000] [--seconds 90]
     inrun_programs.py ranks   [--world 2] ...   torch.distributed (gloo on localhost) ranks
     inrun_programs.py forked  [--workers 2] [--worker-kind omp|python] [--start fork|spawn] ...
+    inrun_programs.py mlp     [--seconds 90]   a PyTorch training as people write it
 
   nap     one process: each step --regions regions, then its line
           "step_ms=X cpu_ms=Y" (the step's wall time and this process's CPU
@@ -32,7 +33,13 @@ program never asks omp_get_max_threads().
           run regions of their own (--worker-kind omp: the nap, without end)
           or none (python: a busy loop of Python with sleeps). First line:
           "parent pid=P workers=W1,W2"
-Every process ends with its parent (PR_SET_PDEATHSIG). Needs torch for ranks.
+  mlp     a small PyTorch training (a two-layer perceptron, batch 256, SGD):
+          PyTorch's own threads (at one: it asks omp_get_max_threads() before
+          each parallel_for and forks only when told more; its matrix products
+          go to the BLAS, Debian's OpenBLAS under OpenMP); "step_ms=X" every
+          step
+Every process ends with its parent (PR_SET_PDEATHSIG). Needs torch for ranks
+and mlp.
 """
 import argparse
 import ctypes
@@ -144,9 +151,24 @@ def forked(a):
         w.terminate()
 
 
+def mlp(a):
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(256, 512), torch.randint(0, 10, (256,))
+    t_end = time.monotonic() + a.seconds
+    while time.monotonic() < t_end:
+        t0 = time.monotonic()
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        print(f"step_ms={(time.monotonic() - t0) * 1000:.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("mode", choices=("nap", "ranks", "forked"))
+    ap.add_argument("mode", choices=("nap", "ranks", "forked", "mlp"))
     ap.add_argument("--regions", type=int, default=10)
     ap.add_argument("--work-us", type=int, default=4000)
     ap.add_argument("--seconds", type=float, default=90)
@@ -161,6 +183,8 @@ def main():
         steps(a, Regions(a.work_us))
     elif a.mode == "ranks":
         ranks(a)
+    elif a.mode == "mlp":
+        mlp(a)
     else:
         forked(a)
 

@@ -12,6 +12,7 @@ namespace threadburn {
 namespace {
 
 using probe::thread_tap::is_cuda_driver;
+using probe::thread_tap::is_autograd_thread_name;
 using probe::thread_tap::is_pin_thread_name;
 
 TEST(ThreadTap, TheCudaDriverByItsFileName) {
@@ -32,6 +33,15 @@ TEST(ThreadTap, ThePinThreadByTheNameTheKernelKeeps) {
   EXPECT_FALSE(is_pin_thread_name(nullptr));
 }
 
+TEST(ThreadTap, TheAutogradThreadByTheNameItGivesItselfAsItEnters) {
+  EXPECT_TRUE(is_autograd_thread_name("pt_autograd_0"));
+  EXPECT_TRUE(is_autograd_thread_name("pt_autograd_12"));
+  EXPECT_FALSE(is_autograd_thread_name("pt_autograd_"));
+  EXPECT_FALSE(is_autograd_thread_name("pt_autograd_x"));
+  EXPECT_FALSE(is_autograd_thread_name("pt_data_pin"));
+  EXPECT_FALSE(is_autograd_thread_name(nullptr));
+}
+
 TEST(ThreadClass, EveryNameIsOneClass) {
   std::set<std::string> names;
   for (int i = 0; i < kThreadClasses; ++i) {
@@ -44,6 +54,7 @@ TEST(ThreadClass, EveryNameIsOneClass) {
   EXPECT_EQ(names.size(), static_cast<size_t>(kThreadClasses));
   EXPECT_STREQ(thread_class_name(ThreadClass::kCuda), "cuda");
   EXPECT_STREQ(thread_class_name(ThreadClass::kPin), "pin");
+  EXPECT_STREQ(thread_class_name(ThreadClass::kAutograd), "autograd");
 }
 
 }  // namespace

@@ -16,6 +16,11 @@ CUDA driver's waits can (src/cuda/driver_calls.h).
                   thread works, outside its waits, near a core, or would
                   have but for the time it waited for a core (a main thread
                   starved by other threads or processes)
+    (The thread judged is the one that carries the device work: the main
+    thread where it launches the kernels and waits; else the threads that
+    do, by their class (an autograd device thread: PyTorch runs a CUDA
+    backward pass on one of its own), from the probe's device_calls:
+    device_threads() below.)
     loader-bound  the main thread sits idle outside its waits while the
                   worker processes run near a core each (not said of a
                   throttled slot: a thread waiting for its quota is not idle)
@@ -29,7 +34,7 @@ CUDA driver's waits can (src/cuda/driver_calls.h).
 Thresholds are named below and documented in docs/cuda.md.
 """
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # The main thread waits "a large share" of the steady phase for the device.
 SYNC_SHARE = 0.2
@@ -82,6 +87,8 @@ class Steady:
     launches: int
     launch_ms: float
     main_runq_ms: float = 0.0  # the main thread's run-queue wait (0 in files from before it was counted)
+    who: str = "the main thread"  # the thread(s) the main_* figures are of (device_threads())
+    launchers: str = ""           # who launched the kernels, with shares, when not the main thread alone
     throttled_share: float = 0.0  # the quota's periods it ran out in (0 without a quota)
 
     @property
@@ -136,7 +143,7 @@ def _s(ms):
 def sync_bound(p, policy):
     if p.waits == 0 or p.wait_share < SYNC_SHARE:
         return None
-    head = (f"sync-bound: the main thread waited for the GPU {p.wait_share:.0%} of the steady phase "
+    head = (f"sync-bound: {p.who} waited for the GPU {p.wait_share:.0%} of the steady phase "
             f"({_s(p.main_wait_ms)} in {p.waits} waits)")
     if p.main_wait_cpu_ms >= SPIN_SHARE * p.main_wait_ms:
         saving = p.wait_cpu_ms
@@ -153,8 +160,10 @@ def host_bound(p):
     if p.gpu_busy is None or p.gpu_busy >= GPU_LOW or p.main_demand < NEAR_A_CORE:
         return None
     launches = f" ({p.launches} launches, {_s(p.launch_ms)} inside them)" if p.launches else ""
-    head = (f"host-bound: the main thread worked {p.main_outside_waits:.2f} of a core outside its waits on the "
-            f"device")
+    several = " and " in p.who
+    subject = p.who if not p.launchers else "together they" if several else "it"
+    head = (f"host-bound: {p.launchers}{subject} worked {p.main_outside_waits:.2f} of a core outside "
+            f"{'their' if several else 'its'} waits on the device")
     if p.main_runq_share >= STARVED_SHARE:
         return (f"{head} and waited for a core {p.main_runq_share:.0%} of the steady phase ({_s(p.main_runq_ms)}: "
                 f"other threads or processes held the cores) while the GPU was busy {p.gpu_busy:.0%} of it: the GPU "
@@ -172,20 +181,73 @@ def loader_bound(p):
     each = p.children_ms / (p.workers * p.ms)
     if each < NEAR_A_CORE or p.main_idle_share < IDLE_SHARE or p.throttled_share >= THROTTLED_SHARE:
         return None
-    return (f"loader-bound: the main thread sat idle {p.main_idle_share:.0%} of the steady phase outside its waits "
+    return (f"loader-bound: {p.who} sat idle {p.main_idle_share:.0%} of the steady phase outside its waits "
             f"on the device while its {p.workers} worker processes ran {each:.2f} of a core each: it waits for "
             "their batches. More workers (where cores are free), cheaper transforms, or the data kept on the GPU; "
             "`threadburn tune --param workers=...` measures which.")
 
 
-def device_advice(counters, context):
+# How the advice names a thread of each class (the probe's classes, src/core/thread_class.h).
+THREAD_OF_CLASS = {"main": "the main thread", "autograd": "the autograd thread", "pin": "the pin-memory thread",
+                   "cuda": "a CUDA driver thread", "omp": "an OpenMP worker", "tbb": "a TBB worker",
+                   "loader": "a loader thread", "gloo": "a gloo thread"}
+
+
+def _thread(t, classes):
+    """A device thread's words: by class, a thread of a class with several by its tid too."""
+    word = THREAD_OF_CLASS.get(t.get("class"))
+    if word is None or classes.count(t.get("class")) > 1:
+        word = f"thread {t.get('tid')}" + (f" ({t['name']})" if t.get("name") else "") + \
+            (f" of class {t.get('class')}" if t.get("class") not in (None, "other") else "")
+    return word
+
+
+def device_threads(p, calls, steady_classes):
+    """The steady phase's figures re-read from the threads that carry the
+    device work, where that is not the main thread alone: (for sync-bound)
+    the waits of the thread that waited longest; (for host- and
+    loader-bound) the CPU and waits of every thread that launched, with
+    their classes' run-queue wait: launches from two threads in turn, a
+    forward pass on the main thread and a backward on the autograd thread,
+    add up. Each named by its class, the launchers with their share of the
+    launches. (p, p) when the main thread made every launch and wait, or the
+    summary has no per-thread figures (files from before them)."""
+    threads = [t for t in calls or [] if (t.get("launches") or t.get("syncs"))
+               and isinstance(t.get("steady_cpu_ms"), (int, float))]
+    if not threads or all(t.get("class") == "main" for t in threads):
+        return p, p
+    classes = [t.get("class") for t in threads]
+    waiter = max(threads, key=lambda t: t.get("sync_wait_ms") or 0)
+    sync = replace(p, who=_thread(waiter, classes), main_wait_ms=waiter.get("sync_wait_ms") or 0.0,
+                   main_wait_cpu_ms=waiter.get("sync_cpu_ms") or 0.0, waits=int(waiter.get("syncs") or 0))
+    launchers = sorted((t for t in threads if t.get("launches")), key=lambda t: -t["launches"])
+    if not launchers:
+        return sync, p
+    total = sum(t["launches"] for t in launchers)
+    runq = sum(((steady_classes or {}).get(cls) or {}).get("wait_ms") or 0.0
+               for cls in {t.get("class") for t in launchers})
+    if len(launchers) == 1:
+        said = f"{_thread(launchers[0], classes)} launched all {total} kernels; "
+    else:
+        said = ("the kernels were launched by " + ", ".join(f"{_thread(t, classes)} ({t['launches'] / total:.0%})"
+                                                           for t in launchers) + "; ")
+    host = replace(p, who=" and ".join(_thread(t, classes) for t in launchers),
+                   launchers=said, main_cpu_ms=sum(t["steady_cpu_ms"] for t in launchers),
+                   main_wait_ms=sum(t.get("sync_wait_ms") or 0.0 for t in launchers),
+                   main_wait_cpu_ms=sum(t.get("sync_cpu_ms") or 0.0 for t in launchers), main_runq_ms=runq)
+    return sync, host
+
+
+def device_advice(counters, context, calls=None, steady_classes=None):
     """The lines of advice of a process's steady phase (each 'kind: ...');
-    none without a steady phase."""
+    none without a steady phase. calls, steady_classes: the summary's
+    device_calls and steady_classes (the threads that launch and wait)."""
     p = steady_of(counters)
     if p is None:
         return []
     policy = context.get("cuda_sync_in_force", "n/a")
-    return [line for line in (sync_bound(p, policy), host_bound(p), loader_bound(p)) if line]
+    sync, host = device_threads(p, calls, steady_classes)
+    return [line for line in (sync_bound(sync, policy), host_bound(host), loader_bound(host)) if line]
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,9 @@ def describe_report(report, cmd):
         lines.append(f"  advice: the workers burned {fmt.ms(c['omp_between_regions_ms'])} while no region ran "
                      "(spin-waiting). KMP_BLOCKTIME=0 or OMP_WAIT_POLICY=passive stop that, at some cost to the "
                      "next region; `threadburn tune -- <command>` measures which setting costs least here.")
-    lines += ["  advice: " + a for a in advice.device_advice(c, report.summary.get("context", {}))]
+    lines += ["  advice: " + a for a in advice.device_advice(c, report.summary.get("context", {}),
+                                                             report.summary.get("device_calls"),
+                                                             report.summary.get("steady_classes"))]
     if advice.throttled(c, report.summary.get("context", {})):
         lines.append("  advice: " + advice.throttled(c, report.summary.get("context", {})))
     return lines

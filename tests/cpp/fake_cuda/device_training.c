@@ -7,7 +7,7 @@
    device_training [--kind=sync|launch|loader] [--startup-ms=1000] [--steps=N]
                    [--step-ms=20] [--kernels=4] [--wait=stream|copy|event|ctx]
                    [--lookup=proc|dlsym] [--workers=2] [--batch-ms=40]
-                   [--device=0] [--alloc-mb=0]
+                   [--device=0] [--alloc-mb=0] [--launcher=main|autograd|split]
 
    It reaches the driver as a CUDA runtime does: dlopen("libcuda.so.1"), then
    cuGetProcAddress_v2 for every entry point (--lookup=dlsym: dlsym of each by
@@ -29,6 +29,14 @@
              nothing queued, each loop timed: "launch_ns=L wait_ns=W" per call
              (with FAKE_CUDA_LAUNCH_US=0: what an interposer adds to a call,
              run with and without it; bench/overheads.py)
+   --launcher (sync and launch): which thread launches a step's kernels and
+   waits: main (default), autograd (a thread the program starts, which names
+   itself pt_autograd_0 as it enters, as PyTorch's autograd engine's device
+   thread does, makes the context current, and runs each step while the main
+   thread sleeps on a semaphore until it is done, as a backward() call
+   sleeps on the engine), split (the main thread launches the first half of
+   a step's kernels, the forward pass, the autograd thread the rest and the
+   wait: the backward).
    --device: the driver's ordinal it makes its context on and works on (the
    others stay visible, unused); --alloc-mb: device memory it allocates
    beside its result, held to the end.
@@ -36,6 +44,8 @@
    figures: the steps' wall time on its clock). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,6 +157,33 @@ static void wait_for(const char* how, void* event, uint64_t result) {
   }
 }
 
+/* The autograd thread's share of each step (--launcher=autograd|split). */
+static struct {
+  sem_t go, done;
+  void* ctx;
+  void* f;
+  int kernels, steps;
+  const char* how;
+  void* event;
+  uint64_t result;
+} backward;
+
+static void* autograd_thread(void* unused) {
+  (void)unused;
+  pthread_setname_np(pthread_self(), "pt_autograd_0");  /* as it enters, before any step */
+  check(cu.set_current(backward.ctx), "cuCtxSetCurrent");
+  for (int s = 0; s < backward.steps; ++s) {
+    while (sem_wait(&backward.go) != 0) {
+    }
+    for (int k = 0; k < backward.kernels; ++k) {
+      check(cu.launch(backward.f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), "cuLaunchKernel");
+    }
+    wait_for(backward.how, backward.event, backward.result);
+    sem_post(&backward.done);
+  }
+  return NULL;
+}
+
 /* A loader worker: a batch (one byte) every batch_ms of its own CPU, until
    the main thread closes its end (the worker holds none of it). */
 static pid_t fork_worker(const int fds[2], double batch_ms) {
@@ -161,7 +198,7 @@ static pid_t fork_worker(const int fds[2], double batch_ms) {
 }
 
 int main(int argc, char** argv) {
-  const char *kind = "sync", *how = "stream", *lookup = "proc";
+  const char *kind = "sync", *how = "stream", *lookup = "proc", *launcher = "main";
   double startup_ms = 1000, step_ms = 20, batch_ms = 40;
   int steps = 50, kernels = 4, workers = 2, device = 0;
   double alloc_mb = 0;
@@ -177,6 +214,7 @@ int main(int argc, char** argv) {
     else if (!strncmp(a, "--workers=", 10)) workers = atoi(a + 10);
     else if (!strncmp(a, "--batch-ms=", 11)) batch_ms = atof(a + 11);
     else if (!strncmp(a, "--device=", 9)) device = atoi(a + 9);
+    else if (!strncmp(a, "--launcher=", 11)) launcher = a + 11;
     else if (!strncmp(a, "--alloc-mb=", 11)) alloc_mb = atof(a + 11);
     else {
       fprintf(stderr, "device_training: unknown argument %s\n", a);
@@ -218,16 +256,39 @@ int main(int argc, char** argv) {
     for (int w = 0; w < workers; ++w) pids[w] = fork_worker(pipefd, batch_ms);
     close(pipefd[1]);
   }
+  const int split = strcmp(launcher, "split") == 0, on_main = strcmp(launcher, "main") == 0;
+  if (!on_main && (loader || (!split && strcmp(launcher, "autograd") != 0))) return 2;
+  const int forward = on_main ? kernels : split ? kernels / 2 : 0;
+  pthread_t engine;
+  if (!on_main) {
+    sem_init(&backward.go, 0, 0);
+    sem_init(&backward.done, 0, 0);
+    backward.ctx = ctx;
+    backward.f = f;
+    backward.kernels = kernels - forward;
+    backward.steps = steps;
+    backward.how = how;
+    backward.event = event;
+    backward.result = result;
+    if (pthread_create(&engine, NULL, autograd_thread, NULL) != 0) return 1;
+  }
   const double s0 = now_ms(CLOCK_MONOTONIC);
   for (int s = 0; s < steps; ++s) {
     char batch;
     if (loader && read(pipefd[0], &batch, 1) != 1) return 1;
-    for (int k = 0; k < (loader ? 1 : kernels); ++k) {
+    for (int k = 0; k < (loader ? 1 : forward); ++k) {
       check(cu.launch(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), "cuLaunchKernel");
     }
-    wait_for(how, event, result);
+    if (on_main) {
+      wait_for(how, event, result);
+    } else {
+      sem_post(&backward.go);
+      while (sem_wait(&backward.done) != 0) {
+      }
+    }
   }
   const double s1 = now_ms(CLOCK_MONOTONIC);
+  if (!on_main) pthread_join(engine, NULL);
   if (loader) {
     close(pipefd[0]);
     for (int w = 0; w < workers; ++w) waitpid(pids[w], NULL, 0);
