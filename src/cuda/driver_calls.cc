@@ -13,6 +13,11 @@ namespace {
 
 // Not a kind of call the tallies count: the driver's own lookup.
 constexpr auto kLookup = static_cast<CallKind>(-1);
+// A call that waits only sometimes (driver_calls.h, kBlockingNs): an
+// asynchronous copy to or from pageable host memory, which the driver does
+// synchronously, and cuMemFree, which synchronises the device; counted as a
+// wait when it blocked, else not counted at all.
+constexpr auto kMaybeWait = static_cast<CallKind>(-2);
 
 // The entry points, by base name (cuda.h), with the most integer or pointer
 // arguments any version of them takes: a wrapper forwards that many, so one
@@ -37,6 +42,10 @@ constexpr Entry kTable[] = {
     {"cuMemcpy", CallKind::kWait, 3},
     {"cuMemcpy2D", CallKind::kWait, 1},
     {"cuMemcpy3D", CallKind::kWait, 1},
+    {"cuMemcpyDtoHAsync", kMaybeWait, 4},  // .cpu() / .to('cpu') into ordinary memory blocks inside it
+    {"cuMemcpyHtoDAsync", kMaybeWait, 4},
+    {"cuMemcpyAsync", kMaybeWait, 4},
+    {"cuMemFree", kMaybeWait, 1},          // synchronises the device before it frees
     {"cuLaunchKernel", CallKind::kLaunch, 11},
     {"cuLaunchKernelEx", CallKind::kLaunch, 4},
     {"cuLaunchCooperativeKernel", CallKind::kLaunch, 10},
@@ -93,6 +102,8 @@ struct Tallies {
   std::atomic<int64_t> calls[kCallKinds]{}, wall_ns[kCallKinds]{}, cpu_ns[kCallKinds]{};
   // Launches whose CPU clock was read: their wall time (cpu_ns holds their CPU).
   std::atomic<int64_t> sampled_wall_ns{0};
+  // Of the waits, the calls that wait only sometimes and blocked (kMaybeWait).
+  std::atomic<int64_t> hidden_calls{0}, hidden_wall_ns{0};
   Tallies* next = nullptr;
 };
 std::atomic<Tallies*> g_threads{nullptr};
@@ -119,9 +130,11 @@ class Span {
   explicit Span(CallKind kind) : kind_(kind), outer_(t_depth++ == 0) {
     if (!outer_) return;
     t_ = tallies();
+    maybe_ = kind == kMaybeWait;
+    if (maybe_) kind_ = kind = CallKind::kWait;  // timed as a wait; counted as one only if it blocked
     const int k = static_cast<int>(kind);
     cpu_ = kind == CallKind::kWait || t_->calls[k].load(std::memory_order_relaxed) % kLaunchCpuEvery == 0;
-    if (kind == CallKind::kWait) {
+    if (kind == CallKind::kWait && !maybe_) {
       if (BeforeWaitHook hook = g_before_wait.load(std::memory_order_relaxed)) hook();
     }
     wall0_ = clock_ns(CLOCK_MONOTONIC);
@@ -134,6 +147,11 @@ class Span {
     const int64_t cpu = cpu_ ? clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0_ : 0;
     const int64_t end = clock_ns(CLOCK_MONOTONIC), wall = end - wall0_;
     const int k = static_cast<int>(kind_);
+    if (maybe_) {
+      if (wall < kBlockingNs) return;  // enqueued, no wait
+      add(t_->hidden_calls, 1);
+      add(t_->hidden_wall_ns, wall);
+    }
     count_end(k, end);
     add(t_->calls[k], 1);
     add(t_->wall_ns[k], wall);
@@ -152,6 +170,7 @@ class Span {
 
   CallKind kind_;
   bool outer_;
+  bool maybe_ = false;
   bool cpu_ = false;
   Tallies* t_ = nullptr;
   int64_t wall0_ = 0, cpu0_ = 0;
@@ -257,6 +276,8 @@ std::vector<ThreadCalls> thread_calls() {
       c.of[k].wall_ns = t->wall_ns[k].load(std::memory_order_relaxed);
       c.of[k].cpu_ns = t->cpu_ns[k].load(std::memory_order_relaxed);
     }
+    c.hidden_waits = t->hidden_calls.load(std::memory_order_relaxed);
+    c.hidden_wait_ns = t->hidden_wall_ns.load(std::memory_order_relaxed);
     // Launches: the wall time of all of them at the CPU share of those measured.
     CallTally& l = c.of[static_cast<int>(CallKind::kLaunch)];
     const int64_t sampled = t->sampled_wall_ns.load(std::memory_order_relaxed);

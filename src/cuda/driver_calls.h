@@ -32,7 +32,8 @@ namespace threadburn::cuda {
 enum class CallKind : int {
   kWait = 0,    // returns when the device has done something: stream, event and context
                 // synchronisation, synchronous copies (what .item(), .cpu() and
-                // torch.cuda.synchronize() end in)
+                // torch.cuda.synchronize() end in), and the calls that wait only
+                // sometimes when they blocked (kBlockingNs)
   kLaunch = 1,  // enqueues device work: kernel launches, graph launches
 };
 constexpr int kCallKinds = 2;
@@ -52,7 +53,22 @@ struct CallTally {
 struct ThreadCalls {
   pid_t tid = 0;
   CallTally of[kCallKinds];
+  // Of the waits (of[kWait]), the hidden ones: calls that wait only
+  // sometimes and blocked (kBlockingNs).
+  int64_t hidden_waits = 0;
+  int64_t hidden_wait_ns = 0;
 };
+
+// The calls that wait only sometimes: cuMemcpyDtoHAsync, cuMemcpyHtoDAsync
+// and cuMemcpyAsync (to or from pageable host memory the driver copies
+// synchronously: .cpu() or .to('cpu') into ordinary memory blocks inside
+// it, and the cuStreamSynchronize after it then returns at once), and
+// cuMemFree (it synchronises the device first). Each is timed, and counted
+// as a wait (its time and CPU) when it took this long or more: an enqueue
+// costs a few microseconds (a launch's cost), a copy that waited for the
+// device's work, or copied through a staging buffer, far more; a shorter
+// call is not counted at all.
+constexpr int64_t kBlockingNs = 50000;
 
 // dlsym's answer `found` for `name` in a library: the wrapper when `name` is
 // cuGetProcAddress(_v2) or an entry point of the table (by its name in the

@@ -52,6 +52,14 @@ construction: --startup-ms of CPU before its first launch, then steps of
                  sync-bound of the sync-bound one naming it, and with the
                  launches split (forward on the main thread, backward on
                  the autograd thread) host-bound naming both, 50 % each
+  hidden         the waits that hide (src/cuda/driver_calls.h, kBlockingNs):
+                 the result copied each step with cuMemcpyDtoHAsync into
+                 pageable memory (it blocks for the step's work, the
+                 cuStreamSynchronize after it returns at once), or 64 bytes
+                 freed (cuMemFree blocks): one hidden wait a step, the
+                 waits' time the device work; into page-locked memory the
+                 copy is queued: (nearly) no hidden wait, the
+                 synchronisation waits
   tune           `threadburn tune` of the sync-bound training (1 s of startup,
                  0.6 s of steps): CHANGE to cuda-blocking_sync, its steady
                  phase's CPU -90 % or more, its time within the margin, in
@@ -311,6 +319,26 @@ def case_threads(a, tmp):
           "training")
     check("sync-bound: the autograd thread waited for the GPU" in out, "the sync-bound line does not name the "
           "autograd thread")
+
+
+def case_hidden(a, tmp):
+    steps, step_ms = 20, 10.0
+    for how in ("pageable", "free", "pinned"):
+        s, _ = probed(a, tmp, training(a, "--startup-ms=0", f"--steps={steps}", f"--step-ms={step_ms:g}",
+                                       f"--wait={how}"))
+        c, t = s["counters"], s["device_calls"][0]
+        print(f"{how}: hidden_waits={t['hidden_waits']} hidden_wait_ms={t['hidden_wait_ms']:.1f} syncs={t['syncs']}")
+        device_ms = steps * step_ms
+        check(c["main_sync_wait_ms"] >= 0.95 * device_ms - c["main_launch_ms"],
+              f"{how}: {c['main_sync_wait_ms']:.1f} ms inside the waits for {device_ms:g} ms of device work")
+        if how == "pinned":
+            # The copy is an enqueue (a few us); one the scheduler preempted may pass 50 us now and then.
+            check(t["hidden_waits"] <= steps // 4, f"pinned: {t['hidden_waits']} copies counted as blocking")
+        else:
+            check(t["hidden_waits"] == steps and t["syncs"] == 2 * steps,
+                  f"{how}: {t['hidden_waits']} hidden waits and {t['syncs']} waits, expected {steps} and {2 * steps}")
+            check(t["hidden_wait_ms"] >= 0.95 * device_ms - c["main_launch_ms"],
+                  f"{how}: the hidden waits held {t['hidden_wait_ms']:.1f} ms of the {device_ms:g} ms of device work")
 
 
 def case_tune(a, tmp):

@@ -43,6 +43,8 @@ int sleep_30ms(U) {
   return 0;
 }
 
+int returns_at_once(U) { return 0; }
+
 // A launch's eleven arguments come back as a checksum.
 int launch_sum(U a, U b, U c, U d, U e, U f, U g, U h, U i, U j, U k) {
   return static_cast<int>(a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h + 9 * i + 10 * j + 11 * k);
@@ -88,14 +90,33 @@ TEST(DriverCalls, ASleepingWaitIsItsTimeWithoutCpu) {
   EXPECT_LT(static_cast<double>(w.cpu_ns) / 1e6, 3);  // a wake-up, not the wait
 }
 
+// A call that waits only sometimes (kBlockingNs): counted as a wait, a hidden one, when it blocked,
+// not at all when it returned at once.
+TEST(DriverCalls, AHiddenWaitCountsWhenItBlocked) {
+  auto blocking = wrapped("cuMemFree_v2", &sleep_30ms);
+  const CallTally before = mine().of[static_cast<int>(CallKind::kWait)];
+  const int64_t hidden = mine().hidden_waits;
+  blocking(0);
+  const CallTally w = mine().of[static_cast<int>(CallKind::kWait)];
+  EXPECT_EQ(w.calls - before.calls, 1);
+  EXPECT_GE(static_cast<double>(w.wall_ns - before.wall_ns) / 1e6, 30);
+  EXPECT_EQ(mine().hidden_waits - hidden, 1);
+  EXPECT_GE(static_cast<double>(mine().hidden_wait_ns) / 1e6, 30);
+  auto queued = wrapped("cuMemcpyDtoHAsync_v2", &returns_at_once);
+  queued(0);
+  EXPECT_EQ(mine().of[static_cast<int>(CallKind::kWait)].calls - before.calls, 1);  // an enqueue: not a wait
+  EXPECT_EQ(mine().hidden_waits - hidden, 1);
+}
+
 TEST(DriverCalls, TheDriversNamesAreWrappedAndNoOthers) {
   void* real = reinterpret_cast<void*>(&sleep_30ms);
   for (const char* name : {"cuStreamSynchronize", "cuStreamSynchronize_ptsz", "cuCtxSynchronize", "cuCtxSynchronize_v2",
                            "cuMemcpyDtoH_v2", "cuMemcpyDtoH_v2_ptds", "cuMemcpy", "cuMemcpyHtoD_v2", "cuLaunchKernel_ptsz",
-                           "cuLaunchKernelEx", "cuGraphLaunch", "cuGetProcAddress_v2"}) {
+                           "cuLaunchKernelEx", "cuGraphLaunch", "cuGetProcAddress_v2", "cuMemcpyDtoHAsync_v2",
+                           "cuMemcpyAsync", "cuMemFree_v2"}) {
     EXPECT_NE(on_lookup(name, real), real) << name;
   }
-  for (const char* name : {"cuInit", "cuMemcpyDtoHAsync_v2", "cuMemcpyAsync", "cuStreamQuery", "cuEventQuery",
+  for (const char* name : {"cuInit", "cuMemFreeAsync", "cuMemFreeHost", "cuStreamQuery", "cuEventQuery",
                            "cuStreamSynchronizeX", "cudaStreamSynchronize", "cuLaunchHostFunc", "PyInit_math"}) {
     EXPECT_EQ(on_lookup(name, real), real) << name;
   }

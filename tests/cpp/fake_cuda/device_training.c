@@ -5,7 +5,7 @@
    policy of.
 
    device_training [--kind=sync|launch|loader] [--startup-ms=1000] [--steps=N]
-                   [--step-ms=20] [--kernels=4] [--wait=stream|copy|event|ctx]
+                   [--step-ms=20] [--kernels=4] [--wait=stream|copy|event|ctx|pageable|pinned|free]
                    [--lookup=proc|dlsym] [--workers=2] [--batch-ms=40]
                    [--device=0] [--alloc-mb=0] [--launcher=main|autograd|split]
 
@@ -18,7 +18,13 @@
      sync    (default) --kernels launches that queue --step-ms of device work
              together, then one wait for it (--wait: cuStreamSynchronize, a
              synchronous copy of the result as .item() ends in, an event, or
-             cuCtxSynchronize): the host waits about --step-ms a step
+             cuCtxSynchronize; the waits that hide: pageable, the result
+             copied with cuMemcpyDtoHAsync into ordinary memory, which blocks,
+             then cuStreamSynchronize, which returns at once; pinned, the same
+             into page-locked memory (cuMemAllocHost): the copy is queued, the
+             synchronisation waits; free, 64 bytes allocated and freed
+             (cuMemFree blocks), then cuStreamSynchronize): the host waits
+             about --step-ms a step
      launch  --kernels launches of 2 us of device work each, then a wait that
              finds the work done: the host, launching (FAKE_CUDA_LAUNCH_US
              each), keeps the device idle most of the time
@@ -71,6 +77,9 @@ static struct {
   int (*event_sync)(void*);
   int (*mem_alloc)(uint64_t*, size_t);
   int (*copy_dtoh)(void*, uint64_t, size_t);
+  int (*copy_dtoh_async)(void*, uint64_t, size_t, void*);
+  int (*alloc_host)(void**, size_t);
+  int (*mem_free)(uint64_t);
 } cu;
 
 static double now_ms(clockid_t id) {
@@ -132,6 +141,9 @@ static void load_driver(const char* how) {
   E(event_sync, "cuEventSynchronize", "cuEventSynchronize");
   E(mem_alloc, "cuMemAlloc", "cuMemAlloc_v2");
   E(copy_dtoh, "cuMemcpyDtoH", "cuMemcpyDtoH_v2");
+  E(copy_dtoh_async, "cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2");
+  E(alloc_host, "cuMemAllocHost", "cuMemAllocHost_v2");
+  E(mem_free, "cuMemFree", "cuMemFree_v2");
 #undef E
 }
 
@@ -143,9 +155,22 @@ static void* kernel(void* module, double us) {
   return f;
 }
 
+static float* pinned_loss;  /* --wait=pinned: page-locked host memory */
+
 static void wait_for(const char* how, void* event, uint64_t result) {
   float loss = 0;
-  if (strcmp(how, "copy") == 0) {
+  if (strcmp(how, "pageable") == 0 || strcmp(how, "pinned") == 0) {
+    /* .cpu() / .to('cpu', non_blocking=True): an asynchronous copy, then the stream's synchronisation */
+    float* to = strcmp(how, "pinned") == 0 ? pinned_loss : &loss;
+    check(cu.copy_dtoh_async(to, result, sizeof loss, NULL), "cuMemcpyDtoHAsync");
+    check(cu.stream_sync(NULL), "cuStreamSynchronize");
+  } else if (strcmp(how, "free") == 0) {
+    /* a tensor freed (the caching allocator's empty_cache): cuMemFree synchronises first */
+    uint64_t scratch = 0;
+    check(cu.mem_alloc(&scratch, 64), "cuMemAlloc");
+    check(cu.mem_free(scratch), "cuMemFree");
+    check(cu.stream_sync(NULL), "cuStreamSynchronize");
+  } else if (strcmp(how, "copy") == 0) {
     check(cu.copy_dtoh(&loss, result, sizeof loss), "cuMemcpyDtoH");
   } else if (strcmp(how, "event") == 0) {
     check(cu.event_record(event, NULL), "cuEventRecord");
@@ -235,6 +260,7 @@ int main(int argc, char** argv) {
   check(cu.module_load(&module, "image"), "cuModuleLoadData");
   check(cu.event_create(&event, 0), "cuEventCreate");
   check(cu.mem_alloc(&result, sizeof(float)), "cuMemAlloc");
+  check(cu.alloc_host((void**)&pinned_loss, sizeof(float)), "cuMemAllocHost");
   uint64_t held = 0;
   if (alloc_mb > 0) check(cu.mem_alloc(&held, (size_t)(alloc_mb * 1048576)), "cuMemAlloc");
   if (strcmp(kind, "calls") == 0) {

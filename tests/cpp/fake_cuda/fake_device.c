@@ -22,7 +22,9 @@
    its own CPU (default 5; read at cuInit), as a real launch costs a few.
    Copies (cuMemcpyHtoD_v2, cuMemcpyDtoH_v2) wait for the queued work, as a
    copy from or to pageable memory does, then copy host memory
-   (cuMemAlloc_v2 is malloc).
+   (cuMemAlloc_v2 is malloc); cuMemcpyDtoHAsync_v2 does the same into
+   pageable memory, and is queued (returns at once) into page-locked memory
+   from cuMemAllocHost_v2; cuMemFree_v2 waits for the queued work first.
 
    Beyond the driver's API:
      fake_cuda_busy_ns(dev, from_ns, to_ns)  how long the device's work ran in
@@ -329,9 +331,61 @@ int64_t fake_cuda_process_bytes(int dev) {
   return b;
 }
 
+/* cuMemFree synchronises the device first (the driver's documented implicit
+   synchronisation), then frees. */
 CUresult cuMemFree_v2(CUdeviceptr ptr) {
-  free((void*)(uintptr_t)ptr);
-  return CUDA_SUCCESS;
+  CUresult rc = wait_device("cuMemFree_v2", t_current);
+  if (rc == CUDA_SUCCESS) free((void*)(uintptr_t)ptr);
+  return rc;
+}
+
+/* Page-locked host memory (cuMemAllocHost_v2): what an asynchronous copy
+   needs to stay asynchronous. The few blocks a program holds, by address. */
+enum { MAX_PINNED = 64 };
+static struct { char* p; size_t bytes; } pinned[MAX_PINNED];
+static int npinned;
+
+CUresult cuMemAllocHost_v2(void** p, size_t bytes) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&mu);
+  CUresult rc = npinned >= MAX_PINNED ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+  if (rc == CUDA_SUCCESS && !(*p = malloc(bytes ? bytes : 1))) rc = CUDA_ERROR_UNKNOWN;
+  if (rc == CUDA_SUCCESS) pinned[npinned].p = *p, pinned[npinned++].bytes = bytes;
+  pthread_mutex_unlock(&mu);
+  return rc;
+}
+
+static int is_pinned(const void* p) {
+  int found = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < npinned && !found; ++i) found = (const char*)p >= pinned[i].p && (const char*)p < pinned[i].p + pinned[i].bytes;
+  pthread_mutex_unlock(&mu);
+  return found;
+}
+
+/* cuMemcpyDtoHAsync: into page-locked memory it is queued behind the
+   device's work (the copy itself is instant here: the host bytes are written
+   at once, as the test programs read them only after a wait); into pageable
+   memory the driver copies synchronously: it waits for the device's work. */
+static CUresult copy_async(const char* call, void* dst, CUdeviceptr src, size_t bytes) {
+  CUresult rc = CUDA_SUCCESS;
+  if (!is_pinned(dst)) {
+    rc = wait_device(call, t_current);
+  } else {
+    log_call(call, "pinned", rc = t_current < 0 ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS);
+  }
+  if (rc == CUDA_SUCCESS) memcpy(dst, (const void*)(uintptr_t)src, bytes);
+  return rc;
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, void* stream) {
+  (void)stream;
+  return copy_async("cuMemcpyDtoHAsync_v2", dst, src, bytes);
+}
+
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, size_t bytes, void* stream) {
+  (void)stream;
+  return copy_async("cuMemcpyDtoHAsync_v2_ptsz", dst, src, bytes);
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
@@ -387,7 +441,8 @@ static const proc procs[] = {
     P("cuEventCreate", cuEventCreate, 0), P("cuEventDestroy", cuEventDestroy_v2, 0),
     P("cuEventRecord", cuEventRecord, cuEventRecord_ptsz), P("cuEventQuery", cuEventQuery, 0),
     P("cuEventSynchronize", cuEventSynchronize, 0), P("cuMemAlloc", cuMemAlloc_v2, 0),
-    P("cuMemFree", cuMemFree_v2, 0), P("cuMemcpyHtoD", cuMemcpyHtoD_v2, 0), P("cuMemcpyDtoH", cuMemcpyDtoH_v2, 0),
+    P("cuMemFree", cuMemFree_v2, 0), P("cuMemAllocHost", cuMemAllocHost_v2, 0),
+    P("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz), P("cuMemcpyHtoD", cuMemcpyHtoD_v2, 0), P("cuMemcpyDtoH", cuMemcpyDtoH_v2, 0),
 };
 #undef P
 
