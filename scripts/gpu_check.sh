@@ -32,6 +32,10 @@
 #              sync_loop.py --seconds 3: the wait policies added after round 1, judged on
 #              the steady phase, a verdict (its runs fit the step's time: 2 a setting, 8
 #              runs of ~20 s, where 12 race runs do not fit)
+#   node       60, 15, ~20: tests/gpu/backward_cpu.py --seconds 8 under `threadburn run` with
+#              CUDA_VISIBLE_DEVICES unset (a training with a backward pass on CUDA and a .cpu()
+#              copy each step): the process's GPUs (one, its busy share the figure's), the
+#              autograd thread among the launchers, the .cpu() copies as hidden waits
 #   classes    60, 10, 16: examples/mnist_adadelta.py --device cuda --feed loader --workers 2
 #              --pin-memory under `threadburn run`: CPU by class, the GPU's share
 #   busy       60, 15, 5: tests/gpu/check_gpu_busy.py (scripts/gpu_host.sh check): gpu_busy_ms
@@ -51,7 +55,7 @@
 # --stand-in: no GPU. Against the stand-in CUDA driver (its simulated device)
 # and NVML a build of the tests makes (--build-dir, default build:
 # build/tests/fake_cuda{,_min}), the steps that can run without a GPU and
-# torch.cuda do (policy, nvml, waits, inrun and gputune with the tests'
+# torch.cuda do (policy, nvml, waits, inrun, gputune and node with the tests'
 # device_training, classes with tests/gpu/stand_in_training.py); the others
 # say SKIP. ctest gpu_check.stand_in runs it (tests/gpu/check_stand_in.py).
 # GPU_CHECK_LIMIT_<step>=N replaces a step's time limit (the test's hook).
@@ -64,7 +68,7 @@ SELF="$PWD/scripts/gpu_check.sh"
 # budget the last three have their time left when the earlier steps take what they took on
 # an H200, and the deadline skips them first when they did not.
 STEPS=(preflight:60:5 build:300:30 policy:90:15 nvml:45:10 waits:100:60 inrun:120:75 gputune:200:120
-       classes:60:10 busy:60:15 sweep:110:30)
+       node:60:15 classes:60:10 busy:60:15 sweep:110:30)
 RESERVE=10   # s kept at the end for the table and the files
 
 judge() { "$GC_TB_PY" tests/gpu/gpu_check.py "$GC_WORK/checks.tsv" "$GC_STEP" "$@"; }
@@ -275,6 +279,27 @@ print(fixed)' \
   [ "$GC_MODE" = stand-in ] && RUN_ENV+=(FAKE_CUDA_LAUNCH_US=20)  # a launch costs the host 20 us
   tb_run waits-launch -- "${launch[@]}"
   judge waits --what launch --log "$GC_WORK/logs/waits-launch.log" --run-dir "$GC_WORK/runs/waits-launch"
+}
+
+# GPU trainings as they run on real nodes (docs/cuda.md, "The process's GPUs", "Every thread
+# that launches or waits", "The waits that hide"): CUDA_VISIBLE_DEVICES unset, a backward
+# pass on CUDA, a .cpu() copy each step. Stand-in: device_training on device 1 of 2, its
+# launches split between the main thread and an autograd thread, its result copied into
+# pageable memory each step.
+step_node() {
+  probe_build || return 0
+  local cmd
+  if [ "$GC_MODE" = stand-in ]; then
+    RUN_ENV=(-u CUDA_VISIBLE_DEVICES LD_LIBRARY_PATH="$B/tests/fake_cuda" FAKE_NVML_SAMPLES=device
+             FAKE_CUDA_DEVICES=2 FAKE_NVML_DEVICES=2)
+    cmd=("$B/tests/fake_cuda/device_training" --device=1 --launcher=split --wait=pageable --startup-ms=200
+         --steps=50 --step-ms=20)
+  else
+    RUN_ENV=(-u CUDA_VISIBLE_DEVICES)
+    cmd=("$(train_py)" tests/gpu/backward_cpu.py --seconds 8)
+  fi
+  tb_run node -- "${cmd[@]}"
+  judge node --log "$GC_WORK/logs/node.log" --run-dir "$GC_WORK/runs/node"
 }
 
 # Copies the in-run control block (the probe's snapshot, its last cuCtxSetFlags result)

@@ -13,7 +13,9 @@ label unit; THREADBURN_BUILD_DIR names a build of the tests):
   --apply changes the policy live, its blocking_sync blocks' CPU a wait a
   fraction of plain's, CHANGE to cuda-blocking_sync, the program waited for;
   tune adds the three policies after round 1, judges the steady phase and
-  ends CHANGE to cuda-blocking_sync; the driver's thread, the pin-memory
+  ends CHANGE to cuda-blocking_sync; on a node of 2 the training on device 1
+  is the process's one GPU, its backward launched by an autograd thread, its
+  pageable copies hidden waits; the driver's thread, the pin-memory
   thread and two worker processes are their classes), the others say SKIP,
   exit 0; the files under $OUT are the ones the device tool brings back (at
   most 8, no deeper than 2 folders, under 16 MiB each), the table comes last.
@@ -54,10 +56,12 @@ EXPECTED = dict(
                                         "decided in one run")]
     + [(("gputune", r), "PASS") for r in ("CUDA policies added after round 1", "policy in force per race row", "runs",
                                           "verdict", "judged on the steady phase", "wall time")]
+    + [(("node", r), "PASS") for r in ("the process's GPUs", "backward on the autograd thread",
+                                       ".cpu() each step: hidden waits")]
     + [(("classes", r), "PASS") for r in ("the training ran", "pin-memory thread", "CUDA driver threads",
                                           "worker processes", "main thread", "GPU busy share")]
     + [(("busy", "host sleep not in gpu_busy_ms"), "SKIP"), (("sweep", "configs/cuda_check.toml"), "SKIP")])
-STEPS = ("preflight", "build", "policy", "nvml", "waits", "inrun", "gputune", "classes", "busy", "sweep")
+STEPS = ("preflight", "build", "policy", "nvml", "waits", "inrun", "gputune", "node", "classes", "busy", "sweep")
 MAX_FILES, MAX_DEPTH, MAX_BYTES = 8, 2, 16 * 1024 * 1024
 
 

@@ -566,12 +566,49 @@ def kind_table(a):
     return 1 if counts["FAIL"] else 0
 
 
+def kind_node(rows, a):
+    """A training as on a real node (backward_cpu.py, or the stand-in's device_training on device 1 of 2)
+    with CUDA_VISIBLE_DEVICES unset: the process's GPUs, the autograd thread among the launchers, the
+    .cpu() copies as hidden waits."""
+    if skipped(rows, a.log, "node"):
+        return
+    r, s = run_row(a.run_dir), main_summary(a.run_dir)
+    if not r or r.get("status") != "ok" or s is None:
+        rows.add("node: the run", f"status {r.get('status', 'no run.csv')}, exit {r.get('exit_code', '?')} "
+                 f"({last_line(a.log)})", "run.csv, status ok, a probe summary", False)
+        return
+    c, gpus = s.get("counters", {}), s.get("steady_gpus") or []
+    used = [g for g in gpus if g.get("used")]
+    unused = [g.get("index") for g in gpus if not g.get("used")]
+    busy = number(c.get("steady_gpu_busy_share"))
+    own = number(used[0].get("busy_share")) if len(used) == 1 else None
+    rows.add("the process's GPUs",
+             f"used {[g.get('index') for g in used]} ({', '.join(str(g.get('used_by')) for g in used) or '-'}) of "
+             f"{len(gpus)} visible, unused {unused}; steady_gpu_busy_share {fmt(busy)}, the used GPU's {fmt(own)}",
+             "one GPU the process's (its context or NVML's list); the busy share its own",
+             len(used) == 1 and busy is not None and own is not None and abs(busy - own) < 1e-9)
+    calls = s.get("device_calls") or []
+    total = sum(t.get("launches") or 0 for t in calls)
+    autograd = sum(t.get("launches") or 0 for t in calls if t.get("class") == "autograd")
+    kinds = advice_lines(read_text(a.log))[1]
+    rows.add("backward on the autograd thread",
+             (f"{autograd} of {total} launches by a thread of class autograd ({autograd / total:.0%})" if total
+              else "no launch seen") + f"; advice {', '.join(kinds) or 'none'}",
+             "a thread of class autograd launched kernels", autograd > 0)
+    steps = number(said(a.log, "backward_cpu").get("steps") or said(a.log, "device_training").get("steps"))
+    hidden = sum(t.get("hidden_waits") or 0 for t in calls)
+    hidden_ms = sum(t.get("hidden_wait_ms") or 0.0 for t in calls)
+    rows.add(".cpu() each step: hidden waits",
+             f"{hidden} hidden waits ({hidden_ms:.0f} ms inside them) for {fmt(steps)} steps",
+             ">= 0.9 a step (the copy into pageable memory blocks)", bool(steps) and hidden >= 0.9 * steps)
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("rows", help="the checks file (appended to)")
     ap.add_argument("step", help="the step's name in the rows")
-    ap.add_argument("kind", choices=("preflight", "policy", "nvml", "waits", "inrun", "gputune", "busy", "classes",
-                                     "sweep", "skip", "table"))
+    ap.add_argument("kind", choices=("preflight", "policy", "nvml", "waits", "inrun", "gputune", "node", "busy",
+                                     "classes", "sweep", "skip", "table"))
     ap.add_argument("--mode", choices=("real", "stand-in"), default="real")
     ap.add_argument("--dir", help="preflight: the folder of its fact files")
     ap.add_argument("--stand-in-dir", default="", help="preflight: the stand-in driver's folder")
