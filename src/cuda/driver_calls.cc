@@ -18,6 +18,11 @@ constexpr auto kLookup = static_cast<CallKind>(-1);
 // synchronously, and cuMemFree, which synchronises the device; counted as a
 // wait when it blocked, else not counted at all.
 constexpr auto kMaybeWait = static_cast<CallKind>(-2);
+// A query of whether the device is done (cuEventQuery, cuStreamQuery): one
+// returns at once; many close together on one thread are a wait that spins
+// (driver_calls.h, kPollMin), counted as one wait when the loop ends.
+constexpr auto kQuery = static_cast<CallKind>(-3);
+constexpr int kNotReady = 600;  // CUDA_ERROR_NOT_READY: the work is not done
 
 // The entry points, by base name (cuda.h), with the most integer or pointer
 // arguments any version of them takes: a wrapper forwards that many, so one
@@ -46,6 +51,8 @@ constexpr Entry kTable[] = {
     {"cuMemcpyHtoDAsync", kMaybeWait, 4},
     {"cuMemcpyAsync", kMaybeWait, 4},
     {"cuMemFree", kMaybeWait, 1},          // synchronises the device before it frees
+    {"cuEventQuery", kQuery, 1},
+    {"cuStreamQuery", kQuery, 1},
     {"cuLaunchKernel", CallKind::kLaunch, 11},
     {"cuLaunchKernelEx", CallKind::kLaunch, 4},
     {"cuLaunchCooperativeKernel", CallKind::kLaunch, 10},
@@ -104,6 +111,10 @@ struct Tallies {
   std::atomic<int64_t> sampled_wall_ns{0};
   // Of the waits, the calls that wait only sometimes and blocked (kMaybeWait).
   std::atomic<int64_t> hidden_calls{0}, hidden_wall_ns{0};
+  // The queries of the polling loop in progress: how many, the first's start,
+  // the last's end, the thread's CPU clock at both.
+  std::atomic<int64_t> poll_count{0}, poll_start_ns{0}, poll_end_ns{0}, poll_cpu0_ns{0}, poll_cpu1_ns{0};
+  std::atomic<int64_t> poll_loops{0}, poll_wall_ns{0};  // loops closed (counted in the waits too)
   Tallies* next = nullptr;
 };
 std::atomic<Tallies*> g_threads{nullptr};
@@ -176,6 +187,27 @@ class Span {
   int64_t wall0_ = 0, cpu0_ = 0;
 };
 
+// A polling loop's end (a query that found the work done, or a gap after the
+// last query): kPollMin queries or more are one wait, from the first's start
+// to the last's end, with the CPU between. On the thread itself.
+void close_poll(Tallies* t) {
+  const int64_t n = t->poll_count.load(std::memory_order_relaxed);
+  if (n == 0) return;
+  t->poll_count.store(0, std::memory_order_relaxed);
+  if (n < kPollMin) return;
+  const int64_t end = t->poll_end_ns.load(std::memory_order_relaxed);
+  const int64_t wall = end - t->poll_start_ns.load(std::memory_order_relaxed);
+  const int64_t cpu = t->poll_cpu1_ns.load(std::memory_order_relaxed) - t->poll_cpu0_ns.load(std::memory_order_relaxed);
+  if (wall < kBlockingNs) return;  // a burst of queries (an allocator asking its events), not a wait
+  const int k = static_cast<int>(CallKind::kWait);
+  count_end(k, end);
+  add(t->calls[k], 1);
+  add(t->wall_ns[k], wall);
+  add(t->cpu_ns[k], cpu);
+  add(t->poll_loops, 1);
+  add(t->poll_wall_ns, wall);
+}
+
 // Every argument as a register-sized integer (see kTable).
 using Arg = uintptr_t;
 template <size_t>
@@ -187,6 +219,33 @@ template <int S, typename... A>
 int wrapper(A... a) {
   Span span(kTable[S / kVariants].kind);
   return reinterpret_cast<int (*)(A...)>(g_real[S].load(std::memory_order_relaxed))(a...);
+}
+
+// A query: timed into the thread's polling loop (close_poll).
+template <int S>
+int query_wrapper(Arg x) {
+  using Real = int (*)(Arg);
+  const auto real = reinterpret_cast<Real>(g_real[S].load(std::memory_order_relaxed));
+  if (t_depth > 0) return real(x);
+  Tallies* t = tallies();
+  const int64_t start = clock_ns(CLOCK_MONOTONIC), cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  if (t->poll_count.load(std::memory_order_relaxed) > 0 &&
+      (start - t->poll_end_ns.load(std::memory_order_relaxed) > kPollGapNs ||
+       cpu - t->poll_cpu1_ns.load(std::memory_order_relaxed) > kPollGapCpuNs)) {
+    close_poll(t);  // the loop before ended: long ago, or the thread worked since
+  }
+  if (t->poll_count.load(std::memory_order_relaxed) == 0) {
+    t->poll_start_ns.store(start, std::memory_order_relaxed);
+    t->poll_cpu0_ns.store(cpu, std::memory_order_relaxed);
+  }
+  ++t_depth;
+  const int rc = real(x);
+  --t_depth;
+  t->poll_end_ns.store(clock_ns(CLOCK_MONOTONIC), std::memory_order_relaxed);
+  t->poll_cpu1_ns.store(clock_ns(CLOCK_THREAD_CPUTIME_ID), std::memory_order_relaxed);
+  add(t->poll_count, 1);
+  if (rc != kNotReady) close_poll(t);  // done (or an error): the loop ends here
+  return rc;
 }
 
 // cuGetProcAddress(symbol, pfn, version, flags[, status]): the entry point it
@@ -204,6 +263,8 @@ template <int S, size_t... I>
 void* wrapper_with(std::index_sequence<I...>) {
   if constexpr (kTable[S / kVariants].kind == kLookup) {
     return reinterpret_cast<void*>(&lookup_wrapper<S>);
+  } else if constexpr (kTable[S / kVariants].kind == kQuery) {
+    return reinterpret_cast<void*>(&query_wrapper<S>);
   } else {
     return reinterpret_cast<void*>(&wrapper<S, ArgAt<I>...>);
   }
@@ -278,6 +339,21 @@ std::vector<ThreadCalls> thread_calls() {
     }
     c.hidden_waits = t->hidden_calls.load(std::memory_order_relaxed);
     c.hidden_wait_ns = t->hidden_wall_ns.load(std::memory_order_relaxed);
+    c.poll_loops = t->poll_loops.load(std::memory_order_relaxed);
+    c.poll_wall_ns = t->poll_wall_ns.load(std::memory_order_relaxed);
+    // A loop still open (the thread polls now, or stopped polling without
+    // a query that found the work done): counted as it stands.
+    const int64_t open = t->poll_count.load(std::memory_order_relaxed);
+    const int64_t open_wall = t->poll_end_ns.load(std::memory_order_relaxed) - t->poll_start_ns.load(std::memory_order_relaxed);
+    if (open >= kPollMin && open_wall >= kBlockingNs) {
+      const int64_t wall = t->poll_end_ns.load(std::memory_order_relaxed) - t->poll_start_ns.load(std::memory_order_relaxed);
+      CallTally& w = c.of[static_cast<int>(CallKind::kWait)];
+      ++w.calls;
+      w.wall_ns += wall;
+      w.cpu_ns += t->poll_cpu1_ns.load(std::memory_order_relaxed) - t->poll_cpu0_ns.load(std::memory_order_relaxed);
+      ++c.poll_loops;
+      c.poll_wall_ns += wall;
+    }
     // Launches: the wall time of all of them at the CPU share of those measured.
     CallTally& l = c.of[static_cast<int>(CallKind::kLaunch)];
     const int64_t sampled = t->sampled_wall_ns.load(std::memory_order_relaxed);

@@ -57,7 +57,25 @@ struct ThreadCalls {
   // sometimes and blocked (kBlockingNs).
   int64_t hidden_waits = 0;
   int64_t hidden_wait_ns = 0;
+  // Of the waits, the polling loops (kPollMin) and their time.
+  int64_t poll_loops = 0;
+  int64_t poll_wall_ns = 0;
 };
+
+// A polling loop: cuEventQuery or cuStreamQuery called again and again on one
+// thread until the work is done (a framework's wait that spins; NCCL's
+// watchdog asks too, but seldom): kPollMin queries or more, each starting at
+// most kPollGapNs after the one before ended (a time slice lost to another
+// thread under load stays in the loop) with at most kPollGapCpuNs of the
+// thread's CPU between (a loop's own overhead, or a sleep; not work), are
+// one wait, counted when the loop ends (a query that finds the work done, or
+// the next query after a longer gap or more work), its time from the first
+// query's start to the last's end, its CPU the thread's between (the spin).
+// Fewer queries, or a loop shorter than kBlockingNs (a burst of queries, as
+// PyTorch's caching allocator asks its events' state), are not a wait.
+constexpr int64_t kPollMin = 10;
+constexpr int64_t kPollGapNs = 50000000;
+constexpr int64_t kPollGapCpuNs = 100000;
 
 // The calls that wait only sometimes: cuMemcpyDtoHAsync, cuMemcpyHtoDAsync
 // and cuMemcpyAsync (to or from pageable host memory the driver copies

@@ -453,7 +453,8 @@ void write_calls(JsonWriter* j, const Figures& f) {
         .field("sync_wait_ms", ns_to_ms(w.wall_ns)).field("sync_cpu_ms", ns_to_ms(w.cpu_ns)).field("launches", l.calls)
         .field("launch_ms", ns_to_ms(l.wall_ns)).field("launch_cpu_ms", ns_to_ms(l.cpu_ns))
         .field("name", cpu && cpu->alive ? thread_name(0, t.tid) : "")
-        .field("hidden_waits", t.hidden_waits).field("hidden_wait_ms", ns_to_ms(t.hidden_wait_ns));
+        .field("hidden_waits", t.hidden_waits).field("hidden_wait_ms", ns_to_ms(t.hidden_wait_ns))
+        .field("poll_loops", t.poll_loops).field("poll_wait_ms", ns_to_ms(t.poll_wall_ns));
     j->key("cpu_ms");
     cpu ? j->value(ns_to_ms(cpu->cpu_ns)) : j->null();
     j->key("steady_cpu_ms");

@@ -59,7 +59,10 @@ construction: --startup-ms of CPU before its first launch, then steps of
                  freed (cuMemFree blocks): one hidden wait a step, the
                  waits' time the device work; into page-locked memory the
                  copy is queued: (nearly) no hidden wait, the
-                 synchronisation waits
+                 synchronisation waits; and a polling loop (cuStreamQuery
+                 until the work is done, each step): one wait a step (two
+                 where the scheduler held the thread 50 ms between two
+                 queries), its time the device work, its CPU a spin's
   tune           `threadburn tune` of the sync-bound training (1 s of startup,
                  0.6 s of steps): CHANGE to cuda-blocking_sync, its steady
                  phase's CPU -90 % or more, its time within the margin, in
@@ -323,6 +326,7 @@ def case_threads(a, tmp):
 
 def case_hidden(a, tmp):
     steps, step_ms = 20, 10.0
+    device_ms = steps * step_ms
     for how in ("pageable", "free", "pinned"):
         s, _ = probed(a, tmp, training(a, "--startup-ms=0", f"--steps={steps}", f"--step-ms={step_ms:g}",
                                        f"--wait={how}"))
@@ -339,6 +343,16 @@ def case_hidden(a, tmp):
                   f"{how}: {t['hidden_waits']} hidden waits and {t['syncs']} waits, expected {steps} and {2 * steps}")
             check(t["hidden_wait_ms"] >= 0.95 * device_ms - c["main_launch_ms"],
                   f"{how}: the hidden waits held {t['hidden_wait_ms']:.1f} ms of the {device_ms:g} ms of device work")
+    s, _ = probed(a, tmp, training(a, "--startup-ms=0", f"--steps={steps}", f"--step-ms={step_ms:g}", "--wait=poll"))
+    c, t = s["counters"], s["device_calls"][0]
+    print(f"poll: poll_loops={t['poll_loops']} poll_wait_ms={t['poll_wait_ms']:.1f} syncs={t['syncs']} "
+          f"sync_cpu_ms={t['sync_cpu_ms']:.1f} run-queue wait {c['wait_main_ms']:.1f} ms")
+    check(steps <= t["poll_loops"] == t["syncs"] <= 2 * steps, f"poll: {t['poll_loops']} polling loops, {t['syncs']} "
+          f"waits: expected one a step ({steps}; at most two, a loop split where the thread lost its CPU 50 ms)")
+    check(t["poll_wait_ms"] >= 0.95 * device_ms - c["main_launch_ms"],
+          f"poll: the loops held {t['poll_wait_ms']:.1f} ms of the {device_ms:g} ms of device work")
+    check(t["sync_cpu_ms"] + c["wait_main_ms"] >= 0.9 * t["poll_wait_ms"], "poll: the loops' CPU (with the thread's "
+          "run-queue wait) is not their time: a loop of queries spins")
 
 
 def case_tune(a, tmp):

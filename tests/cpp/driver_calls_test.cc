@@ -45,6 +45,15 @@ int sleep_30ms(U) {
 
 int returns_at_once(U) { return 0; }
 
+// cuEventQuery of work that is done at the n-th query (each takes 5 us or more, as a loop
+// with a short sleep in it; 50 of them: a loop of 250 us or more, beyond kBlockingNs).
+int g_not_ready = 0;
+int query(U) {
+  timespec ts{0, 5000};
+  nanosleep(&ts, nullptr);
+  return g_not_ready-- > 0 ? 600 : 0;
+}
+
 // A launch's eleven arguments come back as a checksum.
 int launch_sum(U a, U b, U c, U d, U e, U f, U g, U h, U i, U j, U k) {
   return static_cast<int>(a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h + 9 * i + 10 * j + 11 * k);
@@ -108,15 +117,32 @@ TEST(DriverCalls, AHiddenWaitCountsWhenItBlocked) {
   EXPECT_EQ(mine().hidden_waits - hidden, 1);
 }
 
+// Queries close together until the work is done are one wait (kPollMin or more of them); fewer are none.
+TEST(DriverCalls, APollingLoopIsOneWait) {
+  auto q = wrapped("cuEventQuery", &query);
+  const CallTally before = mine().of[static_cast<int>(CallKind::kWait)];
+  g_not_ready = 4;  // 5 queries: not a loop
+  while (q(0) == 600) {
+  }
+  EXPECT_EQ(mine().of[static_cast<int>(CallKind::kWait)].calls, before.calls);
+  g_not_ready = 49;  // 50 queries
+  while (q(0) == 600) {
+  }
+  const CallTally w = mine().of[static_cast<int>(CallKind::kWait)];
+  EXPECT_EQ(w.calls - before.calls, 1);
+  EXPECT_EQ(mine().poll_loops, 1);
+  EXPECT_GT(w.wall_ns - before.wall_ns, 0);
+}
+
 TEST(DriverCalls, TheDriversNamesAreWrappedAndNoOthers) {
   void* real = reinterpret_cast<void*>(&sleep_30ms);
   for (const char* name : {"cuStreamSynchronize", "cuStreamSynchronize_ptsz", "cuCtxSynchronize", "cuCtxSynchronize_v2",
                            "cuMemcpyDtoH_v2", "cuMemcpyDtoH_v2_ptds", "cuMemcpy", "cuMemcpyHtoD_v2", "cuLaunchKernel_ptsz",
                            "cuLaunchKernelEx", "cuGraphLaunch", "cuGetProcAddress_v2", "cuMemcpyDtoHAsync_v2",
-                           "cuMemcpyAsync", "cuMemFree_v2"}) {
+                           "cuMemcpyAsync", "cuMemFree_v2", "cuEventQuery", "cuStreamQuery_ptsz"}) {
     EXPECT_NE(on_lookup(name, real), real) << name;
   }
-  for (const char* name : {"cuInit", "cuMemFreeAsync", "cuMemFreeHost", "cuStreamQuery", "cuEventQuery",
+  for (const char* name : {"cuInit", "cuMemFreeAsync", "cuMemFreeHost", "cuStreamQueryX", "cuEventQueryAll",
                            "cuStreamSynchronizeX", "cudaStreamSynchronize", "cuLaunchHostFunc", "PyInit_math"}) {
     EXPECT_EQ(on_lookup(name, real), real) << name;
   }

@@ -5,7 +5,7 @@
    policy of.
 
    device_training [--kind=sync|launch|loader] [--startup-ms=1000] [--steps=N]
-                   [--step-ms=20] [--kernels=4] [--wait=stream|copy|event|ctx|pageable|pinned|free]
+                   [--step-ms=20] [--kernels=4] [--wait=stream|copy|event|ctx|pageable|pinned|free|poll]
                    [--lookup=proc|dlsym] [--workers=2] [--batch-ms=40]
                    [--device=0] [--alloc-mb=0] [--launcher=main|autograd|split]
 
@@ -23,7 +23,8 @@
              then cuStreamSynchronize, which returns at once; pinned, the same
              into page-locked memory (cuMemAllocHost): the copy is queued, the
              synchronisation waits; free, 64 bytes allocated and freed
-             (cuMemFree blocks), then cuStreamSynchronize): the host waits
+             (cuMemFree blocks), then cuStreamSynchronize; poll, cuStreamQuery
+             in a loop until the work is done): the host waits
              about --step-ms a step
      launch  --kernels launches of 2 us of device work each, then a wait that
              finds the work done: the host, launching (FAKE_CUDA_LAUNCH_US
@@ -80,6 +81,7 @@ static struct {
   int (*copy_dtoh_async)(void*, uint64_t, size_t, void*);
   int (*alloc_host)(void**, size_t);
   int (*mem_free)(uint64_t);
+  int (*stream_query)(void*);
 } cu;
 
 static double now_ms(clockid_t id) {
@@ -144,6 +146,7 @@ static void load_driver(const char* how) {
   E(copy_dtoh_async, "cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2");
   E(alloc_host, "cuMemAllocHost", "cuMemAllocHost_v2");
   E(mem_free, "cuMemFree", "cuMemFree_v2");
+  E(stream_query, "cuStreamQuery", "cuStreamQuery");
 #undef E
 }
 
@@ -164,6 +167,12 @@ static void wait_for(const char* how, void* event, uint64_t result) {
     float* to = strcmp(how, "pinned") == 0 ? pinned_loss : &loss;
     check(cu.copy_dtoh_async(to, result, sizeof loss, NULL), "cuMemcpyDtoHAsync");
     check(cu.stream_sync(NULL), "cuStreamSynchronize");
+  } else if (strcmp(how, "poll") == 0) {
+    /* a framework's wait that spins: cuStreamQuery until the work is done */
+    int rc;
+    while ((rc = cu.stream_query(NULL)) == 600) {
+    }
+    check(rc, "cuStreamQuery");
   } else if (strcmp(how, "free") == 0) {
     /* a tensor freed (the caching allocator's empty_cache): cuMemFree synchronises first */
     uint64_t scratch = 0;

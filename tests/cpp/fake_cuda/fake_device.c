@@ -294,6 +294,14 @@ CUresult cuEventQuery(fake_event* event) {
   return !event->recorded || clock_ns(CLOCK_MONOTONIC) >= event->done_ns ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
+CUresult cuStreamQuery(void* stream) {
+  (void)stream;
+  pthread_mutex_lock(&mu);
+  const int64_t until = t_current >= 0 ? busy_until[t_current] : 0;
+  pthread_mutex_unlock(&mu);
+  return t_current < 0 ? CUDA_ERROR_INVALID_CONTEXT : clock_ns(CLOCK_MONOTONIC) >= until ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
 CUresult cuEventSynchronize(fake_event* event) {
   if (!event) return CUDA_ERROR_INVALID_HANDLE;
   if (event->recorded) {
@@ -439,7 +447,7 @@ static const proc procs[] = {
     P("cuModuleLoadData", cuModuleLoadData, 0), P("cuModuleUnload", cuModuleUnload, 0),
     P("cuModuleGetFunction", cuModuleGetFunction, 0), P("cuLaunchKernel", cuLaunchKernel, cuLaunchKernel_ptsz),
     P("cuEventCreate", cuEventCreate, 0), P("cuEventDestroy", cuEventDestroy_v2, 0),
-    P("cuEventRecord", cuEventRecord, cuEventRecord_ptsz), P("cuEventQuery", cuEventQuery, 0),
+    P("cuEventRecord", cuEventRecord, cuEventRecord_ptsz), P("cuEventQuery", cuEventQuery, 0), P("cuStreamQuery", cuStreamQuery, 0),
     P("cuEventSynchronize", cuEventSynchronize, 0), P("cuMemAlloc", cuMemAlloc_v2, 0),
     P("cuMemFree", cuMemFree_v2, 0), P("cuMemAllocHost", cuMemAllocHost_v2, 0),
     P("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz), P("cuMemcpyHtoD", cuMemcpyHtoD_v2, 0), P("cuMemcpyDtoH", cuMemcpyDtoH_v2, 0),
