@@ -148,7 +148,7 @@ bool open_from_environment() {
   return true;
 }
 
-void take(int64_t t_ns) {
+void take(int64_t t_ns, Why why) {
   if (!g_ctl || g_opened.load(std::memory_order_acquire) != getpid() || g_slot.load(std::memory_order_acquire) >= 0) return;
   const int64_t pid = getpid();
   const int64_t index = __atomic_fetch_add(&g_ctl->n_procs, 1, __ATOMIC_ACQ_REL);
@@ -159,6 +159,7 @@ void take(int64_t t_ns) {
   Proc& p = g_ctl->procs[index];
   store(p.applied, -2);
   store(p.applied_ns, 0);
+  store(p.why, why);
   store(p.pid, pid);
   if (index == 0) {
     Dl_info info{};
@@ -218,29 +219,38 @@ void end() {
 }
 
 int answer(int own) {
-  if (!g_ctl || own <= 0 || g_opened.load(std::memory_order_relaxed) != getpid()) return own;
+  if (!g_ctl || own <= 0) return own;
+  // An ask outside a region is where a program decides whether to fork (PyTorch at one thread
+  // asks before every parallel_for and never forks): its steady phase, as a first region is.
+  if (!active()) take(wall_ns(), kAsk);
+  if (!active()) {  // not steered (a forked child, every slot taken): the runtime's own, remembered
+    t_told = own;
+    g_told.store(own, std::memory_order_relaxed);
+    return own;
+  }
+  int64_t index = -1;
+  const Setting* s = asked(&index);
+  store(g_ctl->own_team, own);
+  add(g_ctl->asks, 1);
+  const int ceiling = static_cast<int>(load(g_ctl->ceiling));
   int told = own;
-  if (!active()) {
-    // Before this process is steered: the ceiling, so that what the program sizes now holds
-    // for any team a block may give it later.
-    if (!g_blocks.load(std::memory_order_relaxed)) told = std::max<int>(own, static_cast<int>(load(g_ctl->ceiling)));
-  } else {
-    int64_t index = -1;
-    const Setting* s = asked(&index);
-    store(g_ctl->own_team, own);
-    add(g_ctl->asks, 1);
-    if (s && s->team > 0) {
-      told = static_cast<int>(s->team);
-      note_applied(index);
-    } else if (!g_blocks.load(std::memory_order_relaxed)) {
-      told = std::max<int>(own, static_cast<int>(load(g_ctl->ceiling)));
-    } else if (!s) {
-      note_applied(index);
-    }
+  if (s && s->team > 0) {
+    told = ceiling > 0 ? std::min<int>(static_cast<int>(s->team), ceiling) : static_cast<int>(s->team);
+    if (told == s->team) note_applied(index);
+  } else if (!s) {
+    note_applied(index);
   }
   t_told = told;
   g_told.store(told, std::memory_order_relaxed);
   return told;
+}
+
+bool echo(int n) {
+  // The program setting what it was just told (Debian's OpenBLAS sets every answer it gets,
+  // goto_set_num_threads): an echo of a block's team, not the program's own choice. Kept
+  // from the runtime, so the program's own team is still its own in the next plain block;
+  // the thread's regions get it all the same (told), and its next ask the block's answer.
+  return active() && n > 0 && n == t_told && n != omptap::runtime_max_threads();
 }
 
 unsigned team_hook(unsigned requested) {
@@ -261,12 +271,20 @@ unsigned team_hook(unsigned requested) {
   if (requested == 0) {  // the program left the team to the runtime
     const int own = omptap::runtime_max_threads();
     if (own > 0) store(g_ctl->own_team, own);
-    const int want = s && s->team > 0 ? static_cast<int>(s->team) : own;
-    // Never more than this thread was told (or, never told, than any thread was last told).
+    const int ceiling = static_cast<int>(load(g_ctl->ceiling));
+    const int want = s && s->team > 0 ? (ceiling > 0 ? std::min<int>(static_cast<int>(s->team), ceiling)
+                                                      : static_cast<int>(s->team)) : own;
+    // Exactly what this thread was last told (a thread never told: what the process was last
+    // told; never any: the block's team): with dyn-var false OpenMP gives an unnamed region
+    // exactly nthreads-var, and programs rely on it both ways: more overruns buffers sized
+    // by the answer, fewer hangs a library whose members wait for each other (OpenBLAS's
+    // level-3 threads). A block's team reaches a thread through its next answer.
     const int told = t_told > 0 ? t_told : g_told.load(std::memory_order_relaxed);
-    const int give = told > 0 ? std::min(want, told) : want;
-    if (give < want) add(g_ctl->held_back, 1);
-    if (s && s->team > 0) applied = give == s->team;
+    const int give = told > 0 ? told : want;
+    if (s && s->team > 0) {
+      applied = give == want;
+      if (give != want) add(g_ctl->held_back, 1);
+    }
     team = give == own || give <= 0 ? 0 : static_cast<unsigned>(give);  // the runtime's own: leave it to it
   }
   if (applied) note_applied(index);
@@ -380,6 +398,7 @@ void describe(JsonWriter* j) {
   TB_PROC(regions);
   TB_PROC(applied);
   TB_PROC(applied_ns);
+  TB_PROC(why);
 #undef TB_PROC
   j->end_object().end_object();
 }

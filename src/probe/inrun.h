@@ -13,7 +13,9 @@
 //                  honours it is the device check's to show
 // The control block is a file threadburn creates and names in
 // THREADBURN_INRUN; the probe of every process that reaches its steady
-// phase (its first device work or OpenMP region) takes a slot of it (the
+// phase (its first device work or OpenMP region, or its first
+// omp_get_max_threads() asked outside a region: where a program at one
+// thread decides not to fork) takes a slot of it (the
 // first also owns the top-level snapshot), so a wrapper such as `sh -c` never
 // does, and the ranks of a job change together; a forked child that did not
 // exec runs no probe of its own and is not steered. Its layout is described in describe.json
@@ -52,6 +54,7 @@ struct Proc {
   int64_t regions;     // outermost OpenMP regions ended so far
   int64_t applied;     // the setting in force in this process (-1: the program's own; -2: none yet),
   int64_t applied_ns;  // ... first in effect then (the knob's own point: inrun.cc, note_applied)
+  int64_t why;         // what began its steady phase: a Why
 };
 
 // The file, as both sides map it (every field 8 bytes, little-endian).
@@ -82,20 +85,23 @@ struct Control {
   int64_t ended;         // 1 once the probe has reported (the program is ending)
   // Version 2: OpenMP's promise (a region the program leaves to the runtime gets at most the
   // team omp_get_max_threads() told its forking thread) and every process of a job.
-  int64_t ceiling;       // threadburn: the largest team a setting may ask (0: none); told before the first block
+  int64_t ceiling;       // threadburn: the largest team a setting may give (0: none)
   int64_t asks;          // omp_get_max_threads() asked outside regions by the steered processes
   int64_t own_team;      // the runtime's own answer (the program's team) at the last ask or region
-  int64_t held_back;     // regions given fewer threads than asked: their thread was told fewer
+  int64_t held_back;     // regions of a team block given another team: their thread was told another
   int64_t n_procs;       // slots of procs taken (the owner first)
   int64_t refused;       // processes that reached their steady phase with every slot taken: not steered
   Proc procs[kMaxProcs];
 };
 
+// What began a process's steady phase (Proc::why).
+enum Why : int64_t { kRegion = 1, kDeviceWork = 2, kAsk = 3 };
+
 // Maps THREADBURN_INRUN when set (at the probe's start); false without it.
 bool open_from_environment();
 // The process reached its steady phase at t_ns: takes the control block
 // when no process has (its hooks act from now on).
-void take(int64_t t_ns);
+void take(int64_t t_ns, Why why);
 // Publishes the sampler's sample (the sampler's thread).
 void publish(const BurnSample& sample, int64_t regions, int64_t region_end_ns);
 // An outermost region ended: its team, and whether the program asked for
@@ -104,17 +110,23 @@ void saw_region(int team, int requested);
 // The program is ending.
 void end();
 
-// OpenMP's promise, kept while steering: the answer to the program's
-// omp_get_max_threads() outside regions, given the runtime's own (`own`):
-// before the first block, max(own, the ceiling threadburn wrote), so that
-// what a program sizes at start holds for any team a block may give; then
-// the block's team under a team setting, else own. Each thread's last answer
-// bounds the team of its next region that leaves it to the runtime
-// (team_hook). `own` unchanged outside an in-run tune.
+// OpenMP's promise, kept while steering: with dyn-var false a region the
+// program leaves to the runtime gets exactly the omp_get_max_threads() its
+// forking thread was told. answer() is what the program is told when it asks
+// outside regions, given the runtime's own (`own`): in a steered process the
+// block's team under a team setting (at most the ceiling threadburn wrote),
+// else own; `own` unchanged elsewhere. team_hook() gives each region the
+// program leaves to the runtime exactly its thread's last answer (a thread
+// never told: the process's last answer; none at all: the block's team), so a
+// block's team reaches a program that asks through its next answer, and one
+// that never asks directly. echo() says whether the program's
+// omp_set_num_threads(n) only sets what its thread was just told (a library
+// that writes every answer back, as OpenBLAS does): kept from the runtime,
+// so that the program's own team stays its own.
 int answer(int own);
+bool echo(int n);
 // omptap's team hook (a region's team: `requested` when the program named
-// one, kept; else min(the block's team or the runtime's own, what the forking
-// thread was last told)) and driver_calls' before-wait hook.
+// one, kept; else as answer() says) and driver_calls' before-wait hook.
 unsigned team_hook(unsigned requested);
 void before_wait();
 

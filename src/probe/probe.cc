@@ -130,7 +130,7 @@ void mark(Boundary* b, int64_t t_ns) {
     b->quota = quota;
     b->ready = true;
   }
-  inrun::take(t_ns);  // the steady phase begins: an in-run tune may steer this process from now on
+  inrun::take(t_ns, b == &s.device ? inrun::kDeviceWork : inrun::kRegion);  // the steady phase begins: an in-run tune may steer this process from now on
 }
 
 void on_first_device_work(int64_t t_ns) {

@@ -1,11 +1,11 @@
 /* Known-answer program for OpenMP's promise under an in-run tune (src/probe/inrun.h,
- * answer() and team_hook()): a region the program leaves to the runtime gets at most the
+ * answer() and team_hook()): a region the program leaves to the runtime gets exactly the
  * omp_get_max_threads() its forking thread was told, and programs rely on it. It keeps
  * per-thread slots sized by that answer, followed by guard slots holding a canary, and
  * writes its slot from every team member, as PyTorch's parallel_reduce and much numerical
  * code do:
  *   --sizing=start  the slots are sized once, before the first region (a program that asks
- *                   at start: the probe must never give a later region a larger team)
+ *                   at start: every later region must get that team, whatever the block)
  *   --sizing=each   sized again before every region (asks before each fork, as PyTorch's
  *                   at::parallel_for does: runs as if started with the block's team)
  * Every --named'th region names its team, num_threads(--team_named): it must get exactly
@@ -15,7 +15,9 @@
  *   promise: regions=R free=F named=N max_team=M first_size=S violations=V
  * (S: what omp_get_max_threads() said before the first region)
  * and exits 3 at the first region where a member's thread number was beyond its slots,
- * a guard was overwritten, or a named region got another team; 0 otherwise. Built by GCC (libgomp's
+ * a guard was overwritten, a region it left to the runtime got another team than it was
+ * told (more overruns slots; fewer hangs a library whose members wait for each other, as
+ * OpenBLAS's level-3 threads do), or a named region got another team; 0 otherwise. Built by GCC (libgomp's
  * GOMP_* ABI) and by clang (LLVM's __kmpc_* ABI) and not linked with omptap: the probe is
  * preloaded, as into any program. */
 #include <omp.h>
@@ -104,6 +106,7 @@ int main(int argc, char** argv) {
         nap_us(work_us / n);
       }
       for (int g = 0; g < GUARDS; ++g) bad += slots[size + g] != CANARY;
+      bad += team != size;  /* exactly what it was told: fewer hangs a library whose members wait for each other */
       violations += bad;
       ++free_regions;
       if (violations) break;

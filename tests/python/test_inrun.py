@@ -25,7 +25,7 @@ from threadburn.lib import probe
 FIELDS = ("magic version owner_pid n_settings settings request seq sample_ns cpu_ns regions region_end_ns waits "
           "wait_end_ns launches launch_end_ns applied applied_ns steady_ns runtime team_seen free_regions cuda_rc "
           "ended ceiling asks own_team held_back n_procs refused procs").split()
-PROC_FIELDS = "pid seq sample_ns cpu_ns regions applied applied_ns".split()
+PROC_FIELDS = "pid seq sample_ns cpu_ns regions applied applied_ns why".split()
 
 
 def layout(max_settings=4, max_procs=3):
@@ -455,7 +455,7 @@ class Steering(unittest.TestCase):
 
     def test_every_process_is_named_with_its_command_line(self):
         me = os.getpid()
-        ex = self.executor({me: {"pid": me, "applied": 0, "regions": 5}})
+        ex = self.executor({me: {"pid": me, "applied": 0, "regions": 5, "why": 1}})
         text = ex.steered_text()
         self.assertIn("steering 1 process (", text)
         self.assertIn(f"pid {me} ({exec_inrun.command_line(me)}; from its first OpenMP region)", text)
@@ -463,10 +463,10 @@ class Steering(unittest.TestCase):
 
     def test_a_process_that_joins_later_is_named_once(self):
         me = os.getpid()
-        ex = self.executor({me: {"pid": me, "applied": 0, "regions": 5}})
+        ex = self.executor({me: {"pid": me, "applied": 0, "regions": 5, "why": 1}})
         ex.steered_text()
         self.assertIsNone(ex.joined_text())
-        ex.ctl.procs_[1] = {"pid": 1, "applied": -2, "regions": 0}
+        ex.ctl.procs_[1] = {"pid": 1, "applied": -2, "regions": 0, "why": 2}
         text = ex.joined_text()
         self.assertIn("steering 2 processes from now on: pid 1 (", text)
         self.assertIn("from its first device work) joined", text)
@@ -476,7 +476,7 @@ class Steering(unittest.TestCase):
         ex = self.executor({})
         self.assertIsNone(ex.held_back_text())
         ex.ctl.get = lambda name: {"held_back": 3}.get(name, 0)
-        self.assertIn("3 regions ran with fewer threads than their block's team", ex.held_back_text())
+        self.assertIn("3 regions kept another team than their block's", ex.held_back_text())
 
     def test_processes_beyond_the_slots_refuse_the_tune(self):
         ex = self.executor({1: {"pid": 1, "applied": 0, "regions": 5}}, refused=2)

@@ -538,8 +538,8 @@ def main_inrun(args):
     work = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".work")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.join(work, "probe"))
-    # The ceiling (the largest team a setting may ask) goes in before the program starts: the probe
-    # answers omp_get_max_threads() with it until the first block (OpenMP's promise, src/probe/inrun.h).
+    # The ceiling (the largest team a setting may give) goes in before the program starts: no
+    # answer of the probe's to omp_get_max_threads() exceeds it (src/probe/inrun.h).
     cpus = machine.usable_cpus()
     ctl = exec_inrun.Control(os.path.join(work, "inrun.bin"), desc["inrun"], ceiling=cpus)
     env = probe.environment(os.environ, probe.library(args.build_dir), os.path.join(work, "probe"), args.runtime,

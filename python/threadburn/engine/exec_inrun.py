@@ -32,7 +32,7 @@ team itself), LLVM's blocktime (LLVM in force), the CUDA wait policy (the
 program uses the driver). The others are fixed at start: tune without
 --in-run covers them. The team asked never exceeds the ceiling threadburn
 writes before the program starts (the usable CPUs): OpenMP's promise, that
-a region gets at most what omp_get_max_threads() told its thread, is the
+a region gets exactly what omp_get_max_threads() told its thread, is the
 probe's to keep (src/probe/inrun.h).
 """
 import collections
@@ -59,7 +59,9 @@ PROGRESS = {"regions": ("regions", "region_end_ns"), "waits": ("waits", "wait_en
             "launches": ("launches", "launch_end_ns")}
 SNAPSHOT = ("sample_ns", "cpu_ns") + tuple(f for pair in PROGRESS.values() for f in pair)
 # A steered process's slot (procs[i]: its own seqlock), as one reading gives it.
-PROC_SNAPSHOT = ("pid", "sample_ns", "cpu_ns", "regions", "applied", "applied_ns")
+PROC_SNAPSHOT = ("pid", "sample_ns", "cpu_ns", "regions", "applied", "applied_ns", "why")
+# What began a steered process's steady phase (src/probe/inrun.h, Why).
+WHY = {1: "OpenMP region", 2: "device work", 3: "omp_get_max_threads() asked outside a region"}
 # A slot's applied before any setting took effect in its process.
 NONE_APPLIED = -2
 # The control block's fields this side needs (version 2: every process of a job, OpenMP's promise).
@@ -492,15 +494,15 @@ class InRunExecutor(campaign.Executor):
         return self.commands[pid]
 
     def process_text(self, pid, p):
-        return (f"pid {pid} ({self.command_of(pid)}; from its first "
-                f"{'OpenMP region' if p['regions'] > 0 else 'device work'})")
+        return f"pid {pid} ({self.command_of(pid)}; from its first {WHY.get(p.get('why'), 'OpenMP region or device work')})"
 
     def steered_text(self):
         """Which processes are steered, and why (a line for the output)."""
         procs = self.ctl.procs()
         self.told = set(procs)
         return (f"tune --in-run: steering {len(procs)} process{'es' if len(procs) != 1 else ''} (those of the command "
-                "that reached their first OpenMP region or device work; each follows every block's setting, a block's "
+                "that reached their first OpenMP region, device work or omp_get_max_threads() asked outside a region; "
+                "each follows every block's setting, a block's "
                 "CPU is their sum): " + ", ".join(self.process_text(pid, p) for pid, p in procs.items()))
 
     def joined_text(self):
@@ -731,14 +733,14 @@ class InRunExecutor(campaign.Executor):
                 + ", ".join(parts) + " (their reasons in the results' reason column)")
 
     def held_back_text(self):
-        """A line for the verdict where regions got fewer threads than their block asked (None: none)."""
+        """A line for the verdict where regions kept another team than their block's (None: none)."""
         n = self.ctl.get("held_back")
         if n <= 0:
             return None
-        return (f"tune --in-run: {n} region{'s' if n != 1 else ''} ran with fewer threads than their block's team: "
-                "the thread that forked each had been told fewer by omp_get_max_threads() and had not asked since "
-                "(OpenMP's promise: a region gets at most what its thread was told), so those regions ran as under the "
-                "smaller team")
+        return (f"tune --in-run: {n} region{'s' if n != 1 else ''} kept another team than their block's: the thread "
+                "that forked each had been told that team by omp_get_max_threads() and had not asked since "
+                "(OpenMP's promise: a region gets exactly what its thread was told; a program that sized once at "
+                "start keeps its team), so those regions ran as under that team")
 
     def finish(self, index):
         """The tune is over: the setting for the rest of the run (-1: the program's own)."""
