@@ -64,7 +64,8 @@ SECONDS = 4.0
 class Block:
     """The control block by its described layout (describe.json's "inrun")."""
 
-    def __init__(self, path, layout):
+    def __init__(self, path, layout, settings=tuple((t, -1, -1) for t in TEAMS), ceiling=CEILING):
+        """settings: (team, blocktime_ms, cuda_flags) each, -1 for a knob left alone."""
         self.l, self.f = layout, layout["fields"]
         with open(path, "wb") as f:
             f.write(b"\0" * layout["size"])
@@ -74,12 +75,12 @@ class Block:
         for name in ("magic", "version"):
             self.put(self.f[name], layout[name])
         self.put(self.f["request"], -1)
-        self.put(self.f["ceiling"], CEILING)
-        for i, team in enumerate(TEAMS):
+        self.put(self.f["ceiling"], ceiling)
+        for i, setting in enumerate(settings):
             base = self.f["settings"] + i * layout["setting_size"]
-            for field, value in (("team", team), ("blocktime_ms", -1), ("cuda_flags", -1)):
+            for field, value in zip(("team", "blocktime_ms", "cuda_flags"), setting):
                 self.put(base + layout["setting_fields"][field], value)
-        self.put(self.f["n_settings"], len(TEAMS))
+        self.put(self.f["n_settings"], len(settings))
 
     def put(self, offset, value):
         struct.pack_into("<q", self.mm, offset, int(value))

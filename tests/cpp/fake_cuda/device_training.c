@@ -7,7 +7,7 @@
    device_training [--kind=sync|launch|loader] [--startup-ms=1000] [--steps=N]
                    [--step-ms=20] [--kernels=4] [--wait=stream|copy|event|ctx|pageable|pinned|free|poll]
                    [--lookup=proc|dlsym] [--workers=2] [--batch-ms=40]
-                   [--device=0] [--alloc-mb=0] [--launcher=main|autograd|split]
+                   [--device=0] [--alloc-mb=0] [--launcher=main|autograd|split|both]
 
    It reaches the driver as a CUDA runtime does: dlopen("libcuda.so.1"), then
    cuGetProcAddress_v2 for every entry point (--lookup=dlsym: dlsym of each by
@@ -43,7 +43,9 @@
    thread sleeps on a semaphore until it is done, as a backward() call
    sleeps on the engine), split (the main thread launches the first half of
    a step's kernels, the forward pass, the autograd thread the rest and the
-   wait: the backward).
+   wait: the backward), both (as split, and the main thread also waits after
+   its half, as a loss's .item() does before backward(): two threads waiting
+   in one context).
    --device: the driver's ordinal it makes its context on and works on (the
    others stay visible, unused); --alloc-mb: device memory it allocates
    beside its result, held to the end.
@@ -291,7 +293,8 @@ int main(int argc, char** argv) {
     for (int w = 0; w < workers; ++w) pids[w] = fork_worker(pipefd, batch_ms);
     close(pipefd[1]);
   }
-  const int split = strcmp(launcher, "split") == 0, on_main = strcmp(launcher, "main") == 0;
+  const int both = strcmp(launcher, "both") == 0;
+  const int split = both || strcmp(launcher, "split") == 0, on_main = strcmp(launcher, "main") == 0;
   if (!on_main && (loader || (!split && strcmp(launcher, "autograd") != 0))) return 2;
   const int forward = on_main ? kernels : split ? kernels / 2 : 0;
   pthread_t engine;
@@ -317,6 +320,7 @@ int main(int argc, char** argv) {
     if (on_main) {
       wait_for(how, event, result);
     } else {
+      if (both) wait_for(how, event, result);
       sem_post(&backward.go);
       while (sem_wait(&backward.done) != 0) {
       }
