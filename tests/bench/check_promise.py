@@ -33,6 +33,10 @@ Cases:
   llvm_each     the GCC program on LLVM's runtime (LD_PRELOAD libomp)
   clang_named   clang (__kmpc_fork_call; a named team is __kmpc_push_num_threads
                 before it), LLVM's runtime: every third region named 3
+  forkers       three threads forking empty regions at once at one thread each,
+                the program's own setting: the probe's count of them
+                (free_regions, shared by every forking thread) is the
+                program's own, to the region
 And the in-run verdict on such a program stays right (threadburn tune --in-run;
 the program stops at its first violation, which its log would show):
   verdict_each  slots sized before every region, OMP_NUM_THREADS=1, passive
@@ -96,7 +100,7 @@ class Block:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=("gcc_start", "gcc_each", "gcc_named", "llvm_each", "clang_named",
-                                     "verdict_start", "verdict_each"))
+                                     "verdict_start", "verdict_each", "forkers"))
     ap.add_argument("--build-dir", required=True)
     ap.add_argument("--repo", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
     ap.add_argument("--libomp", default="")
@@ -119,6 +123,8 @@ def main():
         args += ["--named=3", "--team_named=3"]
     if a.case.startswith("verdict_"):
         return verdict(a, program, a.case.split("_")[1])
+    if a.case == "forkers":
+        return forkers(a, program)
     layout = probe.describe(a.build_dir)["inrun"]
     with tempfile.TemporaryDirectory() as tmp:
         block = Block(os.path.join(tmp, "control"), layout)
@@ -161,6 +167,29 @@ def main():
             check(applied >= {-1, 0, 1, 2}, f"settings applied {sorted(applied)} (expected own, T1, T2, T4)")
             check(block.get("asks") > 0, "the probe never answered the program's omp_get_max_threads()")
             check(block.get("held_back") == 0, f"{block.get('held_back')} regions held back: each asked first")
+    print("PASS")
+
+
+def forkers(a, program):
+    """Three threads forking regions the runtime sizes, at once, under the program's own
+    setting: the probe's count of them (free_regions, shared by every forking thread of every
+    steered process) is the program's own count, to the region (a load-then-store lost some)."""
+    from threadburn.lib import probe
+    layout = probe.describe(a.build_dir)["inrun"]
+    with tempfile.TemporaryDirectory() as tmp:
+        block = Block(os.path.join(tmp, "control"), layout)
+        env = probe.environment(env_clean(OMP_NUM_THREADS="1"), probe.library(a.build_dir),
+                                os.path.join(tmp, "probe"), "gomp")
+        env["THREADBURN_INRUN"] = os.path.join(tmp, "control")
+        os.makedirs(os.path.join(tmp, "probe"), exist_ok=True)
+        out = subprocess.run([program, "--seconds=3", "--work_us=0", "--sizing=start", "--forkers=3"], env=env,
+                             capture_output=True, text=True).stdout
+        line = out.strip().splitlines()[-1]
+        figures = dict(kv.split("=") for kv in line.split()[1:])
+        counted = block.get("free_regions")
+    print(f"{line}; the probe counted {counted}")
+    check(int(figures["free"]) > 10000, f"only {figures['free']} regions: too few to show a lost count")
+    check(counted == int(figures["free"]), f"the probe counted {counted} of the program's {figures['free']} regions")
     print("PASS")
 
 

@@ -10,7 +10,9 @@
  *                   at::parallel_for does: runs as if started with the block's team)
  * Every --named'th region names its team, num_threads(--team_named): it must get exactly
  * that team (a named team is the program's own; under clang this is __kmpc_push_num_threads).
- * Each region's team shares --work_us of sleep (each member sleeps its part). Runs
+ * Each region's team shares --work_us of sleep (each member sleeps its part); --forkers=N
+ * starts N-1 more threads that fork empty regions the runtime sizes, at once (their count
+ * joins free=). Runs
  * --seconds, printing "step_ms=X" every 20 regions, then one line
  *   promise: regions=R free=F named=N max_team=M first_size=S violations=V
  * (S: what omp_get_max_threads() said before the first region)
@@ -21,6 +23,7 @@
  * GOMP_* ABI) and by clang (LLVM's __kmpc_* ABI) and not linked with omptap: the probe is
  * preloaded, as into any program. */
 #include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,8 +51,25 @@ static unsigned long long* slots_for(int n, unsigned long long* old) {
   return s;
 }
 
+/* --forkers: more threads forking regions the runtime sizes, at once (their count). */
+static double g_end;
+static long g_forked, g_touched;
+
+static void* forker(void* unused) {
+  (void)unused;
+  long n = 0;
+  while (now_s() < g_end) {
+#pragma omp parallel
+    __atomic_fetch_add(&g_touched, 1, __ATOMIC_RELAXED);
+    ++n;
+  }
+  __atomic_fetch_add(&g_forked, n, __ATOMIC_RELAXED);
+  return NULL;
+}
+
 int main(int argc, char** argv) {
   double seconds = 3;
+  long forkers = 1;
   long work_us = 2000, named = 0, team_named = 2;
   int each = 0;
   for (int i = 1; i < argc; ++i) {
@@ -57,12 +77,13 @@ int main(int argc, char** argv) {
     if (sscanf(argv[i], "--work_us=%ld", &work_us) == 1) continue;
     if (sscanf(argv[i], "--named=%ld", &named) == 1) continue;
     if (sscanf(argv[i], "--team_named=%ld", &team_named) == 1) continue;
+    if (sscanf(argv[i], "--forkers=%ld", &forkers) == 1 && forkers >= 1 && forkers <= 16) continue;
     if (!strcmp(argv[i], "--sizing=start") || !strcmp(argv[i], "--sizing=each")) {
       each = !strcmp(argv[i], "--sizing=each");
       continue;
     }
     fprintf(stderr, "promise_child: unknown argument '%s' (--seconds --work_us --named --team_named "
-            "--sizing=start|each)\n", argv[i]);
+            "--sizing=start|each --forkers=1..16)\n", argv[i]);
     return 2;
   }
   int size = omp_get_max_threads();
@@ -72,6 +93,9 @@ int main(int argc, char** argv) {
   int max_team = 0;
   const double end = now_s() + seconds;
   double step0 = now_s();
+  pthread_t extra[16];
+  g_end = end;
+  for (long k = 1; k < forkers; ++k) pthread_create(&extra[k], NULL, forker, NULL);
   while (now_s() < end) {
     if (each) {
       size = omp_get_max_threads();
@@ -119,6 +143,9 @@ int main(int argc, char** argv) {
       step0 = t;
     }
   }
+  for (long k = 1; k < forkers; ++k) pthread_join(extra[k], NULL);
+  free_regions += g_forked;
+  regions += g_forked;
   free(slots);
   printf("promise: regions=%ld free=%ld named=%ld max_team=%d first_size=%d violations=%ld\n", regions,
          free_regions, named_regions, max_team, first_size, violations);
