@@ -109,6 +109,19 @@ class GpuReport(unittest.TestCase):
         self.assertIn("`threadburn tune -- <command>` measures whether it costs time", out)
         self.assertIn("--env THREADBURN_CUDA_SYNC=blocking_sync", out)
 
+    def test_a_spinning_wait_starved_of_a_core_still_spins(self):
+        # 0.42 of a core inside 16 s of spinning waits, 13 s waiting for a core (at most 0.4 s of
+        # it outside the waits: 20 s less 16 s of waits less 3.6 s of CPU there): it spins.
+        starved = dict(main_sync_cpu_ms=6700.0, sync_cpu_ms=6700.0, steady_cpu_main_ms=10300.0,
+                       steady_wait_main_ms=13000.0)
+        self.assertIn("which spins: blocking_sync would save about 6.7 s of CPU", text("sync_spin", **starved))
+        # The same run-queue wait could all fall outside sleeping waits only if the phase had room
+        # for it there: with 4.4 s of it (its whole room) the waits still sleep.
+        self.assertIn("its waits sleeping", text("sync_spin", main_sync_cpu_ms=400.0, sync_cpu_ms=400.0,
+                                                 steady_cpu_main_ms=400.0, steady_wait_main_ms=4000.0))
+        # Under blocking_sync a wait's wait for a core is its wake-up's, no spin.
+        self.assertIn("its waits sleeping", text("blocking_sync", steady_wait_main_ms=13000.0))
+
     def test_sync_bound_whose_waits_sleep_has_nothing_to_save(self):
         out = text("blocking_sync")
         self.assertIn("CUDA host wait policy: asked blocking_sync, in force blocking_sync", out)
@@ -167,8 +180,11 @@ class GpuReport(unittest.TestCase):
         # NEAR_A_CORE 0.8 (at least), GPU_LOW 0.5 (below), IDLE_SHARE 0.3 (at least), STARVED_SHARE 0.1 (at least).
         self.assertEqual(advice("sync_spin", main_sync_wait_ms=4000.0, main_sync_cpu_ms=2000.0), ["sync-bound"])
         self.assertEqual(advice("sync_spin", main_sync_wait_ms=3999.0, main_sync_cpu_ms=2000.0), [])
-        self.assertIn("which spins", text("sync_spin", main_sync_wait_ms=4000.0, main_sync_cpu_ms=2000.0))
-        self.assertIn("its waits sleeping", text("sync_spin", main_sync_wait_ms=4000.0, main_sync_cpu_ms=1999.0))
+        # (no run-queue wait: the fixture's 15 ms would fall inside the waits, its thread on a CPU all else)
+        self.assertIn("which spins", text("sync_spin", main_sync_wait_ms=4000.0, main_sync_cpu_ms=2000.0,
+                                          steady_wait_main_ms=0.0))
+        self.assertIn("its waits sleeping", text("sync_spin", main_sync_wait_ms=4000.0, main_sync_cpu_ms=1999.0,
+                                                 steady_wait_main_ms=0.0))
         # host-bound: the main thread's CPU outside its waits, not its CPU
         self.assertEqual(advice("host_bound", steady_cpu_main_ms=8290.0, steady_wait_main_ms=0.0), ["host-bound"])
         self.assertEqual(advice("host_bound", steady_cpu_main_ms=8289.0, steady_wait_main_ms=0.0), [])
