@@ -128,9 +128,10 @@ def main():
     layout = probe.describe(a.build_dir)["inrun"]
     with tempfile.TemporaryDirectory() as tmp:
         block = Block(os.path.join(tmp, "control"), layout)
-        env = probe.environment(env_clean(), probe.library(a.build_dir), os.path.join(tmp, "probe"),
-                                "llvm" if llvm else "gomp", libomp=a.libomp or None)
-        env["THREADBURN_INRUN"] = os.path.join(tmp, "control")
+        # A sanitized build's runtime (tests/sanitize: THREADBURN_TEST_PRELOAD) first, then the probe.
+        first = [os.environ["THREADBURN_TEST_PRELOAD"]] if os.environ.get("THREADBURN_TEST_PRELOAD") else []
+        env = dict(env_clean(), LD_PRELOAD=" ".join(first + [probe.library(a.build_dir)] + ([a.libomp] if llvm else [])),
+                   THREADBURN_PROBE_DIR=os.path.join(tmp, "probe"), THREADBURN_INRUN=os.path.join(tmp, "control"))
         os.makedirs(os.path.join(tmp, "probe"), exist_ok=True)
         print("$ THREADBURN_INRUN=... LD_PRELOAD=" + env.get("LD_PRELOAD", "") + " " + " ".join([program, *args]))
         p = subprocess.Popen([program, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
