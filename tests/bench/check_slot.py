@@ -150,7 +150,7 @@ def tune_case(a, parent, before):
         out = os.path.join(tmp, "tune.csv")
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("OMP_", "GOMP_", "KMP_")) and k != "LD_PRELOAD"}
-        cmd = [os.path.join(a.repo, "bin", "threadburn"), "tune", "--cpus", "1", "--points", points, "--budget", "40",
+        cmd = [os.path.join(a.repo, "bin", "threadburn"), "tune", "--cpus", "1", "--points", points, "--budget", "80",
                "--out", out, "--", a.child, "--steps=4", "--regions=40", "--body=split", "--work_us=2000",
                "--gap_ms=2"]
         print("$ " + " ".join(cmd), flush=True)
