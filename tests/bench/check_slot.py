@@ -30,15 +30,17 @@ short gap: a team that wants two CPUs in a slot of one. By construction:
   - nothing is left: the cgroup is gone, the parent's processes are as they were.
 
 With --case tune: `threadburn tune --cpus 1` (the whole tune in a slot of one
-CPU's quota that threadburn makes and removes) of regions_child sharing
-fixed work over its team (--body=split), plain (a team of 2, libgomp's
-default spin) against a team of 1 and a passive wait. In the slot the team
-of 2 cannot have more than one CPU's time, so splitting gains nothing, while
-its spin at every region's barrier is CPU the quota charges: plain is the
-slowest by far (measured here: 2.0 s against 0.79 s passive and 0.86 s at 1
-thread). The tune must end CHANGE to a setting other than plain, its fresh
-runs' time interval below 1 - the margin, name the slot it decided in, and
-leave no cgroup.
+CPU's quota that threadburn makes and removes) of regions_child whose every
+team member spins each region's work (--body=each), plain (a team of 2,
+libgomp's default spin) against a team of 1 and a passive wait. On two free
+CPUs the team of 2 costs no time (both spin at once); in the slot it needs
+two CPUs' time a region from one CPU's quota, so each region takes about
+twice as long as a team of 1's: T1 is faster by construction. (With the
+work split over the team instead, --body=split, the answer rested on the
+spin alone: T1 -6.4 % of time on a quiet machine, at the 5 % margin, and
+two fresh clones went UNDECIDED.) The tune must end CHANGE to a setting other
+than plain, its fresh runs' time interval below 1 - the margin, name the
+slot it decided in, and leave no cgroup.
 
 Skipped (77) unless root with a cpu controller a child cgroup can be made in.
 """
@@ -151,7 +153,7 @@ def tune_case(a, parent, before):
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("OMP_", "GOMP_", "KMP_")) and k != "LD_PRELOAD"}
         cmd = [os.path.join(a.repo, "bin", "threadburn"), "tune", "--cpus", "1", "--points", points, "--budget", "80",
-               "--out", out, "--", a.child, "--steps=4", "--regions=40", "--body=split", "--work_us=2000",
+               "--out", out, "--", a.child, "--steps=4", "--regions=40", "--body=each", "--work_us=2000",
                "--gap_ms=2"]
         print("$ " + " ".join(cmd), flush=True)
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
