@@ -1,4 +1,4 @@
-"""`threadburn run` on a GPU training (commands/run.py), from probe files
+"""`threadburn run` on a GPU training (its report: export/run_report.py), from probe files
 written by hand to the probe's GPU interface (tests/python/fixtures/gpu_probe:
 one folder per case, probe-<pid>.json): per GPU its busy share and how it was
 sampled, the CUDA wait policy asked and in force with its note, CPU by class
@@ -19,7 +19,7 @@ import unittest
 from unittest import mock
 
 import helpers
-from threadburn.commands import run
+from threadburn.export import run_report
 from threadburn.lib import knobs, probe
 from threadburn.lib.errors import ThreadburnError
 
@@ -53,12 +53,12 @@ def report_of(case, **counters):
 
 
 def text(case, **counters):
-    return "\n".join(run.describe_report(report_of(case, **counters), ["python3", "train.py"]))
+    return "\n".join(run_report.describe_report(report_of(case, **counters), ["python3", "train.py"]))
 
 
 def advice(case, **counters):
     """The kinds of advice the report gives: the words before the first colon."""
-    lines = run.describe_report(report_of(case, **counters), ["python3", "train.py"])
+    lines = run_report.describe_report(report_of(case, **counters), ["python3", "train.py"])
     return [ln.split("advice: ", 1)[1].split(":")[0] for ln in lines if ln.startswith("  advice: ")]
 
 
@@ -77,8 +77,18 @@ class GpuReport(unittest.TestCase):
                       "30% of the steady phase", out)
         self.assertIn("(200000 launches, 6 s inside them)", out)
 
+    def test_the_spin_between_regions_is_advised_past_both_its_thresholds(self):
+        # analysis/advice.between_regions: over BETWEEN_SHARE (0.1) of the workers' CPU and over
+        # BETWEEN_MIN_MS (50 ms); each case just past, or at, one bound.
+        said = ("  advice: the workers burned 51 ms while no region ran (spin-waiting). KMP_BLOCKTIME=0 or "
+                "OMP_WAIT_POLICY=passive stop that")
+        self.assertIn(said, text("host_bound", omp_between_regions_ms=51.0, cpu_omp_ms=500.0))
+        self.assertNotIn("while no region ran", text("host_bound", omp_between_regions_ms=50.0, cpu_omp_ms=400.0))
+        self.assertNotIn("while no region ran", text("host_bound", omp_between_regions_ms=100.0, cpu_omp_ms=1000.0))
+        self.assertIn("workers burned 101 ms", text("host_bound", omp_between_regions_ms=101.0, cpu_omp_ms=1000.0))
+
     def test_the_steady_phase_leads_and_the_startup_is_one_line(self):
-        lines = run.describe_report(report_of("item_sync"), ["python3", "train.py"])
+        lines = run_report.describe_report(report_of("item_sync"), ["python3", "train.py"])
         self.assertTrue(lines[1].startswith("  steady phase: 9.5 s: CPU 9300 ms (0.98 cores), main thread 0.97 of a "
                                             "core, GPU busy 97%"), lines[1])
         self.assertIn("waits on the device: the main thread 7600 ms in 400 waits (80% of the steady phase) with "
@@ -146,7 +156,7 @@ class GpuReport(unittest.TestCase):
                       period_ms=None)
         rep.summary["gpus"] = [polled, silent]
         rep.summary["steady_gpus"] = []
-        out = "\n".join(run.gpu_lines(rep))
+        out = "\n".join(run_report.gpu_lines(rep))
         self.assertIn("GPU 0 (NVIDIA H100 80GB HBM3): busy 30% of the time, memory busy 8% (48 readings of NVML's "
                       "utilisation rate, polled)", out)
         self.assertIn("GPU 1 (NVIDIA H100 80GB HBM3): no sample (0 NVML samples)", out)

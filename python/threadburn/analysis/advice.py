@@ -24,6 +24,10 @@ CUDA driver's waits can (src/cuda/driver_calls.h).
     loader-bound  the main thread sits idle outside its waits while the
                   worker processes run near a core each (not said of a
                   throttled slot: a thread waiting for its quota is not idle)
+    spinning      the OpenMP workers burned a large share of their CPU while
+                  no region ran: the wait settings that stop it (the whole
+                  run's figures, a CPU run's advice as much as a GPU run's:
+                  between_regions)
     throttled     the slot's CPU quota (a container's --cpus, a Kubernetes
                   CPU limit, a Slurm cgroup: src/core/slot.h) ran out in a
                   large share of its periods; the line names the cause it
@@ -35,6 +39,9 @@ Thresholds are named below and documented in docs/cuda.md.
 """
 import math
 from dataclasses import dataclass, replace
+
+from ..lib import fmt
+from ..lib.paths import CUDA_SYNC
 
 # The main thread waits "a large share" of the steady phase for the device.
 SYNC_SHARE = 0.2
@@ -58,8 +65,11 @@ THROTTLED_SHARE = 0.1
 # Under a throttled quota, the OpenMP workers' CPU between regions "matters" from this share
 # of the CPU the run used: the quota charges their spin like any other work.
 SPIN_OF_CPU = 0.1
-# The variable of the CUDA host wait policy (lib/paths.py's CUDA_SYNC).
-CUDA_SYNC = "THREADBURN_CUDA_SYNC"
+# The OpenMP workers' CPU between regions calls for advice above this share of
+# their CPU in all, and above BETWEEN_MIN_MS (a short run's few ms of spin say
+# nothing worth a change).
+BETWEEN_SHARE = 0.1
+BETWEEN_MIN_MS = 50
 
 
 def figure(counters, name):
@@ -250,6 +260,18 @@ def device_threads(p, calls, steady_classes):
                    main_wait_ms=sum(t.get("sync_wait_ms") or 0.0 for t in launchers),
                    main_wait_cpu_ms=sum(t.get("sync_cpu_ms") or 0.0 for t in launchers), main_runq_ms=runq)
     return sync, host
+
+
+def between_regions(counters):
+    """The OpenMP workers' spin between regions: a line when they burned
+    over BETWEEN_SHARE of their CPU and over BETWEEN_MIN_MS while no region
+    ran, naming the settings that stop it; None otherwise."""
+    burned = counters["omp_between_regions_ms"]
+    if not (burned > BETWEEN_SHARE * max(counters["cpu_omp_ms"], 1e-9) and burned > BETWEEN_MIN_MS):
+        return None
+    return (f"the workers burned {fmt.ms(burned)} while no region ran (spin-waiting). KMP_BLOCKTIME=0 or "
+            "OMP_WAIT_POLICY=passive stop that, at some cost to the next region; `threadburn tune -- <command>` "
+            "measures which setting costs least here.")
 
 
 def device_advice(counters, context, calls=None, steady_classes=None):
