@@ -15,7 +15,8 @@ CUDA driver's waits can (src/cuda/driver_calls.h).
     host-bound    the GPU idles most of the steady phase while the main
                   thread works, outside its waits, near a core, or would
                   have but for the time it waited for a core (a main thread
-                  starved by other threads or processes)
+                  starved by other threads or processes; in a throttled slot,
+                  by its CPU quota: a thread waiting for its quota is not idle)
     (The thread judged is the one that carries the device work: the main
     thread where it launches the kernels and waits; else the threads that
     do, by their class (an autograd device thread: PyTorch runs a CUDA
@@ -188,6 +189,15 @@ def host_bound(p):
     subject = p.who if not p.launchers else "together they" if several else "it"
     head = (f"host-bound: {p.launchers}{subject} worked {p.main_outside_waits:.2f} of a core outside "
             f"{'their' if several else 'its'} waits on the device")
+    if p.main_runq_share >= STARVED_SHARE and p.throttled_share >= THROTTLED_SHARE:
+        # A thread of a throttled cgroup waits to run while the quota is spent (the kernel counts it
+        # as run-queue wait): not idle, and not the cores' fault but the quota's.
+        return (f"{head} and waited to run {p.main_runq_share:.0%} of the steady phase ({_s(p.main_runq_ms)}) in a "
+                f"slot whose CPU quota ran out in {p.throttled_share:.0%} of its periods, while the GPU was busy "
+                f"{p.gpu_busy:.0%} of it: the GPU waits for the thread that launches its work{launches}, and that "
+                "thread for the slot's quota, not for idle cores. A larger quota (docs/slot.md: tune --cpus measures "
+                "how many CPUs it needs), or less CPU spent beside it in the slot (OMP_NUM_THREADS, spinning waits, "
+                "loader workers); a wait policy cannot help.")
     if p.main_runq_share >= STARVED_SHARE:
         return (f"{head} and waited for a core {p.main_runq_share:.0%} of the steady phase ({_s(p.main_runq_ms)}: "
                 f"other threads or processes held the cores) while the GPU was busy {p.gpu_busy:.0%} of it: the GPU "
