@@ -85,6 +85,25 @@ class Advice(unittest.TestCase):
         self.assertIsNone(advice.loader_bound(advice.Steady(**dict(p.__dict__, throttled_share=0.1))))
         self.assertIsNotNone(advice.loader_bound(advice.Steady(**dict(p.__dict__, throttled_share=0.09))))
 
+    def test_a_launcher_held_by_its_quota_waits_for_the_quota(self):
+        # The GPU busy 30 % of a 10 s steady phase; the main thread launches, 0.5 of a core of CPU and
+        # 4 s of run-queue wait: its demand 0.9 of a core (host-bound). In a slot throttled in 60 % of
+        # its periods that wait is the quota's (the kernel counts a throttled thread's wait as run-queue
+        # wait): the advice names the quota, not cores held by others; below THROTTLED_SHARE, the cores.
+        p = advice.Steady(ms=10000.0, cpu_ms=9000.0, main_cpu_ms=5000.0, children_ms=0.0, workers=0,
+                          gpu_busy=0.3, main_wait_ms=0.0, main_wait_cpu_ms=0.0, waits=0, wait_cpu_ms=0.0,
+                          launches=500, launch_ms=900.0, main_runq_ms=4000.0, throttled_share=0.6)
+        line = advice.host_bound(p)
+        self.assertTrue(line.startswith("host-bound: the main thread worked 0.50 of a core outside its waits on the "
+                                        "device and waited to run 40% of the steady phase (4 s) in a slot whose CPU "
+                                        "quota ran out in 60% of its periods"), line)
+        self.assertIn("that thread for the slot's quota, not for idle cores. A larger quota", line)
+        self.assertNotIn("other threads or processes held the cores", line)
+        for share in (0.1, 0.09):  # THROTTLED_SHARE at its edge
+            line = advice.host_bound(advice.Steady(**dict(p.__dict__, throttled_share=share)))
+            self.assertEqual("slot's quota" in line, share >= advice.THROTTLED_SHARE, line)
+            self.assertEqual("other threads or processes held the cores" in line, share < advice.THROTTLED_SHARE)
+
 
 class SlotLine(unittest.TestCase):
     def test_the_line(self):
@@ -141,9 +160,21 @@ class SlotSize(unittest.TestCase):
         self.assertEqual(cgroup.parse_cpus("1", host_cpus=2), 1.0)
         self.assertEqual(cgroup.parse_cpus("1.5", host_cpus=2), 1.5)
         for text, said in (("0.001", "below what one thread needs"), ("3", "above this host's 2 CPUs"),
-                           ("1,2", "a list of sizes"), ("many", "expected a number of CPUs")):
+                           ("1,2", "one slot size (1, 1.5) expected"), ("many", "expected a number of CPUs")):
             with self.assertRaises(ValueError) as caught:
                 cgroup.parse_cpus(text, host_cpus=2)
+            self.assertIn(said, str(caught.exception))
+
+    def test_lists_of_sizes(self):
+        # tune --cpus 1,2,4 / 1.5 / auto: sorted; auto as --copies auto counts (1, 2, 4, ... and the CPUs)
+        self.assertEqual(cgroup.parse_sizes("2,1", host_cpus=2), [1.0, 2.0])
+        self.assertEqual(cgroup.parse_sizes("0.5,1.5", host_cpus=2), [0.5, 1.5])
+        self.assertEqual(cgroup.parse_sizes("auto", host_cpus=2), [1.0, 2.0])
+        self.assertEqual(cgroup.parse_sizes("auto", host_cpus=6), [1.0, 2.0, 4.0, 6.0])
+        for text, said in (("1,3", "above this host's 2 CPUs"), ("0.001,1", "below what one thread needs"),
+                           ("1,1.0", "given twice"), ("1,", "expected a number of CPUs")):
+            with self.assertRaises(ValueError) as caught:
+                cgroup.parse_sizes(text, host_cpus=2)
             self.assertIn(said, str(caught.exception))
 
     def test_bad_input_is_one_line(self):

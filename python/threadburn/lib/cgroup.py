@@ -102,21 +102,49 @@ def quota_cpus(root=""):
     return tightest
 
 
-def parse_cpus(text, host_cpus=None):
-    """A slot size: '1', '1.5' (CPUs of quota); ValueError saying what it
-    expected, below MIN_CPUS, or above the host's CPUs."""
-    host_cpus = host_cpus or os.cpu_count()
-    if "," in str(text):
-        raise ValueError("one slot size (1, 1.5): a list of sizes, a plan for each, is not built yet")
+def size_text(cpus):
+    """A slot size as people write it: 1, 1.5."""
+    return f"{cpus:g}"
+
+
+def _one_size(text, host_cpus):
     try:
         cpus = float(text)
     except ValueError:
-        raise ValueError(f"expected a number of CPUs (1, 1.5), got {text!r}") from None
+        raise ValueError(f"expected a number of CPUs (1, 1.5), a list of them (1,2) or auto, got {text!r}") from None
     if not cpus >= MIN_CPUS:
         raise ValueError(f"a quota of {text} CPUs is below what one thread needs (at least {MIN_CPUS})")
     if cpus > host_cpus:
         raise ValueError(f"a quota of {text} CPUs is above this host's {host_cpus} CPUs")
     return cpus
+
+
+def parse_sizes(text, host_cpus=None):
+    """Slot sizes, sorted: '1', '1.5' (CPUs of quota), a list '1,2,4', or
+    'auto' (1, 2, 4, ... up to the host's CPUs, and the CPUs: as --copies
+    auto counts copies); ValueError saying what it expected, a size below
+    MIN_CPUS or above the host's CPUs, or one given twice."""
+    host_cpus = host_cpus or os.cpu_count()
+    text = str(text).strip()
+    if text == "auto":
+        out, n = {float(host_cpus)}, 1
+        while n <= host_cpus:
+            out.add(float(n))
+            n *= 2
+        return sorted(out)
+    sizes = [_one_size(t.strip(), host_cpus) for t in text.split(",")]
+    if len(set(sizes)) != len(sizes):
+        raise ValueError(f"a slot size given twice in {text!r}")
+    return sorted(sizes)
+
+
+def parse_cpus(text, host_cpus=None):
+    """One slot size: '1', '1.5' (CPUs of quota); ValueError saying what it
+    expected, below MIN_CPUS, or above the host's CPUs."""
+    sizes = parse_sizes(text, host_cpus)
+    if len(sizes) != 1:
+        raise ValueError(f"one slot size (1, 1.5) expected, got {text!r}")
+    return sizes[0]
 
 
 class QuotaCgroup:
@@ -139,15 +167,17 @@ class QuotaCgroup:
         try:
             if self.version == "v2":
                 self._enable_v2_cpu()
+            self.path = path  # before mkdir: an interrupt right after it still finds the folder to remove
             os.mkdir(path)
-            self.path = path
             if self.version == "v1":
                 _write(os.path.join(path, "cpu.cfs_period_us"), str(self.period_us))
                 _write(os.path.join(path, "cpu.cfs_quota_us"), str(self.quota_us))
             else:
                 _write(os.path.join(path, "cpu.max"), f"{self.quota_us} {self.period_us}")
-        except OSError as e:
+        except BaseException as e:  # an interrupt too: nothing left behind
             self.close()
+            if not isinstance(e, OSError):
+                raise
             raise ThreadburnError(f"cannot make a cgroup of {self.cpus:g} CPUs' quota under {self.parent} "
                                   f"(cgroup {self.version}): {e.strerror or e}; it needs root or a cgroup "
                                   "subtree delegated to you") from None
@@ -192,7 +222,16 @@ class QuotaCgroup:
         """Ends what is left in the cgroup (the processes of the command this
         slot ran: an interrupted run's), moves any survivor back to the
         parent, removes the cgroup (and undoes the +cpu this slot enabled in
-        a v2 parent)."""
+        a v2 parent). Ctrl-C and SIGTERM are held meanwhile: a second one
+        lands after the cgroup is gone, not halfway."""
+        held = {signal.SIGINT, signal.SIGTERM}
+        signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        try:
+            self._close()
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+    def _close(self):
         if self.path and os.path.isdir(self.path):
             for attempt in range(100):
                 try:
