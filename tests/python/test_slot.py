@@ -9,10 +9,11 @@ import unittest
 from unittest import mock
 
 import helpers
-from threadburn.analysis import advice
+from threadburn.analysis import advice, slotsizes
 from threadburn.commands import doctor
 from threadburn.engine import plans
-from threadburn.lib import cgroup, machine
+from threadburn.export import slotsizes as slotsizes_text
+from threadburn.lib import cgroup, machine, rule as rules
 from threadburn.lib.machine import slot_line
 from threadburn.lib.records import Row
 
@@ -181,6 +182,59 @@ class SlotSize(unittest.TestCase):
         result = helpers.threadburn("tune", "--cpus", "0", "--", "true")
         helpers.assert_one_line_error(self, result, "--cpus 0: a quota of 0 CPUs is below what one thread needs "
                                                     "(at least 0.01)")
+
+
+def size_rows(times, plain=None, rounds=10, noise=0.01):
+    """Rows of a sizes file (engine/slots.py): {size: (plan, wall ms)} of each size's plan, the
+    same ms every round but for a deterministic jitter within +-noise, its own for each size
+    and round; plain: {size: wall ms} beside."""
+    rows = []
+    for rnd in range(rounds):
+        for size, (plan, ms) in times.items():
+            jitter = 1 + noise * (((rnd * 7 + int(size * 3)) % 5) - 2) / 2
+            roles = [("plan", plan, ms)] + ([("plain", "plain", plain[size])] if plain and size in plain else [])
+            for role, name, wall in roles:
+                t = f"{size:g}"
+                rows.append(Row({"point_key": f"cpus{t}-{role}", "run_key": f"confirm-cpus{t}-{role}-r{rnd}",
+                                 "phase": "confirm", "status": "ok", "round": str(rnd), "study": name,
+                                 "wall_ms": str(wall * jitter), "cpu_ms": str(wall * jitter * min(size, 2)),
+                                 "command": "train", "cpu_quota": t, "metric": ""}))
+    return rows
+
+
+class SlotSizes(unittest.TestCase):
+    """tune --cpus 1,2,4: each size's plan against the previous size's, by --copies' rule
+    (hostplan.steps), on fresh runs whose answer is known: twice as fast from 1 to 2 CPUs, the
+    same from 2 to 4 (2 % apart, inside the 5 % margin)."""
+
+    def test_the_training_needs_two(self):
+        z = slotsizes.decide(size_rows({1.0: ("T1-gomp", 200.0), 2.0: ("plain", 100.0), 4.0: ("plain", 98.0)},
+                                       plain={1.0: 260.0}), rules.Rule())
+        self.assertEqual([s.cpus for s in z.sizes], [1.0, 2.0, 4.0])
+        self.assertEqual([s.plan for s in z.sizes], ["T1-gomp", "plain", "plain"])
+        self.assertEqual([s.word for s in z.steps], ["adds", "adds less"])
+        self.assertEqual((z.needs, z.settled), (2.0, True))
+        self.assertAlmostEqual(z.alpha, rules.Rule().confirm_alpha / 2)
+        self.assertAlmostEqual(z.sizes[0].throughput, 5.0, delta=0.05)  # runs/s: 1 / 200 ms
+        self.assertAlmostEqual(z.sizes[0].plain["throughput"], 1000 / 260, delta=0.05)
+        self.assertAlmostEqual(z.sizes[1].cpus_used, 2.0)
+        text = "\n".join(slotsizes_text.lines(z))
+        self.assertRegex(text, r"1 -> 2 CPUs \(T1-gomp -> plain\): throughput \+10\d\.\d% \[.*\]: faster by more than 5%")
+        self.assertIn("the training needs 2 CPUs of these: a larger slot is not faster by 5%", text)
+
+    def test_open_and_the_largest(self):
+        # 2 CPUs 3 % faster than 1: inside the margin but too few runs to show it: open, "at least 1"
+        z = slotsizes.decide(size_rows({1.0: ("plain", 103.0), 2.0: ("plain", 100.0)}, rounds=4, noise=0.06),
+                             rules.Rule())
+        self.assertEqual((z.steps[0].word, z.needs, z.settled), ("open", 1.0, False))
+        self.assertIn("needs at least 1 CPU; more fresh runs", "\n".join(slotsizes_text.lines(z)))
+        # every step faster: the largest tried, at least
+        z = slotsizes.decide(size_rows({1.0: ("plain", 200.0), 2.0: ("plain", 100.0)}), rules.Rule())
+        self.assertEqual((z.needs, z.settled), (2.0, False))
+        self.assertIn("needs at least 2 CPUs (the largest slot tried)", "\n".join(slotsizes_text.lines(z)))
+
+    def test_one_size_is_no_comparison(self):
+        self.assertIsNone(slotsizes.decide(size_rows({1.0: ("plain", 100.0)}), rules.Rule()))
 
 
 if __name__ == "__main__":

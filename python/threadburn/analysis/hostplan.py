@@ -19,6 +19,12 @@ better), paired by round, each step a one-sided test at confirm_alpha /
 above 1 + margin, *adds less than the margin* when it lies below, and is
 open otherwise; the host fits the copy count before the first step that
 does not add, said only when that step is settled (else: at least).
+
+The same steps (steps, enough: one rule) size a slot: tune --cpus 1,2,4
+compares each slot size's plan with the previous size's on the run's
+throughput in fresh runs, each run in a slot of its size
+(analysis/slotsizes.py), and the training needs the size before the first
+step that does not add.
 """
 from dataclasses import dataclass
 
@@ -101,6 +107,39 @@ def alone(e, confirm_recs, alone_recs, rule):
     return None
 
 
+def steps(series, alpha, rule, higher=True):
+    """Each plan in `series` against the one before it: series, sorted by
+    size, is [(size, plan, {round: figure})] (copies and the host's
+    figure; tune --cpus: slot sizes and the run's throughput), each step a
+    ratio of the larger over the smaller at one-sided alpha, paired by
+    round: adds (better by more than the margin), adds less (shown not
+    better by the margin) or open. The one rule of --copies and --cpus."""
+    out = []
+    for (lo, lo_plan, lo_fig), (hi, hi_plan, hi_fig) in zip(series, series[1:]):
+        r = decide.ratio(hi_fig, lo_fig, alpha, higher, rule.method, interpolate=rule.interpolates)
+        word = "open" if r is None else "adds" if r.better(rule.margin) else (
+            "adds less" if r.not_better(rule.margin) else "open")
+        out.append(Step(lo, hi, lo_plan, hi_plan, r, word))
+    return out
+
+
+def enough(first, stepped):
+    """(the size up to which every step adds, whether the step after it is
+    settled: shown to add less than the margin; else open, or none tried)."""
+    size, settled = first, False
+    for s in stepped:
+        if s.word != "adds":
+            settled = s.word == "adds less"
+            break
+        size = s.more
+    return size, settled
+
+
+def step_alpha(rule, sizes):
+    """Each step's one-sided level: confirm_alpha over the steps (Bonferroni)."""
+    return rule.confirm_alpha / max(1, sizes - 1)
+
+
 def fit(entries, rule):
     """Fit of a host tune of several copy counts (None otherwise): each
     count's best plan against the previous count's, in fresh runs."""
@@ -108,18 +147,7 @@ def fit(entries, rule):
     if len({e.command for e in host}) != 1 or len(host) < 2:
         return None
     host.sort(key=lambda e: e.copies)
-    alpha = rule.confirm_alpha / (len(host) - 1)
-    steps = []
-    for lo, hi in zip(host, host[1:]):
-        a, b = hi.fresh.get(best(hi), {}), lo.fresh.get(best(lo), {})
-        r = decide.ratio(a, b, alpha, True, rule.method, interpolate=rule.interpolates)
-        word = "open" if r is None else "adds" if r.better(rule.margin) else (
-            "adds less" if r.not_better(rule.margin) else "open")
-        steps.append(Step(lo.copies, hi.copies, best(lo), best(hi), r, word))
-    fits, settled = host[0].copies, False
-    for s in steps:
-        if s.word != "adds":
-            settled = s.word == "adds less"
-            break
-        fits = s.more
-    return Fit(host[0].command, steps, fits, settled, rule.margin, alpha, tuple(e.copies for e in host))
+    alpha = step_alpha(rule, len(host))
+    stepped = steps([(e.copies, best(e), e.fresh.get(best(e), {})) for e in host], alpha, rule)
+    fits, settled = enough(host[0].copies, stepped)
+    return Fit(host[0].command, stepped, fits, settled, rule.margin, alpha, tuple(e.copies for e in host))
