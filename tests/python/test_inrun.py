@@ -2,7 +2,9 @@
 the control block's layout as the probe describes it (the build's own
 describe.json when there is a build), its seqlock, the settings an in-run
 tune tries for what the probe saw, and a block's figures from two marks
-of known work and CPU, and the note where the units counted differ in size."""
+of known work and CPU, the options value the executor takes (never the
+namespace), and the note where the units counted differ in size
+(analysis/advice.py)."""
 import collections
 import contextlib
 import io
@@ -15,6 +17,7 @@ import threading
 import unittest
 
 import helpers
+from threadburn.analysis import advice
 from threadburn.engine import exec_inrun
 from threadburn.engine.campaign import RunSpec
 from threadburn.engine.points import TunePoint
@@ -571,6 +574,22 @@ class InRunFlags(unittest.TestCase):
             code = cli.main(["tune", *argv, "--", "true"])
         return code, err.getvalue()
 
+    def test_the_executor_takes_a_frozen_value_not_the_namespace(self):
+        # docs/design.md: an executor never gets the argparse namespace. --block and --progress
+        # not given: their defaults in the value; given: theirs.
+        from threadburn import cli
+        from threadburn.commands import tune
+        args = cli.parser().parse_args(["tune", "--in-run", "--env", "A=1", "--metric", "x=([0-9]+)", "--", "true"])
+        o = tune.inrun_options(args, {"A": "1"})
+        self.assertIsInstance(o, exec_inrun.InRunOptions)
+        self.assertEqual((o.block, o.progress, o.metric, o.user_env), (tune.DEFAULT_BLOCK_S, "auto", "x=([0-9]+)",
+                                                                        (("A", "1"),)))
+        self.assertEqual((args.block, args.progress), (None, None))  # the namespace as parsed
+        with self.assertRaises(AttributeError):  # dataclasses.FrozenInstanceError
+            o.block = 2.0
+        args = cli.parser().parse_args(["tune", "--in-run", "--block", "0.3", "--progress", "waits", "--", "true"])
+        self.assertEqual((tune.inrun_options(args, {}).block, tune.inrun_options(args, {}).progress), (0.3, "waits"))
+
     def test_without_in_run(self):
         for flags, named in ((["--apply"], "--apply"), (["--block", "0.3"], "--block"),
                              (["--progress", "regions"], "--progress"), (["--apply", "--block", "1"], "--apply, --block")):
@@ -598,22 +617,22 @@ class UnitSpread(unittest.TestCase):
         # Two settings 2x apart, each block within 2 % of its setting's 1.0 or 0.5 ms.
         blocks = self.blocks("plain", [1.0, 1.02, 0.98, 1.01, 0.99, 1.0]) + \
             self.blocks("T2", [0.5, 0.51, 0.49, 0.505, 0.495, 0.5])
-        self.assertAlmostEqual(exec_inrun.unit_spread(blocks), 0.01, delta=0.005)
-        self.assertIsNone(exec_inrun.unit_spread_note(blocks, "regions"))
+        self.assertAlmostEqual(advice.unit_spread(blocks), 0.01, delta=0.005)
+        self.assertIsNone(advice.unit_spread_note(blocks, "regions"))
 
     def test_units_of_two_sizes_by_phase_give_the_note(self):
         # A program that alternates phases of small and 3x larger regions: a block's unit is
         # 1 or 3 ms under either setting, whatever the setting does: sqrt(3) - 1 off its median.
         blocks = self.blocks("plain", [1.0, 3.0, 1.0, 3.0, 1.0, 3.0]) + \
             self.blocks("T2", [0.5, 1.5, 0.5, 1.5, 0.5, 1.5])
-        self.assertAlmostEqual(exec_inrun.unit_spread(blocks), 3 ** 0.5 - 1, places=6)
-        note = exec_inrun.unit_spread_note(blocks, "regions")
+        self.assertAlmostEqual(advice.unit_spread(blocks), 3 ** 0.5 - 1, places=6)
+        note = advice.unit_spread_note(blocks, "regions")
         self.assertIn("73% more or less", note)
         self.assertIn("--metric", note)
 
     def test_no_note_for_the_users_figure_or_too_few_blocks(self):
-        self.assertIsNone(exec_inrun.unit_spread(self.blocks("plain", [1.0, 3.0, 1.0, 3.0], kind="metric")))
-        self.assertIsNone(exec_inrun.unit_spread(self.blocks("plain", [1.0]) + self.blocks("T2", [3.0])))
+        self.assertIsNone(advice.unit_spread(self.blocks("plain", [1.0, 3.0, 1.0, 3.0], kind="metric")))
+        self.assertIsNone(advice.unit_spread(self.blocks("plain", [1.0]) + self.blocks("T2", [3.0])))
 
 
 if __name__ == "__main__":

@@ -36,11 +36,19 @@ CUDA driver's waits can (src/cuda/driver_calls.h).
                   quota charges the spin), a team larger than the slot's
                   CPUs, or else a program that needs more CPU than the slot
 
-Thresholds are named below and documented in docs/cuda.md.
+An in-run tune's blocks (tune --in-run) get one note of the same kind:
+    unit spread   a unit of work's time moved much from block to block of
+                  one setting: the units differ in size, and the user's own
+                  figure would judge better (unit_spread_note)
+
+Thresholds are named below and documented in docs/cuda.md (the unit
+spread's in docs/design.md, "In-run trials").
 """
 import math
+import statistics
 from dataclasses import dataclass, replace
 
+from .runfigures import UNIT_KIND
 from ..lib import fmt
 from ..lib.paths import CUDA_SYNC
 
@@ -367,3 +375,38 @@ def throttled(counters, context):
                 f"OMP_NUM_THREADS={slot}; `threadburn tune -- <command>` measures it")
     return (f"{head}: the program needs more CPU than the slot's {quota} CPUs; a larger quota (docs/slot.md), "
             "or less work per step")
+
+
+# An in-run tune: a unit's time that moves more than this between blocks of one setting
+# (the median deviation from the setting's own median, over every block) says the units
+# differ in size: the count of them measures the program's phases as well as the settings
+# (the note of unit_spread).
+UNIT_SPREAD_NOTE = 0.15
+
+
+def unit_spread(records):
+    """How much a unit's time moved between blocks of one setting: the median, over every
+    block measured by its unit count, of |log(its unit time / its setting's median)|, as a
+    ratio less 1 (0.1: a block's unit typically 10 % off its setting's). None with fewer
+    than 2 such blocks of any setting."""
+    by = {}
+    for r in records:
+        if r.time_kind == UNIT_KIND and r.time and r.time > 0:
+            by.setdefault(r.name, []).append(math.log(r.time))
+    devs = []
+    for logs in by.values():
+        if len(logs) >= 2:
+            mid = statistics.median(logs)
+            devs += [abs(x - mid) for x in logs]
+    return math.exp(statistics.median(devs)) - 1 if devs else None
+
+
+def unit_spread_note(records, kind):
+    """A line for the verdict where the units counted differ in size (UNIT_SPREAD_NOTE), else None."""
+    spread = unit_spread(records)
+    if spread is None or spread <= UNIT_SPREAD_NOTE:
+        return None
+    return (f"tune --in-run: a unit of work ({kind}) took {spread:.0%} more or less from block to block under one "
+            "setting (the median deviation): the units differ in size, so their count measures the program's "
+            "phases as well as the settings; its own figure would judge it better (--metric on a line it prints "
+            "per step)")

@@ -76,8 +76,8 @@ from dataclasses import dataclass
 
 from . import options
 from .tune_plan import BLOCKS_PER_SETTING_BUDGET, RUNS_PER_SETTING_BUDGET, budgets, check_args, fresh_reserve, open_out
-from ..analysis import confirmation, race as races, runlog, verdicts
-from ..engine import campaign, plans
+from ..analysis import advice, confirmation, race as races, runlog, verdicts
+from ..engine import campaign, inrun_setup, plans
 from ..engine import exec_inrun
 from ..engine.exec_probe import ProbeExecutor, ProbeOptions
 from ..export import jsonfile, text
@@ -194,6 +194,17 @@ def probe_options(args):
                         metric_better=args.metric_better, probe_env=tuple(probe_extra(args).items()))
 
 
+def inrun_options(args, user_env):
+    """An in-run tune's options from tune's flags (exec_inrun.InRunOptions), --block and
+    --progress at their defaults where not given; user_env: --env, parsed."""
+    return exec_inrun.InRunOptions(
+        build_dir=args.build_dir, libomp=args.libomp, runtime=args.runtime, timeout=args.timeout,
+        block=DEFAULT_BLOCK_S if args.block is None else args.block,
+        progress="auto" if args.progress is None else args.progress, metric=args.metric,
+        metric_better=args.metric_better, probe_env=tuple(probe_extra(args).items()),
+        user_env=tuple(user_env.items()))
+
+
 @dataclass
 class Tune:
     """What the steps of one tune share: its flags, command and settings,
@@ -213,7 +224,7 @@ class Tune:
     # steady phase (rule version 6), and its fresh runs mark it (libthreadburn_phase.so).
     steady: bool = False
     # An in-run tune's one executor (its blocks, the fresh ones too, are of one process:
-    # commands/inrun.py); None: a new ProbeExecutor for each campaign (a fresh process a run).
+    # engine/exec_inrun.py); None: a new ProbeExecutor for each campaign (a fresh process a run).
     shared: object = None
     # What its runs are called: (a run, the fresh runs after the race).
     words: tuple = ("run", "fresh runs without the probe")
@@ -465,10 +476,18 @@ def fresh_looks(t, c, left, by, look, asked):
     return look
 
 
-def report(t, ended, after=()):
-    """The verdict: printed (and `after`, lines under it), into <stem>.verdict.json and the exports."""
+def final_verdicts(t):
+    """The verdicts on the tune's runs, its race over (keep's last test)."""
+    return verdicts.decide_records(t.log.records(), t.rule, os.path.basename(t.out), rule_from="the rows", final=True)
+
+
+def report(t, ended, after=(), v=None):
+    """The verdict (v: final_verdicts(t), made once by a caller that read it
+    already): printed (and `after`, lines under it), into <stem>.verdict.json
+    and the exports."""
     args, out, rows = t.args, t.out, t.log.rows
-    v = verdicts.decide_records(t.log.records(), t.rule, os.path.basename(out), rule_from="the rows", final=True)
+    if v is None:
+        v = final_verdicts(t)
     ended_text = {"decided": "the race stopped: nothing left for it to run (a candidate for fresh runs, or "
                              "every comparison settled)",
                   "budget": "the race ended with its budget spent", "planned": "a fixed design"}.get(ended, ended)
@@ -521,10 +540,6 @@ def main_inrun(args):
     if given or args.confirm != "auto":
         raise ThreadburnError(f"--in-run: {', '.join(given or ['--confirm'])} needs a fresh process a run (tune "
                               "without --in-run)")
-    if args.block is None:
-        args.block = DEFAULT_BLOCK_S
-    if args.progress is None:
-        args.progress = "auto"
     cmd, user_env = command_of(args), parse_env(args.env)
     check_args(args, [], {})
     desc = probe.describe(args.build_dir)
@@ -535,39 +550,17 @@ def main_inrun(args):
     results_file, _ = open_out(args, cmd, columns, rule)
     out = results_file.path
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2 ** 31)
-    work = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".work")
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(os.path.join(work, "probe"))
-    # The ceiling (the largest team a setting may give) goes in before the program starts: no
-    # answer of the probe's to omp_get_max_threads() exceeds it (src/probe/inrun.h).
-    cpus = machine.usable_cpus()
-    ctl = exec_inrun.Control(os.path.join(work, "inrun.bin"), desc["inrun"], ceiling=cpus)
-    env = probe.environment(os.environ, probe.library(args.build_dir), os.path.join(work, "probe"), args.runtime,
-                            user_env, args.libomp, probe_extra(args))
-    env[desc["inrun"]["variable"]] = os.path.join(work, "inrun.bin")
-    log = os.path.splitext(out)[0] + ".program.log"
-    ex = exec_inrun.InRunExecutor(cmd, env, ctl, columns, args, seed, log)
-    print(f"tune --in-run: {' '.join(cmd)}; seed {seed}; its output in {log}"
+    ex = inrun_setup.start(cmd, inrun_options(args, user_env), desc["inrun"], columns, out, seed)
+    print(f"tune --in-run: {' '.join(cmd)}; seed {seed}; its output in {ex.log_path}"
           + (f" (made line-buffered for --metric: {', '.join(ex.buffering)})" if ex.buffering else ""), flush=True)
     t0 = time.monotonic()
     t, ended = None, "the program ended"
     try:
-        ex.wait_steady(args.timeout)
-        unit_s = ex.warm_up(max(1.0, args.block))
-        ex.check_refused()
+        unit_s = inrun_setup.warm_up(ex)
         print(ex.steered_text(), flush=True)
-        points, settings, left_out = exec_inrun.observed_points(ctl, user_env, args.runtime, cpus,
-                                                                machine.physical_cores(), ex.kind, ex.env)
-        if len(points) < 2:
-            raise ThreadburnError("--in-run: nothing your program does can be changed while it runs: "
-                                  + "; ".join(left_out))
-        ctl.set_settings([s for s in settings if s])
-        ex.index = {p.base_key: i - 1 for i, p in enumerate(points)}
-        ex.settings = {i - 1: s for i, s in enumerate(settings)}
-        ex.names = {i - 1: p.name for i, p in enumerate(points)}
-        settle_note = ex.set_settle([s for s in settings if s])
+        points, left_out, settle_note = inrun_setup.offer(ex)
         whole, race_budget, _ = budgets(args, points, BLOCKS_PER_SETTING_BUDGET)
-        t = Tune(args, cmd, columns, points, rule, whole, results_file, runlog.RunLog(args.libomp, []), seed, work,
+        t = Tune(args, cmd, columns, points, rule, whole, results_file, runlog.RunLog(args.libomp, []), seed, ex.work,
                  shared=ex, words=("block", "fresh blocks, not used to choose"))
         print(f"tune --in-run: {len(points)} settings in blocks: " + ", ".join(p.name for p in points)
               + f"; progress: {ex.kind} (a unit every {unit_s * 1000:.3g} ms); blocks of {ex.block_s:.3g} s after "
@@ -601,7 +594,7 @@ def inrun_end(t, ex, ended, seconds):
         code = ex.wait()
         ex.close()
         raise ThreadburnError(f"--in-run: the program ended (exit {code}) before any block: nothing to decide")
-    v = verdicts.decide_records(t.log.records(), t.rule, os.path.basename(t.out), rule_from="the rows", final=True)
+    v = final_verdicts(t)
     e = v.entries[0]
     keep = e.chosen if t.args.apply and e.verdict == "change" else "plain"
     index = ex.index.get(next((p.base_key for p in t.points if p.name == keep), ""), -1)
@@ -610,7 +603,7 @@ def inrun_end(t, ex, ended, seconds):
     alive = ex.alive()
     after = [f"tune --in-run: decided in one run, {seconds:.0f} s, {blocks} blocks"
              + ("" if alive else " (the program ended before the tune did)")]
-    spread = exec_inrun.unit_spread_note(t.log.records(), ex.kind)
+    spread = advice.unit_spread_note(t.log.records(), ex.kind)
     if spread:
         after.append(spread)
     after += [line for line in (ex.dropped_text(), ex.held_back_text()) if line]
@@ -618,7 +611,7 @@ def inrun_end(t, ex, ended, seconds):
         after.append(f"tune --in-run: {keep} in force from {time.monotonic() - ex.t0:.1f} s into the run"
                      + ("" if keep != "plain" or not t.args.apply else " (--apply: no change was confirmed)")
                      + "; waiting for the program to end")
-    report(t, ended, after)
+    report(t, ended, after, v)
     sys.stdout.flush()  # the verdict now, not when the program ends (a pipe: tee, a log collector)
     code = ex.wait()
     ex.close()

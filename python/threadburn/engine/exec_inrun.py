@@ -40,7 +40,6 @@ import math
 import mmap
 import os
 import re
-import statistics
 import struct
 import subprocess
 import threading
@@ -106,6 +105,23 @@ STDBUF_LIBRARIES = ("/usr/libexec/coreutils/libstdbuf.so", "/usr/lib/coreutils/l
 BURST_GAP_S = 0.001
 BURST_SHARE = 0.9
 BURST_MIN_LINES = 5
+
+
+@dataclass(frozen=True)
+class InRunOptions:
+    """What an in-run tune's executor and its start (engine/inrun_setup.py)
+    take of tune's flags, built once by the command (commands/tune.py,
+    inrun_options), never read from its namespace."""
+    build_dir: str = None           # the build whose probe it preloads (None: found)
+    libomp: str = ""                # LLVM's runtime, preloaded when the runtime is llvm
+    runtime: str = "gomp"           # the runtime the program starts with (the runtime column)
+    timeout: float = 3600           # s the program may take to reach its steady phase
+    block: float = 0.5              # the least seconds a block measures
+    progress: str = "auto"          # the work a block counts: auto | regions | waits | launches | lines
+    metric: str = None              # the regex of the user's figure (None: no figure of theirs)
+    metric_better: str = "higher"   # which way that figure is better
+    probe_env: tuple = ()           # (variable, value) the probe reads (usercmd.probe_extra)
+    user_env: tuple = ()            # (variable, value) of --env: the program's own settings
 
 
 def line_buffered(env):
@@ -228,40 +244,6 @@ def command_line(pid, width=120):
         return "?"
     text = " ".join(x.decode(errors="replace") for x in raw.split(b"\0") if x) or "?"
     return text if len(text) <= width else text[:width - 3] + "..."
-
-
-# A unit's time that moves more than this between blocks of one setting (the median deviation
-# from the setting's own median, over every block) says the units differ in size: the count of
-# them measures the program's phases as well as the settings (the note of unit_spread).
-UNIT_SPREAD_NOTE = 0.15
-
-
-def unit_spread(records):
-    """How much a unit's time moved between blocks of one setting: the median, over every
-    block measured by its unit count, of |log(its unit time / its setting's median)|, as a
-    ratio less 1 (0.1: a block's unit typically 10 % off its setting's). None with fewer
-    than 2 such blocks of any setting."""
-    by = {}
-    for r in records:
-        if r.time_kind == "unit_ms" and r.time and r.time > 0:
-            by.setdefault(r.name, []).append(math.log(r.time))
-    devs = []
-    for logs in by.values():
-        if len(logs) >= 2:
-            mid = statistics.median(logs)
-            devs += [abs(x - mid) for x in logs]
-    return math.exp(statistics.median(devs)) - 1 if devs else None
-
-
-def unit_spread_note(records, kind):
-    """A line for the verdict where the units counted differ in size (UNIT_SPREAD_NOTE), else None."""
-    spread = unit_spread(records)
-    if spread is None or spread <= UNIT_SPREAD_NOTE:
-        return None
-    return (f"tune --in-run: a unit of work ({kind}) took {spread:.0%} more or less from block to block under one "
-            "setting (the median deviation): the units differ in size, so their count measures the program's "
-            "phases as well as the settings; its own figure would judge it better (--metric on a line it prints "
-            "per step)")
 
 
 class Ended(Exception):
@@ -431,8 +413,11 @@ def observed_points(ctl, user_env, runtime, cpus, physical, kind="regions", prog
 class InRunExecutor(campaign.Executor):
     """Runs a campaign's specs as blocks of one run of the command (module docstring)."""
 
-    def __init__(self, cmd, env, control, columns, options, seed, log_path):
+    def __init__(self, cmd, env, control, columns, options, seed, log_path, work=None, cpus=None):
+        """options: InRunOptions; work: the tune's work folder (the control block's, the
+        probe's files); cpus: the ceiling written into the control block (the usable CPUs)."""
         self.cmd, self.ctl, self.columns, self.options, self.seed = cmd, control, columns, options, seed
+        self.work, self.cpus, self.log_path = work, cpus, log_path
         self.index = {}            # point base key -> its setting's index (-1: the program's own)
         self.settings = {}         # a setting's index -> (team, blocktime_ms, cuda_flags); -1: None
         self.names = {-1: "plain"}  # a setting's index -> its point's name
@@ -593,6 +578,13 @@ class InRunExecutor(campaign.Executor):
         self.set_settle([])
         self.block_s = max(self.options.block, MIN_UNITS * 2 * unit_s)
         return unit_s
+
+    def set_points(self, points, settings):
+        """The points a block may run (observed_points: plain first, no setting) and each
+        one's probe setting: the index the control block's request names them by."""
+        self.index = {p.base_key: i - 1 for i, p in enumerate(points)}
+        self.settings = {i - 1: s for i, s in enumerate(settings)}
+        self.names = {i - 1: p.name for i, p in enumerate(points)}
 
     def set_settle(self, settings):
         """The settle time for the settings tried (settle_time: the program's own spin read from
