@@ -236,6 +236,23 @@ class SlotSizes(unittest.TestCase):
     def test_one_size_is_no_comparison(self):
         self.assertIsNone(slotsizes.decide(size_rows({1.0: ("plain", 100.0)}), rules.Rule()))
 
+    def test_the_figure(self):
+        # slots.png: throughput and CPUs busy against the slot size, the plan's line and plain's
+        import tempfile
+        from threadburn.export import figures
+        rows = size_rows({1.0: ("T1-gomp", 200.0), 2.0: ("plain", 100.0)}, plain={1.0: 260.0})
+        points = slotsizes_text.entries(rows)
+        self.assertEqual(sorted((e["setting"], e["cpus"]) for e in points),
+                         [("each size's plan", 1.0), ("each size's plan", 2.0), ("plain", 1.0)])
+        try:
+            plt = figures.pyplot()
+        except Exception as e:  # noqa: BLE001 (no matplotlib here)
+            self.skipTest(str(e))
+        with tempfile.TemporaryDirectory() as tmp:
+            written = slotsizes_text.figure(rows, plt, tmp)
+            self.assertEqual([os.path.basename(w) for w in written], ["slots.png"])
+        self.assertEqual(slotsizes_text.figure(size_rows({1.0: ("plain", 100.0)}), plt, "/nonexistent"), [])
+
 
 if __name__ == "__main__":
     unittest.main()
