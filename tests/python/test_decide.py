@@ -12,7 +12,7 @@ import unittest
 
 import helpers  # noqa: F401  (puts python/ on the path)
 from synthetic import Truth as T, rates, settings
-from threadburn.analysis import decide
+from threadburn.analysis import decide, ratios
 from threadburn.lib import rule as rules
 from threadburn.lib.stats import t_quantile
 
@@ -168,8 +168,8 @@ class Edges(unittest.TestCase):
         self.assertGreater(r.hi - r.lo, 0.05)
         d = decide.decide(FIXED, [runs("a", 10.001), runs("b", 9.001)], "a")
         self.assertEqual((d.verdict, d.chosen), ("change", "b"))
-        self.assertEqual(decide.quantum([12.34, 12.3, 7]), 0.01)
-        self.assertEqual(decide.quantum([10, 20]), 1.0)
+        self.assertEqual(ratios.quantum([12.34, 12.3, 7]), 0.01)
+        self.assertEqual(ratios.quantum([10, 20]), 1.0)
 
     def test_integer_ties_and_zero_cpu(self):
         # 12 runs of whole milliseconds: ties everywhere, CPU 0 in every run.
@@ -253,14 +253,14 @@ class Family(unittest.TestCase):
         # The ranks need more: a change is shown on the sign test's bound (pi/2 the t's runs at
         # normal noise), a no better on the signed-rank's (pi/3).
         for est, sd, a in ((0.9, 0.03, 0.01), (1 / 1.056, 0.04, 0.001), (1.0, 0.02, 0.004)):
-            r = decide.Ratio(est, est, est, 5, 5, a, 4, sd)
+            r = ratios.Ratio(est, est, est, 5, 5, a, 4, sd)
             room = abs(abs(math.log(est)) - math.log(1.05))
             for method, k in (("paired", 1.0), ("ranks", math.pi / 2 if est < 1 / 1.05 else math.pi / 3)):
-                got = decide.runs_needed(r, 0.05, a, method)
+                got = ratios.runs_needed(r, 0.05, a, method)
                 want = next(n for n in range(2, 100000)
                             if t_quantile(1 - a, n - 1) * math.sqrt(k) * sd / math.sqrt(n) < room)
                 self.assertEqual(got, want, (est, sd, a, method))
-        self.assertGreater(decide.runs_needed(decide.Ratio(1 / 1.056, 0, 0, 5, 5, 0.001, 4, 0.04), 0.05, 0.001), 300)
+        self.assertGreater(ratios.runs_needed(ratios.Ratio(1 / 1.056, 0, 0, 5, 5, 0.001, 4, 0.04), 0.05, 0.001), 300)
 
 
 if __name__ == "__main__":

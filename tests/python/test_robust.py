@@ -1,4 +1,4 @@
-"""Rule versions 3 and 4 (python/threadburn/lib/rule.py, analysis/decide.py,
+"""Rule versions 3 and 4 (python/threadburn/lib/rule.py, analysis/decide.py and ratios.py,
 analysis/confirmation.py, analysis/race.py) on data whose truth is known:
 the ranks' bounds against published tables, their coverage and their
 resistance to runs slowed 2x by what no evidence shows, the spending of
@@ -14,7 +14,7 @@ import sys
 import unittest
 
 import helpers
-from threadburn.analysis import decide
+from threadburn.analysis import ratios
 from threadburn.lib import rule as rules
 from threadburn.lib.stats import sign_bound, sign_depth, signed_rank_depth
 
@@ -64,8 +64,8 @@ class Depths(unittest.TestCase):
         # interval, the paired t's, and a clear 30 % gain at 0.5 % noise still shows.
         rng = random.Random(3)
         x, y = rounds(rng, 3, 0.7, sd=0.005, hidden=0.0)
-        r = decide.ratio(x, y, 0.01, method="ranks")
-        t = decide.ratio(x, y, 0.01, method="paired")
+        r = ratios.ratio(x, y, 0.01, method="ranks")
+        t = ratios.ratio(x, y, 0.01, method="paired")
         self.assertAlmostEqual(r.lo, t.lo, places=6)  # (the ranks widen by the rounding, the t by its variance)
         self.assertAlmostEqual(r.hi, t.hi, places=6)
         self.assertTrue(r.better(rules.MARGIN))
@@ -121,7 +121,7 @@ class HiddenSlowdowns(unittest.TestCase):
         rng = random.Random(11)
         high = low = 0
         for _ in range(self.TRIALS):
-            r = decide.ratio(*rounds(rng, 12, 0.88), 0.05, method="ranks")
+            r = ratios.ratio(*rounds(rng, 12, 0.88), 0.05, method="ranks")
             high += r.hi < 0.88
             low += r.lo > 0.88
         self.assertTrue(at_most(high / self.TRIALS, 0.05, self.TRIALS), high)
@@ -135,7 +135,7 @@ class HiddenSlowdowns(unittest.TestCase):
         for _ in range(400):
             x, y = rounds(rng, 18, 0.88)
             for method in shown:
-                shown[method] += decide.ratio(x, y, 0.05, method=method).better(rules.MARGIN)
+                shown[method] += ratios.ratio(x, y, 0.05, method=method).better(rules.MARGIN)
         self.assertGreaterEqual(shown["ranks"] / 400, 0.85, shown)
         self.assertLessEqual(shown["paired"] / 400, 0.5, shown)
 
@@ -260,7 +260,7 @@ class WholeTunes(unittest.TestCase):
         # Plain, P 25 % faster under the probe only, W 15 % faster (time and CPU) everywhere,
         # 4 % noise, 130 runs a setting (tests/bench/check_hidden.py's tune_refuted). When
         # P's first fresh look showed a gain just past the margin by luck, the runs its next
-        # look would need to tell (decide.runs_needed at a gain that near the margin) were
+        # look would need to tell (ratios.runs_needed at a gain that near the margin) were
         # the whole budget: 190 + 190 runs at look 2, P then contradicted and no runs left
         # for W, undecided (5 of seeds 7000-7199, these). A look adds at most the runs so far
         # (confirmation.LOOK_MAX_GROWTH): P is contradicted within budget and W confirmed.

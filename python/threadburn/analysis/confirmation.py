@@ -24,7 +24,7 @@ next candidate's confirmation tests at the shares the earlier looks left.
 import math
 from dataclasses import dataclass
 
-from . import decide
+from . import ratios
 from ..lib.rule import MIN_RUNS
 from ..lib.stats import normal_quantile
 
@@ -41,7 +41,7 @@ LOOK_GROWTH = 0.5
 LOOK_MIN_RUNS = 3
 # ... and at most this share of them (one look at most doubles the runs): the
 # runs a look would need to tell follow from the gain seen, and a gain just
-# past the margin by luck asks for any number (decide.runs_needed). Sized
+# past the margin by luck asks for any number (ratios.runs_needed). Sized
 # that way, one look took the whole budget (190 + 190 fresh runs of a
 # setting its runs then contradicted, none left for the next candidate:
 # tests/python/test_robust.py); capped, a gain seen near the margin is seen
@@ -62,13 +62,13 @@ class Confirmation:
     baseline: str
     claim: str                  # time | cpu: what the change was claimed on
     runs: tuple                 # (runs of chosen, of baseline)
-    time: object                # decide.Ratio (chosen / baseline as a cost) or None
+    time: object                # ratios.Ratio (chosen / baseline as a cost) or None
     cpu: object
     holds: str                  # yes | no | undecided | None (no usable fresh runs)
     margin: float
     cpu_margin: float
     coverage: float             # of the two-sided interval, over every look (a repeated interval)
-    probe_cost: object = None   # decide.Ratio: probed / unprobed wall time of the chosen setting (tune)
+    probe_cost: object = None   # ratios.Ratio: probed / unprobed wall time of the chosen setting (tune)
     look: int = 1               # the confirmation's look these runs are
     alpha: float = None         # each side's one-sided level at that look
     more: int = None            # undecided: runs each for a next look (None: no usable ratio)
@@ -128,9 +128,9 @@ def analyse(recs, d, rule):
         return None  # no fresh runs of this candidate (and its baseline) to speak of
     look = look_of(mine, chosen, rule)
     a = rule.alpha_confirm(look)
-    t = decide.ratio(_values(mine, chosen, "time"), _values(mine, d.baseline, "time"), a, d.higher_is_better,
+    t = ratios.ratio(_values(mine, chosen, "time"), _values(mine, d.baseline, "time"), a, d.higher_is_better,
                      rule.method, interpolate=rule.interpolates)
-    c = decide.ratio(_values(mine, chosen, "cpu"), _values(mine, d.baseline, "cpu"), a, False, rule.method,
+    c = ratios.ratio(_values(mine, chosen, "cpu"), _values(mine, d.baseline, "cpu"), a, False, rule.method,
                      interpolate=rule.interpolates)
     claim = d.candidate_claim
     m, mc = rule.margin, d.cpu_margin
@@ -157,7 +157,7 @@ def probe_cost(recs, name, rule):
     bare = [r.wall_ms for r in recs if r.name == name and r.phase == "confirm" and r.status == "ok" and r.wall_ms]
     if not probed or not bare or not recs[0].rows[0].is_tune:
         return None
-    return decide.ratio(dict(enumerate(probed)), dict(enumerate(bare)), rule.confirm_alpha, method="welch")
+    return ratios.ratio(dict(enumerate(probed)), dict(enumerate(bare)), rule.confirm_alpha, method="welch")
 
 
 def runs_for(d, rule, available, look=1):
@@ -176,7 +176,7 @@ def runs_for(d, rule, available, look=1):
     if room <= 0 or r.sd == 0:
         return CONFIRM_MIN if r.sd == 0 else top
     z = normal_quantile(1 - rule.alpha_confirm(look)) + normal_quantile(CONFIRM_POWER)
-    ranks = decide.SIGN_RUNS if rule.method == "ranks" else 1.0  # its claim's bound is the sign test's
+    ranks = ratios.SIGN_RUNS if rule.method == "ranks" else 1.0  # its claim's bound is the sign test's
     need = math.ceil(ranks * (z * r.sd / room) ** 2) + 1
     return max(CONFIRM_MIN, min(top, need))
 
@@ -185,7 +185,7 @@ def more_needed(conf, rule):
     """(runs each for a next look, whether sized by what these fresh runs
     show). With the gain seen past the margin: what the next look would
     need for the open claim to settle, at their spread and gain
-    (decide.runs_needed at the next look's level), less those there are.
+    (ratios.runs_needed at the next look's level), less those there are.
     With the gain seen under the margin (or on the wrong side of it) no
     size follows from it, yet an undecided interval still reaches past the
     margin: the next look grows the runs by LOOK_GROWTH. Before, the looks
@@ -200,7 +200,7 @@ def more_needed(conf, rule):
         return None, False
     m = conf.margin if conf.claim == "time" else conf.cpu_margin
     if r.est < 1 / (1 + m):
-        need = decide.runs_needed(r, m, rule.alpha_confirm(conf.look + 1), rule.method)
+        need = ratios.runs_needed(r, m, rule.alpha_confirm(conf.look + 1), rule.method)
         if need is not None:
             return max(LOOK_MIN_RUNS, need - min(conf.runs)), True
     return max(LOOK_MIN_RUNS, math.ceil(LOOK_GROWTH * min(conf.runs))), False

@@ -28,13 +28,13 @@ step that does not add.
 """
 from dataclasses import dataclass
 
-from . import decide
+from . import ratios
 
 
 @dataclass
 class Alone:
     setting: str                # the plan one copy of which ran alone
-    ratio: decide.Ratio         # per copy at N / alone, as a cost: above 1, each copy loses
+    ratio: ratios.Ratio         # per copy at N / alone, as a cost: above 1, each copy loses
     higher_is_better: bool      # of the per-copy figure (a --metric's direction; wall time: lower)
     runs: tuple                 # (fresh runs at N, alone) compared
 
@@ -45,7 +45,7 @@ class Step:
     more: int
     fewer_plan: str             # each count's best plan
     more_plan: str
-    ratio: decide.Ratio         # host figure fewer / more as a cost (below 1: more copies, more work done)
+    ratio: ratios.Ratio         # host figure fewer / more as a cost (below 1: more copies, more work done)
     word: str                   # adds | adds less | open
 
 
@@ -101,7 +101,7 @@ def alone(e, confirm_recs, alone_recs, rule):
             continue
         higher = mine[0].per_copy_higher
         a, b = by_round(mine, "per_copy"), by_round(solo, "per_copy")
-        r = decide.ratio(a, b, rule.confirm_alpha, higher, rule.method, interpolate=rule.interpolates)
+        r = ratios.ratio(a, b, rule.confirm_alpha, higher, rule.method, interpolate=rule.interpolates)
         if r is not None:
             return Alone(name, r, higher, (len(a), len(b)))
     return None
@@ -116,7 +116,7 @@ def steps(series, alpha, rule, higher=True):
     better by the margin) or open. The one rule of --copies and --cpus."""
     out = []
     for (lo, lo_plan, lo_fig), (hi, hi_plan, hi_fig) in zip(series, series[1:]):
-        r = decide.ratio(hi_fig, lo_fig, alpha, higher, rule.method, interpolate=rule.interpolates)
+        r = ratios.ratio(hi_fig, lo_fig, alpha, higher, rule.method, interpolate=rule.interpolates)
         word = "open" if r is None else "adds" if r.better(rule.margin) else (
             "adds less" if r.not_better(rule.margin) else "open")
         out.append(Step(lo, hi, lo_plan, hi_plan, r, word))
