@@ -170,10 +170,12 @@ class Grids(helpers.TempDir, unittest.TestCase):
 
     def test_the_race_runs_each_settings_own_benchmarks(self):
         (point,) = self.load('settings = ["workers"]\n' + self.TRAIN + "gap_ms = 0\n").points
-        race = sweepcmd.GridRace(self.path("x.csv"), [point], rules.Rule(), "")
         two = "train_step/mnist_adadelta/preload:0/batch:64/workers:2/loader:torch/mkldnn:1/gap_ms:0"
         e = types.SimpleNamespace(benchmarks={"w2": {two + "/iterations:10/manual_time"}}, benchmark="")
-        self.assertEqual(race.registered(point.key, e, "w2"), {two})
+        self.assertEqual(sweepcmd.registered(point, e, "w2"), {two})
+        # the race's item for that setting (analysis/race.GridRace asks sweep.race_item): those benchmarks alone
+        item = sweepcmd.race_item({point.key: point})(point.key, [(e, "w2")], "confirm")
+        self.assertEqual((item.benchmarks, item.phase, item.key), ((two,), "confirm", "confirm-" + point.key))
 
 
 class Sweeps(helpers.TempDir, unittest.TestCase):

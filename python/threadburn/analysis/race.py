@@ -3,12 +3,24 @@
 decided), and the fresh runs it asks for after the race. Used by tune (its
 settings; with --copies, one workload per copy count, each with its own
 baseline, raced side by side) and by the decision rule's benchmark
-(synthetic settings); a sweep races many workloads at once
-(commands/sweep.py, GridRace).
+(synthetic settings). A sweep races many workloads at once (GridRace,
+below: its policy; commands/sweep.py makes the campaign's items): a
+workload whose race the budget cannot settle stops, and its fresh runs
+go on in looks.
 """
 import os
 
-from . import confirmation, verdicts
+from . import confirmation, runfigures, verdicts
+from ..lib import records, rule as rules
+
+# A workload's race stops (GridRace.stop_futile) only once its racing settings have this many
+# runs (the race's third look) and its nearest comparison needs over FUTILE_FACTOR times the
+# runs the budget left could reach: the runs needed come from the spread seen, and with 8
+# pairs a spread is within about 0.6-1.4 of its truth (chi-square, 90 %), the runs needed
+# within about 0.4-2x. In scripts/run.sh a stop at the first look (3 runs: 37 needed, 18
+# reachable; 28 against 27) ended both CIFAR workloads undecided that more runs might settle.
+FUTILE_MIN_RUNS = 8
+FUTILE_FACTOR = 2
 
 
 class Race:
@@ -133,3 +145,100 @@ def last_looks(race, left, reserve):
         plan = race().last_look(max(0, left() - room))
         if plan:
             yield plan
+
+
+class GridRace:
+    """The race of a sweep: per workload the decision of analysis/verdicts.py
+    by the campaign's rule, on the rows of its results file `out`; the next
+    round runs the points behind the settings still needed, each for only
+    the benchmarks of those settings (a point whose axis holds a setting
+    flag runs several settings). keys: the grid's point keys; item(key,
+    [(verdict, setting)], phase): the campaign item that runs point `key`
+    for those settings in that phase (race | confirm), the command's
+    (commands/sweep.py, race_item); runs_left(): the runs the race's budget
+    has left (None: unknown); say: where a workload's stop is said."""
+
+    def __init__(self, out, keys, rule, libomp, item, runs_left=None, say=print):
+        self.out, self.keys, self.rule, self.libomp, self.item = out, set(keys), rule, libomp, item
+        self.runs_left = runs_left or (lambda: None)   # runs the race's budget has left (None: unknown)
+        self.say = say
+        self.futile = {}                               # workload -> (runs a setting it needs, runs it could get)
+
+    def verdicts(self):
+        recs = records.run_records(records.read_rows(self.out), self.libomp, runfigures.of_run)
+        return verdicts.decide_records(recs, self.rule, os.path.basename(self.out), rule_from="the rows")
+
+    def __call__(self):
+        wanted = {}
+        left = self.runs_left()
+        for e in self.verdicts().entries:
+            if self.stop_futile(e, left):
+                continue
+            for name in e.decision.needs:
+                for key in e.points.get(name, set()):
+                    if key in self.keys:
+                        wanted.setdefault(key, []).append((e, name))
+        return [self.item(k, wanted[k], "race") for k in sorted(wanted)]
+
+    def stop_futile(self, e, left):
+        """Is workload e's race futile: undecided with no candidate, its
+        settings at FUTILE_MIN_RUNS runs at least, and even the whole budget
+        left, spent on its settings alone, takes them to a look short of the
+        runs its nearest open comparison still racing needs to settle by FUTILE_FACTOR
+        (ratios.runs_needed; None: on the margin, no number settles it)? Its runs then go to the
+        workloads the budget can decide (their races, their confirmations);
+        its verdict says undecided with the runs it would need. Said once."""
+        d = e.decision
+        if left is None or d.verdict != "undecided" or d.candidate is not None or not d.open:
+            return False
+        have = min(d.settings[n].n for n in d.needs if n in d.settings) if d.needs else 0   # the racing settings'
+        if have < FUTILE_MIN_RUNS:
+            return False
+        # the runs a setting could reach: the last look (rules.LOOK_SCHEDULE) whose stretch fits in what is left
+        could = max((t for t in rules.LOOK_SCHEDULE if t > have and (t - have) * max(1, len(d.needs)) <= left),
+                    default=have)
+        # the comparisons the race is still running (an open setting shown behind the leader runs no more)
+        racing = [n for name, n in d.open if name in d.needs] or [n for _, n in d.open]
+        need = min((n for n in racing if n is not None), default=None)
+        if need is not None and need <= FUTILE_FACTOR * could:
+            return False
+        if e.label not in self.futile:
+            said = f"about {need}" if need is not None else "more than any budget (a gain on the margin)"
+            self.say(f"sweep: {e.label}: stops racing: its nearest comparison needs {said} runs a setting, the "
+                     f"budget left could give it {could}")
+        self.futile[e.label] = (need, could)
+        return True
+
+    def next_looks(self, available):
+        """The next confirmation look of every workload whose fresh runs
+        cannot yet tell and that more runs would settle
+        (confirmation.next_look), within `available` runs in all:
+        ([items], runs each), or None."""
+        v = self.verdicts()
+        looks = [(e, confirmation.next_look(e.confirmation, self.rule, available // max(1, 2 * len(v.entries))))
+                 for e in v.entries]
+        looks = [(e, n) for e, n in looks if n > 0]
+        if not looks:
+            return None
+        items = self.confirm_items((e, e.confirmation.chosen) for e, _ in looks)
+        return items, min(max(n for _, n in looks), available // max(1, len(items)))
+
+    def confirm_items(self, pairs):
+        """The confirm-phase items of (verdict, chosen setting) pairs: each
+        pair's baseline and chosen points, for that workload's benchmarks."""
+        wanted = {}
+        for e, chosen in pairs:
+            for name in (e.decision.baseline, chosen):
+                key = min(k for k in e.points.get(name, set()) if k in self.keys)
+                wanted.setdefault(key, []).append((e, name))
+        return [self.item(k, wanted[k], "confirm") for k in sorted(wanted)]
+
+    def confirmations(self, available):
+        """The confirmation rounds after the race: for each workload whose
+        race selected a candidate not yet confirmed, its baseline's and the
+        candidate's points (for that workload's benchmarks), and the runs each
+        needs (analysis/confirmation.runs_for); ([items], runs each)."""
+        changed = [e for e in self.verdicts().entries if e.decision.candidate and e.confirmation is None]
+        n = max((confirmation.runs_for(e.decision, self.rule, available // max(1, 2 * len(changed)))
+                 for e in changed), default=0)
+        return self.confirm_items((e, e.decision.candidate) for e in changed), n

@@ -27,7 +27,7 @@ import time
 from datetime import datetime
 
 from . import options
-from ..analysis import confirmation, runfigures, verdicts
+from ..analysis import confirmation, race as races, verdicts
 from ..engine import campaign, exec_bench, exec_slurm, slurm
 from ..export import jsonfile, summary, text
 from ..lib import files, grid as gridmod, keys, paths, records, rule as rules, schema
@@ -83,14 +83,6 @@ def add_parser(sub):
 
 # With --decide, the share of --budget the race may use; the rest is the confirmations'.
 RACE_SHARE = 0.85
-# A workload's race stops (GridRace.stop_futile) only once its racing settings have this many
-# runs (the race's third look) and its nearest comparison needs over FUTILE_FACTOR times the
-# runs the budget left could reach: the runs needed come from the spread seen, and with 8
-# pairs a spread is within about 0.6-1.4 of its truth (chi-square, 90 %), the runs needed
-# within about 0.4-2x. In scripts/run.sh a stop at the first look (3 runs: 37 needed, 18
-# reachable; 28 against 27) ended both CIFAR workloads undecided that more runs might settle.
-FUTILE_MIN_RUNS = 8
-FUTILE_FACTOR = 2
 SLURM_ONLY = ("partition", "nodelist", "constraint", "time_limit", "max_parallel", "detach", "merge", "shared")
 
 
@@ -236,101 +228,23 @@ def check_design(g, args):
           "raise repetitions or add --decide.", flush=True)
 
 
-class GridRace:
-    """The race of a sweep: per workload the decision of analysis/verdicts.py
-    by the campaign's rule; the next round runs the points behind the
-    settings still needed, each for only the benchmarks of those settings
-    (a point whose axis holds a setting flag runs several settings)."""
+def race_item(by_key):
+    """The campaign item of a sweep's race (analysis/race.GridRace asks it):
+    item(point key, [(verdict, setting)], phase) runs that grid point for
+    only the benchmarks of those settings (exec_bench.Only)."""
+    def item(key, settings, phase):
+        point = by_key[key]
+        names = set()
+        for e, name in settings:
+            names |= registered(point, e, name)
+        return exec_bench.Only(point, names, phase=phase)
+    return item
 
-    def __init__(self, out, points, rule, libomp, runs_left=None):
-        self.out, self.by_key, self.rule, self.libomp = out, {p.key: p for p in points}, rule, libomp
-        self.runs_left = runs_left or (lambda: None)   # runs the race's budget has left (None: unknown)
-        self.futile = {}                               # workload -> (runs a setting it needs, runs it could get)
 
-    def verdicts(self):
-        recs = records.run_records(records.read_rows(self.out), self.libomp, runfigures.of_run)
-        return verdicts.decide_records(recs, self.rule, os.path.basename(self.out), rule_from="the rows")
-
-    def __call__(self):
-        wanted = {}
-        left = self.runs_left()
-        for e in self.verdicts().entries:
-            if self.stop_futile(e, left):
-                continue
-            for name in e.decision.needs:
-                for key in e.points.get(name, set()):
-                    if key in self.by_key:
-                        wanted.setdefault(key, set()).update(self.registered(key, e, name))
-        return [exec_bench.Only(self.by_key[k], wanted[k]) for k in sorted(wanted)]
-
-    def stop_futile(self, e, left):
-        """Is workload e's race futile: undecided with no candidate, its
-        settings at FUTILE_MIN_RUNS runs at least, and even the whole budget
-        left, spent on its settings alone, takes them to a look short of the
-        runs its nearest open comparison still racing needs to settle by FUTILE_FACTOR
-        (decide.runs_needed; None: on the margin, no number settles it)? Its runs then go to the
-        workloads the budget can decide (their races, their confirmations);
-        its verdict says undecided with the runs it would need. Said once."""
-        d = e.decision
-        if left is None or d.verdict != "undecided" or d.candidate is not None or not d.open:
-            return False
-        have = min(d.settings[n].n for n in d.needs if n in d.settings) if d.needs else 0   # the racing settings'
-        if have < FUTILE_MIN_RUNS:
-            return False
-        # the runs a setting could reach: the last look (rules.LOOK_SCHEDULE) whose stretch fits in what is left
-        could = max((t for t in rules.LOOK_SCHEDULE if t > have and (t - have) * max(1, len(d.needs)) <= left),
-                    default=have)
-        # the comparisons the race is still running (an open setting shown behind the leader runs no more)
-        racing = [n for name, n in d.open if name in d.needs] or [n for _, n in d.open]
-        need = min((n for n in racing if n is not None), default=None)
-        if need is not None and need <= FUTILE_FACTOR * could:
-            return False
-        if e.label not in self.futile:
-            said = f"about {need}" if need is not None else "more than any budget (a gain on the margin)"
-            print(f"sweep: {e.label}: stops racing: its nearest comparison needs {said} runs a setting, the "
-                  f"budget left could give it {could}", flush=True)
-        self.futile[e.label] = (need, could)
-        return True
-
-    def next_looks(self, available):
-        """The next confirmation look of every workload whose fresh runs
-        cannot yet tell and that more runs would settle
-        (confirmation.next_look), within `available` runs in all:
-        ([items], runs each), or None."""
-        v = self.verdicts()
-        looks = [(e, confirmation.next_look(e.confirmation, self.rule, available // max(1, 2 * len(v.entries))))
-                 for e in v.entries]
-        looks = [(e, n) for e, n in looks if n > 0]
-        if not looks:
-            return None
-        items = self.confirm_items((e, e.confirmation.chosen) for e, _ in looks)
-        return items, min(max(n for _, n in looks), available // max(1, len(items)))
-
-    def confirm_items(self, pairs):
-        """The confirm-phase items of (verdict, chosen setting) pairs: each
-        pair's baseline and chosen points, for that workload's benchmarks."""
-        wanted = {}
-        for e, chosen in pairs:
-            for name in (e.decision.baseline, chosen):
-                key = min(k for k in e.points.get(name, set()) if k in self.by_key)
-                wanted.setdefault(key, set()).update(self.registered(key, e, name))
-        return [exec_bench.Only(self.by_key[k], wanted[k], phase="confirm") for k in sorted(wanted)]
-
-    def registered(self, key, e, name):
-        """The registered names of the benchmarks point `key` ran for setting `name` of verdict e."""
-        point = self.by_key[key]
-        return {registered_name(point, b) for b in e.benchmarks.get(name, {e.benchmark})
-                if any(b == d.name or b.startswith(d.name + "/") for d in point.description().benchmarks)}
-
-    def confirmations(self, available):
-        """The confirmation rounds after the race: for each workload whose
-        race selected a candidate not yet confirmed, its baseline's and the
-        candidate's points (for that workload's benchmarks), and the runs each
-        needs (analysis/confirmation.runs_for); ([items], runs each)."""
-        changed = [e for e in self.verdicts().entries if e.decision.candidate and e.confirmation is None]
-        n = max((confirmation.runs_for(e.decision, self.rule, available // max(1, 2 * len(changed)))
-                 for e in changed), default=0)
-        return self.confirm_items((e, e.decision.candidate) for e in changed), n
+def registered(point, e, name):
+    """The registered names of the benchmarks the grid point ran for setting `name` of verdict e."""
+    return {registered_name(point, b) for b in e.benchmarks.get(name, {e.benchmark})
+            if any(b == d.name or b.startswith(d.name + "/") for d in point.description().benchmarks)}
 
 
 def registered_name(point, reported):
@@ -439,8 +353,9 @@ def sweep(args):
     print(f"sweep: {g.name}: {grid_runs} runs of {len(g.points)} points, {len(done)} already in {out}; in rounds, "
           f"seed {seed} (--seed {seed} repeats this order)" +
           (f"; deciding within {budget.text()}" if budget else ""), flush=True)
-    race = GridRace(out, g.points, rule, args.libomp,
-                    lambda: None if c.runs_possible() is None else c.runs_possible() - c.spent) if args.decide else None
+    race = races.GridRace(out, [p.key for p in g.points], rule, args.libomp, race_item({p.key: p for p in g.points}),
+                          lambda: None if c.runs_possible() is None else c.runs_possible() - c.spent,
+                          say=lambda line: print(line, flush=True)) if args.decide else None
     signal.signal(signal.SIGTERM, _interrupt)  # clean up like Ctrl-C
 
     def body():
