@@ -24,6 +24,28 @@ from threadburn.lib import knobs, paths, probe, programs
 
 BUILD = helpers.real_build_dir()
 
+
+# What the programs and the probe print of the table (--describe's "knobs", each runtime's
+# "own_knobs", the context keys of the read-backs), written from the table as the C++ side
+# must: the drift checks below compare the two.
+def described_table():
+    """The table as --describe prints it ("knobs"): every cell of every row."""
+    return [{c: k.cell(c) for c in knobs.COLUMNS} for k in knobs.table()]
+
+
+def own_knobs(runtime):
+    """The knobs only that runtime reads (gomp, llvm; cuda: the preload libraries')."""
+    return [k.name for k in knobs.table() if k.reader == runtime]
+
+
+def in_force_keys(flags=None):
+    """The context keys that report what the knobs really are in the live
+    process. With flags (a program's flag names): those the program reports,
+    which leaves out the read-back of a knob whose column is a flag it lacks
+    (cuda_sync_in_force: the programs with --cuda_sync, and the probe)."""
+    return [k.in_force for k in knobs.table() if k.in_force != knobs.NONE
+            and (flags is None or k.is_column or k.column is None or k.column in flags)]
+
 SMALL = "\t".join(knobs.COLUMNS) + "\n" + "\n".join("\t".join(row) for row in (
     ("THREADS", "openmp", "int>=1 cores", "-", "T={}", "max_threads", "THREADS", "{} threads", "rows", "threads"),
     ("WAIT", "gomp", "one-of active passive", "-", "{}", "-", "WAIT", "-", "columns (spins)", "wait"),
@@ -124,8 +146,8 @@ class Table(unittest.TestCase):
 
     def test_the_package_table_parses_and_names_its_runtimes(self):
         self.assertIn("OMP_NUM_THREADS", knobs.names())
-        self.assertEqual(knobs.runtime_knobs("gomp"), ["GOMP_SPINCOUNT"])
-        self.assertTrue(set(knobs.runtime_knobs("llvm")) >= {"KMP_BLOCKTIME", "KMP_AFFINITY"})
+        self.assertEqual(own_knobs("gomp"), ["GOMP_SPINCOUNT"])
+        self.assertTrue(set(own_knobs("llvm")) >= {"KMP_BLOCKTIME", "KMP_AFFINITY"})
 
     def test_the_settings_in_force_line(self):
         """The same contexts and lines as tests/cpp/runtime_test.cc's
@@ -177,12 +199,12 @@ class Table(unittest.TestCase):
                          ("cuda", ("auto", "spin", "yield", "blocking_sync"), "cuda_sync_in_force", "cuda_sync"))
         self.assertFalse(sync.is_column)
         self.assertEqual(knobs.NOT_A_KNOB, ("THREADBURN_CUDA_SYNC", "LD_PRELOAD"))
-        self.assertEqual(knobs.runtime_knobs("cuda"), ["THREADBURN_CUDA_SYNC"])
+        self.assertEqual(own_knobs("cuda"), ["THREADBURN_CUDA_SYNC"])
         # read back where the flag is: the probe and the programs with --cuda_sync, not the others
-        self.assertIn("cuda_sync_in_force", knobs.in_force_keys())
-        self.assertIn("cuda_sync_in_force", knobs.in_force_keys(["cuda_sync", "batch"]))
-        self.assertNotIn("cuda_sync_in_force", knobs.in_force_keys(["batch"]))
-        self.assertIn("omp_max_threads", knobs.in_force_keys(["batch"]))
+        self.assertIn("cuda_sync_in_force", in_force_keys())
+        self.assertIn("cuda_sync_in_force", in_force_keys(["cuda_sync", "batch"]))
+        self.assertNotIn("cuda_sync_in_force", in_force_keys(["batch"]))
+        self.assertIn("omp_max_threads", in_force_keys(["batch"]))
 
 
 class Recordings(unittest.TestCase):
@@ -193,12 +215,12 @@ class Recordings(unittest.TestCase):
         for bench, device, _ in record_programs.recorded():
             with self.subTest(recording=f"{bench}.{device}"):
                 rec = helpers.recording(bench, device)
-                self.assertEqual(rec["knobs"], knobs.as_dicts(),
+                self.assertEqual(rec["knobs"], described_table(),
                                  "knobs.tsv changed: rebuild and re-record (tests/python/record_programs.py)")
                 d = programs.Description.from_json(rec)
                 for runtime in d.runtimes:
-                    self.assertEqual(runtime["own_knobs"], knobs.runtime_knobs(runtime["name"]))
-                missing = [k for k in knobs.in_force_keys(d.flags) if k not in rec["context"]]
+                    self.assertEqual(runtime["own_knobs"], own_knobs(runtime["name"]))
+                missing = [k for k in in_force_keys(d.flags) if k not in rec["context"]]
                 self.assertEqual(missing, [], "in_force keys the program does not report")
 
 
@@ -208,11 +230,11 @@ class Build(unittest.TestCase):
         for bench in record_programs.built_programs(BUILD):
             with self.subTest(program=bench):
                 doc = record_programs.describe(BUILD, bench, [])
-                self.assertEqual(doc["knobs"], knobs.as_dicts())
+                self.assertEqual(doc["knobs"], described_table())
                 self.assertEqual({r["name"]: r["own_knobs"] for r in doc["runtimes"]},
-                                 {r["name"]: knobs.runtime_knobs(r["name"]) for r in doc["runtimes"]})
+                                 {r["name"]: own_knobs(r["name"]) for r in doc["runtimes"]})
                 flags = [f["name"] for f in doc["flags"]]
-                self.assertEqual([k for k in knobs.in_force_keys(flags) if k not in doc["context"]], [])
+                self.assertEqual([k for k in in_force_keys(flags) if k not in doc["context"]], [])
 
     def test_the_programs_read_back_placement_and_schedule(self):
         """runtime_bench --describe under each runtime: with what PyTorch's
@@ -260,8 +282,8 @@ class Build(unittest.TestCase):
 
     def test_the_probe_describes_the_table(self):
         doc = probe.describe(BUILD)
-        self.assertEqual(doc["knobs"], knobs.as_dicts())
-        self.assertEqual([k for k in knobs.in_force_keys() if k not in doc["context"]], [])
+        self.assertEqual(doc["knobs"], described_table())
+        self.assertEqual([k for k in in_force_keys() if k not in doc["context"]], [])
 
     def test_the_generated_header_is_the_tables(self):
         with open(os.path.join(BUILD, "generated", "runtime", "knob_table.h")) as f:

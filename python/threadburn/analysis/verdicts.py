@@ -35,7 +35,7 @@ class Verdict:
     label: str
     decision: decide.Decision
     runs: int                                        # race runs compared
-    time_kind: str = "step_ms"                       # loop_ms | step_ms | wall_ms | steady_ms | metric
+    time_kind: str = "step_ms"                       # its runs' time_kind (lib/records.RunRecord)
     env: dict = field(default_factory=dict)          # name -> the variables a user sets
     points: dict = field(default_factory=dict)       # name -> the point keys (campaign items) behind it
     duplicates: dict = field(default_factory=dict)   # dropped setting -> the one kept (same settings in force)

@@ -21,7 +21,6 @@ from ..lib import fmt, knobs, paths, records, schema
 from ..lib.errors import ThreadburnError
 from ..lib.records import Row
 
-KINDS = ("sweep", "tune", "run")
 # The verdict band's colours (background, border), by verdict: the browser
 # test looks for the band's colour near the top of the page's screenshot.
 VERDICT_COLORS = {"change": ("#e3f4e6", "#1e7b34"), "keep": ("#e6edf7", "#2c5aa0"),

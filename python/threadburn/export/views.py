@@ -10,6 +10,7 @@ change makes the verdict undecided and says so.
 """
 import shlex
 
+from ..analysis.runfigures import HOST_KINDS
 from ..lib import fmt, paths
 from ..lib.errors import ThreadburnError
 
@@ -23,7 +24,6 @@ FIGURE_NAMES = {"loop_ms": "iteration ms", "step_ms": "step ms", "wall_ms": "wal
                 "unit_ms": "ms a unit",
                 "metric": "your figure",
                 "host": "copies/s", "host_metric": "your figure, all copies"}
-HOST_KINDS = ("host", "host_metric")
 # The CUDA host wait policies as cudaSetDeviceFlags takes them (cudaDeviceScheduleAuto,
 # Spin, Yield, BlockingSync): how a program keeps a policy without threadburn.
 CUDA_SCHEDULE_FLAGS = {"auto": 0, "spin": 1, "yield": 2, "blocking_sync": 4}

@@ -239,20 +239,6 @@ def names():
     return [k.name for k in table()]
 
 
-def runtime_knobs(runtime):
-    """The knobs only that OpenMP runtime reads (gomp, llvm)."""
-    return [k.name for k in table() if k.reader == runtime]
-
-
-def in_force_keys(flags=None):
-    """The context keys that report what the knobs really are in the live
-    process. With flags (a program's flag names): those the program reports,
-    which leaves out the read-back of a knob whose column is a flag it lacks
-    (cuda_sync_in_force: the programs with --cuda_sync, and the probe)."""
-    return [k.in_force for k in table() if k.in_force != NONE
-            and (flags is None or k.is_column or k.column is None or k.column in flags)]
-
-
 def in_force_line(context):
     """The settings in force as one line, from a context (the programs' or
     the probe's context keys): "libgomp with 4 threads, spin count 300000 (in
@@ -323,11 +309,6 @@ def shorten(text):
         knob = get(m.group(1))
         return knob.short(m.group(2)) if knob and knob.label != NONE else m.group(0)
     return re.sub(r"\b([A-Z][A-Z0-9_]*)=(\S+)", short, text)
-
-
-def as_dicts(knobs=None):
-    """The table as --describe prints it ("knobs")."""
-    return [{c: k.cell(c) for c in COLUMNS} for k in (knobs or table())]
 
 
 def header(knobs):

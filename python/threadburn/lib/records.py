@@ -303,7 +303,7 @@ class RunRecord:
     status: str                 # ok | failed | skipped (the worst of its rows)
     reason: str
     time: float                 # the figure compared as time (see time_kind); None when not measured
-    time_kind: str              # loop_ms | step_ms | wall_ms | steady_ms | metric | host | host_metric
+    time_kind: str              # loop_ms | step_ms | wall_ms | steady_ms | unit_ms | metric | host | host_metric
     higher_is_better: bool
     cpu: float                  # CPU ms of the run per iteration (sweep) or in all (tune); None without
     wall_ms: float
