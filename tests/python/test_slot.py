@@ -241,7 +241,7 @@ class SlotSizes(unittest.TestCase):
         import tempfile
         from threadburn.export import figures
         rows = size_rows({1.0: ("T1-gomp", 200.0), 2.0: ("plain", 100.0)}, plain={1.0: 260.0})
-        points = slotsizes_text.entries(rows)
+        points = slotsizes.figure_points(rows)
         self.assertEqual(sorted((e["setting"], e["cpus"]) for e in points),
                          [("each size's plan", 1.0), ("each size's plan", 2.0), ("plain", 1.0)])
         try:
@@ -249,9 +249,9 @@ class SlotSizes(unittest.TestCase):
         except Exception as e:  # noqa: BLE001 (no matplotlib here)
             self.skipTest(str(e))
         with tempfile.TemporaryDirectory() as tmp:
-            written = slotsizes_text.figure(rows, plt, tmp)
+            written = figures.slot_sizes(rows, plt, tmp)
             self.assertEqual([os.path.basename(w) for w in written], ["slots.png"])
-        self.assertEqual(slotsizes_text.figure(size_rows({1.0: ("plain", 100.0)}), plt, "/nonexistent"), [])
+        self.assertEqual(figures.slot_sizes(size_rows({1.0: ("plain", 100.0)}), plt, "/nonexistent"), [])
 
 
 if __name__ == "__main__":

@@ -14,12 +14,12 @@ and is open otherwise. The training needs the smallest size whose plan the
 next larger one's is not measurably faster than: the size before the first
 step that does not add, said only when that step is settled (else: at least).
 """
-import os
+import json
 import statistics
 from dataclasses import dataclass, field
 
-from . import hostplan, verdicts
-from ..lib import paths, records
+from . import hostplan
+from ..lib import files
 
 
 @dataclass
@@ -49,13 +49,15 @@ class Sizes:
 
 
 def plan_of(csv_path):
-    """The plan a size's own tune ended with (its file's verdict, by the
-    rule its rows recorded): the confirmed change, else plain."""
-    _, rows = records.read_table(csv_path)
-    v = verdicts.decide_rows(rows, os.path.basename(csv_path), None, None, paths.LIBOMP)
-    if not v.entries:
+    """The plan a size's own tune ended with, from its verdict file
+    (<stem>.verdict.json, what the tune decided): the confirmed change, else
+    plain (hostplan.best)."""
+    try:
+        with open(files.verdict_path(csv_path)) as f:
+            w = json.load(f)["workloads"][0]
+    except (OSError, ValueError, KeyError, IndexError):
         return "plain"
-    return hostplan.best(v.entries[0])
+    return w["setting"] if w.get("verdict") == "change" and w.get("setting") else w.get("baseline") or "plain"
 
 
 def _figure(row):
@@ -121,9 +123,17 @@ def decide(rows, rule):
                  higher)
 
 
-def read(csv_path):
-    """Sizes of a sizes file, by the rule its rows recorded."""
-    _, rows = records.read_table(csv_path)
-    rule, _ = verdicts.rule_for(rows)
-    return decide(rows, rule)
-
+def figure_points(rows):
+    """A sizes file's points for its figure (export/figures.py, slot_sizes):
+    per size, its plan's and plain's median throughput and CPUs busy."""
+    out = []
+    for (cpus, role), rs in size_rows(rows).items():
+        s = _summary(rs)
+        if not s:
+            continue
+        command = rs[0].command or ""
+        out.append({"workload": command if len(command) <= 70 else command[:67] + "...",
+                    "setting": "each size's plan" if role == "plan" else "plain", "cpus": cpus,
+                    "throughput": s["throughput"], "cpus_busy": s["cpus_used"],
+                    "unit": "your figure" if any(r.metric is not None for r in rs) else "runs/s"})
+    return out

@@ -30,12 +30,12 @@ The runs of a command that `threadburn tune` (and `run`) write have no steps:
       throughput and each copy's figure against the copies, a line per plan
   slots.png  a tune of several slot sizes (tune --cpus 1,2, its <stem>.csv):
       throughput and the CPUs busy against the slot size, a line for each
-      size's plan and one for plain (export/slotsizes.py)
+      size's plan and one for plain (export/figures.py, slot_sizes)
 """
 import argparse
 import os
 
-from ..export import figures, slotsizes
+from ..export import figures
 from ..lib import records
 from ..lib.errors import ThreadburnError
 
@@ -69,7 +69,7 @@ def main(args):
             os.makedirs(args.out_dir, exist_ok=True)
             written += figures.tune_settings(rows, figures.pyplot(), args.out_dir)
             written += figures.host_plans(rows, figures.pyplot(), args.out_dir)
-            written += slotsizes.figure(rows, figures.pyplot(), args.out_dir)
+            written += figures.slot_sizes(rows, figures.pyplot(), args.out_dir)
         else:
             records.check_columns(args.csv, header, figures.SWEEP_NEEDS)
             written += figures.make_all(rows, os.path.dirname(os.path.abspath(args.csv)), args.out_dir, args.max_timelines)

@@ -23,7 +23,7 @@ import tempfile
 
 from . import options
 from ..analysis import verdicts
-from ..export import drawing, figures, html, slotsizes
+from ..export import drawing, figures, html
 from ..lib import files, paths, probe, records
 from ..lib.errors import ThreadburnError
 
@@ -64,7 +64,7 @@ def draw(page, tmp):
         attempt("host throughput and time per copy against the copies",
                 lambda: figures.host_plans(rows, figures.pyplot(), tmp))
         attempt("throughput and CPUs busy against the slot size",
-                lambda: slotsizes.figure(rows, figures.pyplot(), tmp))
+                lambda: figures.slot_sizes(rows, figures.pyplot(), tmp))
         if page.kind == "run":
             attempt("timeline of the run", lambda: run_timeline(rows[0], csv_dir, tmp))
         else:

@@ -8,7 +8,7 @@ import os
 import re
 
 from ..lib import keys, fmt, knobs, schema, stats
-from ..analysis import results
+from ..analysis import results, slotsizes
 from ..analysis.runfigures import HOST_KINDS, of_run
 from ..lib.records import Row, run_records, world_rows
 from .drawing import pyplot, save_figure, timeline_figure
@@ -351,6 +351,20 @@ def host_plans(rows, plt, out_dir):
         (("throughput", "host throughput ({unit}, all copies)"), ("per_copy", f"per copy: {per_unit}")),
         "copies started together", lambda lines: lines[0]["setting"],
         "Host plans: N copies of your command at once (median over the race's runs)", (12, 3.8))
+
+
+def slot_sizes(rows, plt, out_dir):
+    """slots.png: a tune of several slot sizes (tune --cpus 1,2; its <stem>.csv): throughput and
+    CPUs busy against the slot size, a line for each size's plan and one for plain (medians of
+    the fresh runs, each in a slot of its size: analysis/slotsizes.py); none otherwise."""
+    points = slotsizes.figure_points(rows)
+    if len({e["cpus"] for e in points}) < 2:
+        return []
+    return lines_by_workload(
+        points, plt, out_dir, "slots", "cpus",
+        (("throughput", "throughput ({unit}, median)"), ("cpus_busy", "CPUs busy (CPU / wall time, median)")),
+        "slot size (CPUs of quota)", lambda ls: ls[0]["setting"],
+        "Slot sizes: each size's plan and plain, fresh runs each in a slot of its size", (12, 3.8))
 
 
 def timelines(rows, csv_dir, plt, out_dir, max_lines):

@@ -2,10 +2,10 @@
 as text, JSON and a figure: per size its plan, throughput and CPU, each
 size's plan against the previous size's, how many CPUs the training needs;
 the figure draws throughput and CPU against the slot size, a line for each
-size's plan and one for plain (`threadburn plot`, `threadburn report`)."""
+size's plan and one for plain (export/figures.py, slot_sizes: `threadburn
+plot`, `threadburn report`)."""
 import json
 
-from . import figures
 from .views import ratio_text
 from ..analysis import slotsizes
 from ..lib import files, fmt, records
@@ -64,36 +64,6 @@ def data(z, paths=None):
 
 def json_text(z, paths=None):
     return json.dumps(data(z, paths), indent=1) + "\n"
-
-
-def entries(rows):
-    """The figure's points: per size, its plan's and plain's median throughput and CPUs busy."""
-    groups = slotsizes.size_rows(rows)
-    out = []
-    for (cpus, role), rs in groups.items():
-        s = slotsizes._summary(rs)
-        if not s:
-            continue
-        metric = any(r.metric is not None for r in rs)
-        command = rs[0].command or ""
-        out.append({"workload": command if len(command) <= 70 else command[:67] + "...",
-                    "setting": "each size's plan" if role == "plan" else "plain", "cpus": cpus,
-                    "throughput": s["throughput"], "cpus_busy": s["cpus_used"],
-                    "unit": "your figure" if metric else "runs/s"})
-    return out
-
-
-def figure(rows, plt, out_dir):
-    """slots.png: throughput and CPUs busy against the slot size (a file of
-    a tune of several sizes; none otherwise)."""
-    points = entries(rows)
-    if len({e["cpus"] for e in points}) < 2:
-        return []
-    return figures.lines_by_workload(
-        points, plt, out_dir, "slots", "cpus",
-        (("throughput", "throughput ({unit}, median)"), ("cpus_busy", "CPUs busy (CPU / wall time, median)")),
-        "slot size (CPUs of quota)", lambda ls: ls[0]["setting"],
-        "Slot sizes: each size's plan and plain, fresh runs each in a slot of its size", (12, 3.8))
 
 
 def report(out, sizes, paths, rule):
