@@ -35,6 +35,13 @@ OMP_NUM_THREADS=1; the baseline is plain at the same N. Each N is decided
 on its own; then fresh runs of each N's plain and chosen plan, and one copy
 of it alone, say what each copy loses and, with several N, how many fit.
 
+Slot sizes: --cpus N runs the whole tune in a cgroup of N CPUs' quota that
+threadburn makes and removes (docs/slot.md); a list (1,2,4, 1.5, or auto)
+runs each size's whole tune in its own slot (<stem>-cpus<N>.csv), then each
+size's plan and plain in fresh runs, each in a slot of its size, and judges
+each size's plan against the previous size's by --copies' rule: how many
+CPUs the training needs (engine/slots.py, analysis/slotsizes.py).
+
 A GPU training: when the first round's probe says the program used CUDA,
 every run is judged on its steady phase, from its first wait or launch
 through the CUDA driver to its end (its time and CPU: the startup, a fixed
@@ -76,11 +83,11 @@ from dataclasses import dataclass
 
 from . import options
 from .tune_plan import BLOCKS_PER_SETTING_BUDGET, RUNS_PER_SETTING_BUDGET, budgets, check_args, fresh_reserve, open_out
-from ..analysis import advice, confirmation, race as races, runlog, verdicts
-from ..engine import campaign, inrun_setup, plans
+from ..analysis import advice, confirmation, race as races, runlog, slotsizes as slotsizes_in, verdicts
+from ..engine import campaign, inrun_setup, plans, slots
 from ..engine import exec_inrun
 from ..engine.exec_probe import ProbeExecutor, ProbeOptions
-from ..export import jsonfile, text
+from ..export import jsonfile, slotsizes as slotsizes_out, text
 from ..lib import cgroup, files, machine, probe, rule as rules
 from ..lib.errors import ThreadburnError
 from ..lib.records import ResultsFile
@@ -103,10 +110,11 @@ def add_parser(sub):
     p.add_argument("--copies", type=options.copies, metavar="N|N,N,...|auto",
                    help="start N copies of the command together in every run and decide for the host: its "
                    "throughput, each copy's time, the CPU of all (a list: each N on its own, then how many fit)")
-    p.add_argument("--cpus", metavar="N",
+    p.add_argument("--cpus", metavar="N|N,N,...|auto",
                    help="run the whole tune in a slot of N CPUs' quota (1, 1.5): a cgroup threadburn makes under "
                    "its own and removes after, as a container's --cpus would (root or a delegated subtree; "
-                   "docs/slot.md). One size: a list of sizes is not built yet")
+                   "docs/slot.md). A list (1,2,4; auto: 1, 2, 4, ... the CPUs): each size's tune in its own "
+                   "slot, then each size's plan against the previous size's in fresh runs: how many CPUs it needs")
     p.add_argument("--param", action="append", default=[], metavar="NAME=v1,v2,...",
                    help="your program's own knob: {NAME} in the command takes each value (repeatable; needs --metric)")
     options.add_rule_options(p, objective_default="balanced; time with --param")
@@ -245,9 +253,12 @@ def main(args):
     if not getattr(args, "cpus", None):
         return main_in_slot(args)
     try:
-        cpus = cgroup.parse_cpus(args.cpus)
+        sizes = cgroup.parse_sizes(args.cpus)
     except ValueError as e:
         raise ThreadburnError(f"--cpus {args.cpus}: {e}") from None
+    if len(sizes) > 1:  # each size's tune in its own slot, then the sizes side by side (engine/slots.py)
+        return main_sizes(args, sizes)
+    cpus = sizes[0]
     # threadburn itself joins the slot, so every run (and its probe's reading of the slot) is
     # inside it; it leaves before the slot is removed, on an error or an interrupt too.
     # SIGTERM as Ctrl-C meanwhile: the runs stopped as for an interrupt, then the slot removed.
@@ -263,6 +274,16 @@ def main(args):
 
 def _as_interrupt(*_):
     raise KeyboardInterrupt
+
+
+def main_sizes(args, sizes):
+    """tune --cpus 1,2,4 (engine/slots.py), with what it takes of this command."""
+    def settings(a):
+        points = plans.plan(a.points, parse_env(a.env), [None], plans.parse_params(a.param, command_of(a)))
+        return points + plans.cuda_points(points)
+    return slots.main_sizes(args, sizes, slots.Hooks(
+        tune=main_in_slot, plan_of=slotsizes_in.plan_of, settings=settings, report=slotsizes_out.report,
+        executor=lambda cmd, columns, work, seed: ProbeExecutor(probe_options(args), cmd, columns, work, seed)))
 
 
 def main_in_slot(args):
