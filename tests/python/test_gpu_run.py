@@ -161,6 +161,40 @@ class GpuReport(unittest.TestCase):
                       "utilisation rate, polled)", out)
         self.assertIn("GPU 1 (NVIDIA H100 80GB HBM3): no sample (0 NVML samples)", out)
 
+    def test_the_advice_is_judged_per_gpu_of_the_process(self):
+        """Two GPUs of the process, one busy 90 % and one 5 %, and a third visible, unused, idle:
+        the busiest sets the pace, so not host-bound, where the two's mean (47 %, under GPU_LOW)
+        would say so; with the busiest at 30 %, host-bound, naming each one's share and not the
+        unused GPU's. One GPU: judged on the counter as before."""
+        def report(busy0, busy1):
+            rep = report_of("host_bound", steady_gpu_busy_share=(busy0 + busy1) / 2)
+            gpu = rep.summary["steady_gpus"][0]
+            rep.summary["steady_gpus"] = [dict(gpu, used=True, busy_share=busy0),
+                                          dict(gpu, index=1, used=True, busy_share=busy1),
+                                          dict(gpu, index=2, used=False, busy_share=0.0)]
+            lines = run_report.describe_report(rep, ["python3", "train.py"])
+            return [ln for ln in lines if ln.startswith("  advice: ")]
+        self.assertEqual(report(0.9, 0.05), [])
+        said = report(0.3, 0.05)
+        self.assertEqual(len(said), 1)
+        self.assertIn("host-bound", said[0])
+        self.assertIn("while its GPUs were busy 30% (GPU 0, the busiest) and 5% (GPU 1) of the steady phase", said[0])
+        self.assertNotIn("GPU 2", said[0])
+        self.assertTrue(report(0.05, 0.49)[0].startswith("  advice: host-bound"))  # the busiest is GPU 1
+        self.assertEqual(report(0.05, 0.5), [])  # GPU_LOW, on the busiest
+        self.assertEqual(advice("host_bound", steady_gpu_busy_share=0.49), ["host-bound"])
+
+    def test_the_startup_names_its_device_work_before_the_first_step(self):
+        rep = report_of("item_sync")
+        rep.summary["context"] = dict(rep.summary["context"], steady_from="steps")
+        rep.summary["startup_device"] = {"first_work_ms": 4200.0, "syncs": 56, "sync_wait_ms": 700.0,
+                                         "sync_cpu_ms": 690.0, "launches": 9, "launch_ms": 0.1, "launch_cpu_ms": 0.1}
+        lines = run_report.describe_report(rep, ["python3", "train.py"])
+        self.assertEqual(lines[3], "  startup: 13 s before the first training step recognised (the first of a run of "
+                                   "repeated waits on the device: the phase begins as its wait returns), 12740 ms of "
+                                   "CPU; device work from 4.2 s: 56 waits (700 ms), 9 launches (dataset preparation, "
+                                   "model.cuda(), a compile, the first step) (not in the steady phase's figures)")
+
     def test_cuda_without_a_sampled_gpu_gives_no_advice(self):
         out = text("not_sampled")
         self.assertIn("the process used CUDA, but no GPU was sampled", out)

@@ -109,6 +109,7 @@ class Steady:
     who: str = "the main thread"  # the thread(s) the main_* figures are of (device_threads())
     launchers: str = ""           # who launched the kernels, with shares, when not the main thread alone
     throttled_share: float = 0.0  # the quota's periods it ran out in (0 without a quota)
+    gpus_said: str = ""           # each GPU's busy share, the busiest first, where the process used several
 
     @property
     def main_share(self):
@@ -189,6 +190,28 @@ def sync_bound(p, policy):
             "nothing more")
 
 
+def _busy(p):
+    if p.gpus_said:
+        return f"its GPUs were busy {p.gpus_said}"
+    return f"the GPU was busy {p.gpu_busy:.0%}"
+
+
+def process_gpus(p, gpus):
+    """The steady phase's GPU figure judged per GPU of the process (the
+    summary's steady_gpus, those it used): the host-bound rule asks whether
+    the busiest of them idled, not their mean (one of two GPUs busy 90 % and
+    the other 10 % is not half busy: the first sets the pace), and its line
+    names each one's share. The visible GPUs the process did not use are in
+    no figure. p as it is with one GPU or without per-GPU figures."""
+    used = sorted((g for g in gpus or [] if g.get("used") and isinstance(g.get("busy_share"), (int, float))
+                   and g.get("samples")), key=lambda g: -g["busy_share"])
+    if len(used) < 2:
+        return p
+    said = " and ".join(f"{g['busy_share']:.0%} (GPU {g.get('index')}{', the busiest' if i == 0 else ''})"
+                        for i, g in enumerate(used))
+    return replace(p, gpu_busy=used[0]["busy_share"], gpus_said=said)
+
+
 def host_bound(p):
     if p.gpu_busy is None or p.gpu_busy >= GPU_LOW or p.main_demand < NEAR_A_CORE:
         return None
@@ -201,18 +224,18 @@ def host_bound(p):
         # A thread of a throttled cgroup waits to run while the quota is spent (the kernel counts it
         # as run-queue wait): not idle, and not the cores' fault but the quota's.
         return (f"{head} and waited to run {p.main_runq_share:.0%} of the steady phase ({_s(p.main_runq_ms)}) in a "
-                f"slot whose CPU quota ran out in {p.throttled_share:.0%} of its periods, while the GPU was busy "
-                f"{p.gpu_busy:.0%} of it: the GPU waits for the thread that launches its work{launches}, and that "
+                f"slot whose CPU quota ran out in {p.throttled_share:.0%} of its periods, while {_busy(p)} "
+                "of it: the GPU waits for the thread that launches its work{launches}, and that "
                 "thread for the slot's quota, not for idle cores. A larger quota (docs/slot.md: tune --cpus measures "
                 "how many CPUs it needs), or less CPU spent beside it in the slot (OMP_NUM_THREADS, spinning waits, "
                 "loader workers); a wait policy cannot help.")
     if p.main_runq_share >= STARVED_SHARE:
         return (f"{head} and waited for a core {p.main_runq_share:.0%} of the steady phase ({_s(p.main_runq_ms)}: "
-                f"other threads or processes held the cores) while the GPU was busy {p.gpu_busy:.0%} of it: the GPU "
+                f"other threads or processes held the cores) while {_busy(p)} of it: the GPU "
                 f"waits for the thread that launches its work{launches}, and that thread for a CPU. Give it one "
                 "first: fewer threads beside it (OMP_NUM_THREADS, loader workers, other processes on its cores); "
                 "then less host work per sample; a wait policy cannot help.")
-    return (f"{head} while the GPU was busy {p.gpu_busy:.0%} of the steady phase: the GPU waits for the thread "
+    return (f"{head} while {_busy(p)} of the steady phase: the GPU waits for the thread "
             f"that launches its work{launches}. Less host work per sample (a larger batch, fewer small kernels, "
             "CUDA graphs, data kept on the GPU) helps it; a wait policy cannot.")
 
@@ -292,13 +315,15 @@ def between_regions(counters):
             "measures which setting costs least here.")
 
 
-def device_advice(counters, context, calls=None, steady_classes=None):
+def device_advice(counters, context, calls=None, steady_classes=None, gpus=None):
     """The lines of advice of a process's steady phase (each 'kind: ...');
     none without a steady phase. calls, steady_classes: the summary's
-    device_calls and steady_classes (the threads that launch and wait)."""
+    device_calls and steady_classes (the threads that launch and wait);
+    gpus: its steady_gpus (each GPU's busy share: process_gpus)."""
     p = steady_of(counters)
     if p is None:
         return []
+    p = process_gpus(p, gpus)
     policy = context.get("cuda_sync_in_force", "n/a")
     sync, host = device_threads(p, calls, steady_classes)
     return [line for line in (sync_bound(sync, policy), host_bound(host), loader_bound(host)) if line]

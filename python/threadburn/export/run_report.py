@@ -46,7 +46,8 @@ def describe_report(report, cmd):
         lines.append("  advice: " + spin)
     lines += ["  advice: " + a for a in advice.device_advice(c, report.summary.get("context", {}),
                                                              report.summary.get("device_calls"),
-                                                             report.summary.get("steady_classes"))]
+                                                             report.summary.get("steady_classes"),
+                                                             report.summary.get("steady_gpus"))]
     throttled = advice.throttled(c, report.summary.get("context", {}))
     if throttled:
         lines.append("  advice: " + throttled)
@@ -83,8 +84,16 @@ def phase_lines(report):
         lines.append("  waits on the device: none seen (the program reached the driver another way than the probe "
                      "wraps: docs/cuda.md)")
     ends = STARTUP_ENDS.get(ctx.get("startup_ends", ""), "the steady phase")
+    if ctx.get("steady_from") == "steps":
+        ends = ("the first training step recognised (the first of a run of repeated waits on the device: "
+                "the phase begins as its wait returns)")
+    dev, device = report.summary.get("startup_device") or {}, ""
+    if dev.get("first_work_ms") is not None and (dev.get("syncs") or dev.get("launches")):
+        device = (f"; device work from {fmt.number(dev['first_work_ms'] / 1000)} s: {dev.get('syncs', 0)} waits "
+                  f"({fmt.ms(dev.get('sync_wait_ms') or 0)}), {dev.get('launches', 0)} launches (dataset "
+                  "preparation, model.cuda(), a compile, the first step)")
     lines.append(f"  startup: {fmt.number(figure(c, 'startup_ms') / 1000)} s before {ends}, "
-                 f"{fmt.ms(figure(c, 'startup_cpu_ms'))} of CPU (not in the steady phase's figures)")
+                 f"{fmt.ms(figure(c, 'startup_cpu_ms'))} of CPU{device} (not in the steady phase's figures)")
     if ctx.get("driver_calls_note", "none") != "none":
         lines.append(f"  note: {ctx['driver_calls_note']}")
     return lines
