@@ -182,6 +182,15 @@ class SlotSize(unittest.TestCase):
         result = helpers.threadburn("tune", "--cpus", "0", "--", "true")
         helpers.assert_one_line_error(self, result, "--cpus 0: a quota of 0 CPUs is below what one thread needs "
                                                     "(at least 0.01)")
+        result = helpers.threadburn("tune", "--cpus", "1,1", "--", "true")
+        helpers.assert_one_line_error(self, result, "--cpus 1,1: a slot size given twice in '1,1'")
+        result = helpers.threadburn("tune", "--cpus", f"1,{os.cpu_count() + 1}", "--", "true")
+        helpers.assert_one_line_error(self, result, f"--cpus 1,{os.cpu_count() + 1}: a quota of {os.cpu_count() + 1} "
+                                                    f"CPUs is above this host's {os.cpu_count()} CPUs")
+        result = helpers.threadburn("tune", "--cpus", "1,2", "--copies", "2", "--", "true")
+        helpers.assert_one_line_error(self, result, "--cpus 1,2: not with --copies (a tune of several slot sizes: "
+                                                    "each size's tune, then its plan against the others' in fresh "
+                                                    "runs)")
 
 
 def size_rows(times, plain=None, rounds=10, noise=0.01):
