@@ -256,7 +256,8 @@ def main():
                                 ok = (verdict, setting) in (right if right is not None else truth or set())
                                 rows.append([name, condition, way, rep, seed, verdict, setting,
                                              "truth" if is_truth else "yes" if ok else "no", round(secs, 1),
-                                             f"{a.startup_s:g}", version])
+                                             # a real training starts as it does: no --startup-s of ours
+                                             f"{a.startup_s:g}" if right is not None else "", version])
                                 w.writerow(rows[-1])
                                 out.flush()
                                 print(f"{name:10s} {condition:5s} {way:7s} rep {rep}: {verdict} {setting} "
