@@ -42,6 +42,21 @@ two fresh clones went UNDECIDED.) The tune must end CHANGE to a setting other
 than plain, its fresh runs' time interval below 1 - the margin, name the
 slot it decided in, and leave no cgroup.
 
+With --case sizes: `threadburn tune --cpus 1,2` of quota_child (a step's fixed
+CPU work in chunks its OpenMP team shares dynamically: a run's time is the
+CPU its process is given), plain (a team of 2) against a team of 1 and a
+passive wait. In a slot of one CPU's quota no plan does a step's work faster
+than one CPU; in a slot of two, a team of two does it in about half the time
+on two free CPUs, and in about two thirds with a core kept busy (the team
+gets two of the three runnable threads' shares): by construction the 2-CPU
+slot's plan is faster than the 1-CPU slot's by far more than the 5 %
+margin. The tune must end with a plan per size, its step 1 -> 2 CPUs
+"faster by more than 5%" (its throughput interval above 1.05), say the
+training needs at least 2 CPUs, record each run's slot, draw slots.png, and
+leave no cgroup. Then twice more, small, interrupted: SIGTERM in the second
+size's tune, SIGINT in the fresh runs side by side: each ends, and no cgroup
+of threadburn's and no process of the command is left.
+
 Skipped (77) unless root with a cpu controller a child cgroup can be made in.
 """
 import argparse
@@ -52,6 +67,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 SKIP = 77
 
@@ -175,12 +191,133 @@ def tune_case(a, parent, before):
     check(sorted(os.listdir(parent)) == before, "the slot removed: the parent cgroup is as it was")
 
 
+def clean_env():
+    return {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_", "KMP_")) and k != "LD_PRELOAD"}
+
+
+def children_of(child):
+    """The pids of processes running `child` (the command under test)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read().split(b"\0")[0].decode(errors="replace") == child:
+                    out.append(int(pid))
+        except OSError:
+            pass
+    return out
+
+
+def interrupted(a, parent, before, tmp, sig, when):
+    """A small tune --cpus 1,2 stopped by `sig` once its output has a line with `when`: it
+    ends, and leaves no cgroup and no process of the command."""
+    out = os.path.join(tmp, f"stopped-{sig}.csv")
+    cmd = [os.path.join(a.repo, "bin", "threadburn"), "tune", "--cpus", "1,2", "--points", a.points,
+           "--repetitions", "3", "--confirm", "3", "--out", out, "--", a.child] + CHILD_ARGS
+    print("$ " + " ".join(cmd) + f"   (stopped by signal {sig} at {when!r})", flush=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env())
+    seen = []
+    for line in p.stdout:
+        seen.append(line)
+        if when in line:
+            time.sleep(0.5)  # a run under way
+            p.send_signal(sig)
+            break
+    rest, _ = p.communicate(timeout=120)
+    sys.stdout.write("".join(seen[-3:]) + rest[-2000:])
+    check(any(when in ln for ln in seen), f"the tune reached {when!r} before the signal")
+    check(p.returncode in (130, 143, -sig), f"the tune ended on the signal (exit {p.returncode})")
+    left = [d for d in os.listdir(parent) if d.startswith("threadburn-slot-")]
+    check(not left and sorted(os.listdir(parent)) == before, f"no cgroup left under {parent} ({left or 'none'})")
+    time.sleep(0.2)
+    check(not children_of(a.child), f"no process of the command left ({children_of(a.child) or 'none'})")
+
+
+CHILD_ARGS = ["--steps", "4", "--chunks", "25", "--chunk-us", "2000"]  # 200 ms of CPU a run
+
+
+def cpus_given(a, runs=3):
+    """The CPUs the machine gives quota_child's team of two outside any slot now: the median
+    of its CPU / wall time over a few runs."""
+    got = []
+    for _ in range(runs):
+        r0, t0 = os.times(), time.monotonic()
+        subprocess.run([a.child] + CHILD_ARGS, env=dict(clean_env(), OMP_NUM_THREADS="2"), check=True,
+                       capture_output=True)
+        r1, wall = os.times(), time.monotonic() - t0
+        got.append((r1.children_user + r1.children_system - r0.children_user - r0.children_system) / wall)
+    return sorted(got)[len(got) // 2]
+
+
+def sizes_for(got):
+    """--cpus 1,2 where the machine gives the team nearly two CPUs (the 2-CPU slot then gets
+    about twice the 1-CPU slot's); else slots of a quarter and a half of what it gives, so
+    that both quotas bind and the larger is twice the smaller by construction (seen: 0.57 CPUs
+    given at a load of 3 on 2 CPUs, where the slots of 1 and 2 CPUs both got all of it)."""
+    if got >= 1.8:
+        return "1,2", 1.0, 2.0
+    lo = max(0.02, round(got / 4, 2))
+    return f"{lo:g},{2 * lo:g}", lo, 2 * lo
+
+
+def sizes_case(a, parent, before):
+    got = cpus_given(a)
+    text, lo, hi = sizes_for(got)
+    print(f"the machine gives the team {got:.2f} CPUs outside any slot now: --cpus {text}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        a.points = os.path.join(tmp, "points.toml")
+        with open(a.points, "w") as f:
+            f.write(POINTS)
+        out = os.path.join(tmp, "sizes.csv")
+        cmd = [os.path.join(a.repo, "bin", "threadburn"), "tune", "--cpus", text, "--points", a.points,
+               "--budget", "30", "--out", out, "--", a.child] + CHILD_ARGS
+        print("$ " + " ".join(cmd), flush=True)
+        t0 = time.monotonic()
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=clean_env())
+        sys.stdout.write(p.stdout + "".join("stderr: " + ln + "\n" for ln in p.stderr.splitlines()))
+        if "cannot make a cgroup" in p.stderr:
+            print("SKIP: " + p.stderr.strip())
+            sys.exit(SKIP)
+        check(p.returncode == 0, f"threadburn tune --cpus {text} exits 0 (got {p.returncode}, "
+                                 f"{time.monotonic() - t0:.0f} s)")
+        with open(os.path.splitext(out)[0] + ".slots.json") as f:
+            z = json.load(f)
+        check([s["cpus"] for s in z["sizes"]] == [lo, hi] and all(s["plan"] for s in z["sizes"]),
+              "a plan per size: " + ", ".join(f"{s['cpus']:g} CPUs {s['plan']} ({s['throughput']:.3g} runs/s, "
+                                              f"{s['cpus_busy']:.2f} CPUs busy)" for s in z["sizes"]))
+        step = z["steps"][0]
+        r = step["throughput_ratio"]
+        check(step["word"] == "adds" and r["low"] > 1 + z["margin"],
+              f"{hi:g} CPUs' plan measured faster than {lo:g} CPUs': throughput x{r['estimate']:.2f} [{r['low']:.2f}, "
+              f"{r['high']:.2f}] ({r['pairs']} pairs, one-sided {z['alpha_per_step']:.3g}), above {1 + z['margin']:.2f}")
+        said = f"{hi:g} CPU{'' if hi == 1 else 's'}"
+        check(z["needs_cpus"] == hi and f"the training needs at least {said} (the largest slot tried)" in p.stdout
+              and f"{lo:g} -> {said}" in p.stdout, f"the report says the training needs (at least) {said}")
+        from threadburn.lib import records
+        for s in z["sizes"]:
+            _, rows = records.read_table(s["tune"])
+            quotas = {r.cpu_quota for r in rows if r.phase == "race" and r.status == "ok"}
+            check(quotas == {f"{s['cpus']:g}"}, f"the {s['cpus']:g}-CPU tune's runs read their slot: cpu_quota "
+                                                f"{sorted(quotas)}")
+        _, rows = records.read_table(out)
+        check({r.cpu_quota for r in rows} == {f"{lo:g}", f"{hi:g}"},
+              f"the fresh runs side by side record their slots ({lo:g}, {hi:g})")
+        plots = os.path.join(tmp, "plots")
+        q = subprocess.run([os.path.join(a.repo, "bin", "threadburn"), "plot", out, "--out-dir", plots],
+                           capture_output=True, text=True, timeout=120)
+        check(q.returncode == 0 and os.path.exists(os.path.join(plots, "slots.png")),
+              f"threadburn plot draws slots.png ({q.stdout.strip() or q.stderr.strip()})")
+        check(sorted(os.listdir(parent)) == before, "every slot removed: the parent cgroup is as it was")
+        interrupted(a, parent, before, tmp, signal.SIGTERM, "size 2 of 2")
+        interrupted(a, parent, before, tmp, signal.SIGINT, "each size's plan and plain beside it")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repo", required=True)
-    ap.add_argument("--child", required=True, help="regions_child")
+    ap.add_argument("--child", required=True, help="regions_child (--case sizes: quota_child)")
     ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--case", choices=("quota", "tune"), default="quota")
+    ap.add_argument("--case", choices=("quota", "tune", "sizes"), default="quota")
     a = ap.parse_args()
     sys.path.insert(0, os.path.join(a.repo, "python"))
     from threadburn.analysis import advice
@@ -199,6 +336,9 @@ def main():
     before = sorted(os.listdir(parent))
     if a.case == "tune":
         tune_case(a, parent, before)
+        return
+    if a.case == "sizes":
+        sizes_case(a, parent, before)
         return
     slot = cgroup.QuotaCgroup(1.0, name=f"threadburn-check-slot-{os.getpid()}")
     try:
