@@ -72,6 +72,32 @@ std::atomic<int64_t> g_first_ns{0};
 std::atomic<FirstWorkHook> g_hook{nullptr};
 std::atomic<BeforeWaitHook> g_before_wait{nullptr};
 
+// The waits' run (StepRun): a short spin lock around the rule, none once a
+// run is confirmed; the hook called outside it.
+std::atomic_flag g_steps_lock = ATOMIC_FLAG_INIT;
+StepRun g_steps;
+std::atomic<bool> g_steps_done{false};
+std::atomic<StepHook> g_step_hook{nullptr};
+std::atomic<int64_t> g_steady_index{-1}, g_steady_ns{0};
+
+// A wait (a call counted as one, or a polling loop) ended at end_ns.
+void step_event(int64_t end_ns) {
+  if (g_steps_done.load(std::memory_order_acquire)) return;
+  while (g_steps_lock.test_and_set(std::memory_order_acquire)) {
+  }
+  const StepRun::Seen seen = g_steps.add(end_ns);
+  g_steps_lock.clear(std::memory_order_release);
+  const StepHook hook = g_step_hook.load(std::memory_order_acquire);
+  if (seen.confirmed) {
+    g_steady_ns.store(seen.first_ns, std::memory_order_relaxed);
+    g_steady_index.store(seen.first, std::memory_order_release);
+    g_steps_done.store(true, std::memory_order_release);
+    if (hook) hook(seen.first, seen.first_ns, true);
+  } else if (seen.burst && hook) {
+    hook(seen.index, end_ns, false);
+  }
+}
+
 // The progress of a kind (calls so far, when the last ended) as one snapshot: an in-run
 // block's unit time divides a time difference by a count difference, so both must come
 // from the same instant, and the time must never go backwards when several threads end
@@ -168,6 +194,7 @@ class Span {
     add(t_->wall_ns[k], wall);
     if (cpu_) add(t_->cpu_ns[k], cpu);
     if (cpu_ && kind_ == CallKind::kLaunch) add(t_->sampled_wall_ns, wall);
+    if (kind_ == CallKind::kWait) step_event(end);  // counted: the hook sees it in the tallies
   }
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
@@ -206,6 +233,7 @@ void close_poll(Tallies* t) {
   add(t->cpu_ns[k], cpu);
   add(t->poll_loops, 1);
   add(t->poll_wall_ns, wall);
+  step_event(end);
 }
 
 // Every argument as a register-sized integer (see kTable).
@@ -377,6 +405,11 @@ CallTally total(const std::vector<ThreadCalls>& threads, CallKind kind) {
 }
 
 void set_first_work_hook(FirstWorkHook hook) { g_hook.store(hook, std::memory_order_release); }
+void set_step_hook(StepHook hook) { g_step_hook.store(hook, std::memory_order_release); }
+StepStart steady_start() {
+  const int64_t index = g_steady_index.load(std::memory_order_acquire);
+  return index < 0 ? StepStart{} : StepStart{index, g_steady_ns.load(std::memory_order_relaxed)};
+}
 void set_before_wait_hook(BeforeWaitHook hook) { g_before_wait.store(hook, std::memory_order_release); }
 
 Progress progress(CallKind kind) {

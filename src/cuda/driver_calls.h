@@ -23,6 +23,8 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <vector>
 
@@ -108,6 +110,92 @@ using FirstWorkHook = void (*)(int64_t t_ns);
 void set_first_work_hook(FirstWorkHook hook);
 // That time (CLOCK_MONOTONIC ns), or 0 before any wrapped call.
 int64_t first_work_ns();
+
+// The steady phase begins at the first training step the probe can recognise
+// (docs/cuda.md, "Phases"), not at the first device work: dataset
+// preparation, model.cuda() and a compile come first. A training step ends
+// in a wait for the device (loss.item(), .cpu(), synchronize()), so steps
+// are a run of repeated waits:
+//  - waits that end within kBurstGapNs (250 us) of the one before, on any
+//    thread, are one burst (a step's .cpu() then .item(), tens of us apart;
+//    model.cuda()'s small copies);
+//  - the first kStepRun bursts in a row whose intervals (from a burst's
+//    first wait's end to the next's) differ by at most kStepSpread (the
+//    longest over the shortest) are steps (a first step slowed by warm-up,
+//    or irregular preparation, is not in such a run);
+//  - the steady phase begins as the first wait of the run's first burst
+//    returns: that step and everything before it are the startup.
+// A program whose waits never form such a run (no waits, steps under
+// kBurstGapNs apart, or steps whose waits come at uneven times) keeps the
+// first device work as its start. Known limits: a preparation that repeats
+// the same device work at an even pace (a dataset normalised in chunks, a
+// model of many equal layers whose copies each take over kBurstGapNs) is
+// read as steps. The rule is StepRun, a pure function of the waits' end
+// times; the probe and libthreadburn_phase.so both follow it through
+// set_step_hook.
+constexpr int kStepRun = 8;
+constexpr int64_t kBurstGapNs = 250000;
+constexpr double kStepSpread = 2.0;
+
+class StepRun {
+ public:
+  struct Seen {
+    bool burst = false;      // a new burst began with this wait (it may start the run: take a snapshot now)
+    int64_t index = -1;      // that burst's index (0: the first)
+    bool confirmed = false;  // this wait completed a run: the steady phase began at burst `first`
+    int64_t first = -1;
+    int64_t first_ns = 0;    // when that burst's first wait ended
+  };
+  // A wait ended at end_ns (CLOCK_MONOTONIC); nothing once a run is confirmed.
+  Seen add(int64_t end_ns) {
+    Seen seen;
+    if (done_) return seen;
+    if (bursts_ > 0 && end_ns - last_end_ns_ < kBurstGapNs) {  // the same burst (or a wait that ended a moment earlier elsewhere)
+      if (end_ns > last_end_ns_) last_end_ns_ = end_ns;
+      return seen;
+    }
+    last_end_ns_ = end_ns;
+    const int64_t b = bursts_++;
+    at_[b % kStepRun] = end_ns;
+    seen.burst = true;
+    seen.index = b;
+    if (b + 1 < kStepRun) return seen;
+    // The last kStepRun bursts: their intervals alike?
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int64_t k = b - kStepRun + 1; k < b; ++k) {
+      const int64_t interval = at_[(k + 1) % kStepRun] - at_[k % kStepRun];
+      lo = std::min(lo, interval);
+      hi = std::max(hi, interval);
+    }
+    if (static_cast<double>(hi) > kStepSpread * static_cast<double>(lo)) return seen;
+    done_ = true;
+    seen.burst = false;  // the run is whole: no snapshot needed for this burst
+    seen.confirmed = true;
+    seen.first = b - kStepRun + 1;
+    seen.first_ns = at_[seen.first % kStepRun];
+    return seen;
+  }
+
+ private:
+  bool done_ = false;
+  int64_t bursts_ = 0, last_end_ns_ = 0;
+  int64_t at_[kStepRun] = {};  // the last bursts' first ends, by index modulo kStepRun
+};
+
+// The waits' run, as the wrappers see it: called on the thread whose wait
+// ended, outside any wrapped call, for each new burst before the run is
+// confirmed (confirmed false: index the burst, t_ns its first wait's end;
+// the client snapshots what the steady phase will be measured from) and once
+// when a run is confirmed (confirmed true: index the run's first burst, t_ns
+// its time). Set it before the program can call the driver.
+using StepHook = void (*)(int64_t index, int64_t t_ns, bool confirmed);
+void set_step_hook(StepHook hook);
+// The confirmed run's first burst and its time; index -1 before (or without) one.
+struct StepStart {
+  int64_t index = -1;
+  int64_t t_ns = 0;
+};
+StepStart steady_start();
 
 // The calls of a kind so far, every thread, and when the last one ended
 // (CLOCK_MONOTONIC ns; 0: none), both of one instant, the time never going

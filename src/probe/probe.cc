@@ -46,6 +46,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/clock.h"
@@ -83,6 +84,18 @@ struct Boundary {
   ClassTotals cpu;
   int64_t children_ns = 0;
   CpuStat quota;  // the quota's cgroup's cpu.stat then (core/slot.h)
+  std::vector<cuda::ThreadCalls> calls;  // each thread's waits and launches so far
+  std::map<pid_t, int64_t> thread_cpu;   // each thread's CPU then
+};
+
+// The bursts of waits that may start the steady phase (cuda::StepRun): a
+// snapshot at each, by index modulo kStepMarks (more than kStepRun: the
+// run's first burst is still held when the run is confirmed; after that no
+// more are taken).
+constexpr int kStepMarks = 2 * cuda::kStepRun;
+struct StepMark {
+  int64_t index = -1;  // the burst it was taken at (State::mu)
+  Boundary at;
 };
 
 struct State {
@@ -104,8 +117,11 @@ struct State {
   std::mutex report_mu;  // held while report() runs
   std::atomic<bool> dnnl_isa_known{false};  // oneDNN answered (dnnl_cpu_isa): no more asking
   std::atomic<int64_t> dnnl_asked_ns{0};
-  // The two ends a startup may have: the first device work, the first region.
+  // The ends a startup may have: the first run of repeated waits (its first
+  // burst's snapshot, once cuda::steady_start() names it), else the first
+  // device work, else the first region.
   Boundary device, region;
+  StepMark steps[kStepMarks];
   // The cgroup whose CPU quota is the tightest ("" without one) and its
   // cpu.stat at the probe's start: the throttling over the run.
   std::string quota_dir;
@@ -114,27 +130,60 @@ struct State {
 
 State* g_state = nullptr;
 
-// The first device work or the first region: the CPU so far, read at once by
-// the thread that got there (a pass over every thread's clock, once).
+// The CPU so far (by class, per thread, the children's, the quota's) and
+// each thread's waits and launches, read at once by the thread that got to
+// a boundary (a pass over every thread's clock); `index` set with it, under
+// State::mu (-2: none to set).
+void snapshot(Boundary* b, StepMark* m = nullptr, int64_t index = -2) {
+  State& s = *g_state;
+  std::vector<ThreadCpu> threads;
+  const ClassTotals cpu = s.sampler->sample_now(false, &threads);  // with the waits: the probe's sampler reads them (with_wait)
+  const int64_t children = s.children->total_ns();
+  const CpuStat quota = read_cpu_stat(s.quota_dir);
+  std::vector<cuda::ThreadCalls> calls = cuda::thread_calls();
+  std::lock_guard<std::mutex> lock(s.mu);
+  b->cpu = cpu;
+  b->children_ns = children;
+  b->quota = quota;
+  b->calls = std::move(calls);
+  b->thread_cpu.clear();
+  for (const ThreadCpu& t : threads) b->thread_cpu[t.tid] = t.cpu_ns;
+  b->ready = true;
+  if (m) m->index = index;
+}
+
+// The first device work or the first region: once.
 void mark(Boundary* b, int64_t t_ns) {
   int64_t none = 0;
   if (!b->t_ns.compare_exchange_strong(none, t_ns, std::memory_order_acq_rel)) return;
-  State& s = *g_state;
-  const ClassTotals cpu = s.sampler->sample_now();  // with the waits: the probe's sampler reads them (with_wait)
-  const int64_t children = s.children->total_ns();
-  const CpuStat quota = read_cpu_stat(s.quota_dir);
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    b->cpu = cpu;
-    b->children_ns = children;
-    b->quota = quota;
-    b->ready = true;
-  }
-  inrun::take(t_ns, b == &s.device ? inrun::kDeviceWork : inrun::kRegion);  // the steady phase begins: an in-run tune may steer this process from now on
+  snapshot(b);
+  // The steady phase of a CPU program begins: an in-run tune may steer it
+  // from now on (a GPU program's, at its first run of repeated waits: on_step).
+  if (b == &g_state->region) inrun::take(t_ns, inrun::kRegion);
 }
 
 void on_first_device_work(int64_t t_ns) {
   if (g_state) mark(&g_state->device, t_ns);
+}
+
+// A burst of waits that may start the run of steps: its snapshot; the run
+// confirmed: the steady phase began at its first burst, and an in-run tune
+// may steer this process from now on.
+void on_step(int64_t index, int64_t t_ns, bool confirmed) {
+  State* s = g_state;
+  if (!s) return;
+  if (confirmed) {
+    inrun::take(t_ns, inrun::kDeviceWork);
+    return;
+  }
+  StepMark& m = s->steps[index % kStepMarks];
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    m.index = -1;  // being replaced
+    m.at.ready = false;
+  }
+  m.at.t_ns.store(t_ns, std::memory_order_relaxed);
+  snapshot(&m.at, &m, index);
 }
 
 int64_t inside_regions_ns() {
@@ -257,26 +306,56 @@ std::string stem() { return g_state->dir + "/probe-" + std::to_string(g_state->p
 // else its first OpenMP region; none without either.
 struct Phase {
   const char* ends = "none";  // device | openmp | none
+  const char* from = "none";  // steps (a run of repeated waits) | first_device_work | first_region | none
   int64_t t_ns = 0;
   ClassTotals cpu;
   int64_t children_ns = 0;
   CpuStat quota;
+  std::vector<cuda::ThreadCalls> calls;  // the waits and launches of the startup, per thread
+  std::map<pid_t, int64_t> thread_cpu;
 };
 
 Phase chosen_phase() {
   State& s = *g_state;
+  const cuda::StepStart run = cuda::steady_start();
   std::lock_guard<std::mutex> lock(s.mu);
+  const StepMark& m = s.steps[run.index < 0 ? 0 : run.index % kStepMarks];
+  const bool stepped = run.index >= 0 && m.index == run.index && m.at.ready;
   Phase p;
-  for (const auto& [b, name] : {std::pair<const Boundary*, const char*>{&s.device, "device"}, {&s.region, "openmp"}}) {
-    if (!b->ready) continue;
-    p.ends = name;
+  for (const auto& [b, ends, from] : {std::tuple<const Boundary*, const char*, const char*>{
+                                          stepped ? &m.at : nullptr, "device", "steps"},
+                                      {&s.device, "device", "first_device_work"}, {&s.region, "openmp", "first_region"}}) {
+    if (!b || !b->ready) continue;
+    p.ends = ends;
+    p.from = from;
     p.t_ns = b->t_ns.load(std::memory_order_relaxed);
     p.cpu = b->cpu;
     p.children_ns = b->children_ns;
     p.quota = b->quota;
+    p.calls = b->calls;
+    p.thread_cpu = b->thread_cpu;
     break;
   }
   return p;
+}
+
+// A thread's waits and launches since a snapshot (its tallies then; a
+// thread not in it: all of them).
+cuda::ThreadCalls since(const cuda::ThreadCalls& now, const std::vector<cuda::ThreadCalls>& then) {
+  cuda::ThreadCalls d = now;
+  for (const cuda::ThreadCalls& t : then) {
+    if (t.tid != now.tid) continue;
+    for (int k = 0; k < cuda::kCallKinds; ++k) {
+      d.of[k].calls -= t.of[k].calls;
+      d.of[k].wall_ns -= t.of[k].wall_ns;
+      d.of[k].cpu_ns -= t.of[k].cpu_ns;
+    }
+    d.hidden_waits -= t.hidden_waits;
+    d.hidden_wait_ns -= t.hidden_wait_ns;
+    d.poll_loops -= t.poll_loops;
+    d.poll_wall_ns -= t.poll_wall_ns;
+  }
+  return d;
 }
 
 // What the summary's counters are computed from.
@@ -431,8 +510,9 @@ std::map<std::string, double> counter_values(const Figures& f) {
 }
 
 // "device_calls": per thread that called the driver, its class, its waits
-// and launches, its CPU (the run's, and the steady phase's: from the
-// per-thread snapshot at or before the phase's start, 10 ms apart; null
+// and launches in the steady phase (and their counts in the startup), its
+// CPU (the run's, and the steady phase's: from its clock read at the phase's
+// start, else the per-thread snapshot at or before it, 10 ms apart; null
 // without a steady phase): the threads that carry the device work, whichever
 // they are (docs/cuda.md, "Every thread that launches or waits").
 void write_calls(JsonWriter* j, const Figures& f) {
@@ -455,6 +535,14 @@ void write_calls(JsonWriter* j, const Figures& f) {
         .field("name", cpu && cpu->alive ? thread_name(0, t.tid) : "")
         .field("hidden_waits", t.hidden_waits).field("hidden_wait_ms", ns_to_ms(t.hidden_wait_ns))
         .field("poll_loops", t.poll_loops).field("poll_wait_ms", ns_to_ms(t.poll_wall_ns));
+    // The same thread's in the startup (dataset preparation, model.cuda(), the first step).
+    cuda::ThreadCalls before;
+    for (const cuda::ThreadCalls& b : f.phase.calls) {
+      if (b.tid == t.tid) before = b;
+    }
+    j->field("startup_syncs", before.of[static_cast<int>(cuda::CallKind::kWait)].calls)
+        .field("startup_launches", before.of[static_cast<int>(cuda::CallKind::kLaunch)].calls)
+        .field("startup_hidden_waits", before.hidden_waits).field("startup_poll_loops", before.poll_loops);
     j->key("cpu_ms");
     cpu ? j->value(ns_to_ms(cpu->cpu_ns)) : j->null();
     j->key("steady_cpu_ms");
@@ -477,6 +565,21 @@ void write_calls(JsonWriter* j, const Figures& f) {
         .field("wait_ms", ns_to_ms(f.wait[c] - f.phase.cpu.wait_ns[c])).end_object();
   }
   j->end_object();
+}
+
+// "startup_device": the device work before the steady phase (dataset
+// preparation, model.cuda(), a compile, the first step): when it began
+// (ms from the probe's start; null: none) and its waits and launches, every
+// thread; the counters and device_calls hold the steady phase's alone.
+void write_startup_device(JsonWriter* j, const Figures& f) {
+  const int64_t first = cuda::first_work_ns();
+  const cuda::CallTally w = cuda::total(f.phase.calls, cuda::CallKind::kWait);
+  const cuda::CallTally l = cuda::total(f.phase.calls, cuda::CallKind::kLaunch);
+  j->key("startup_device").begin_object().key("first_work_ms");
+  first > 0 ? j->value(ns_to_ms(first - g_state->start_ns)) : j->null();
+  j->field("syncs", w.calls).field("sync_wait_ms", ns_to_ms(w.wall_ns)).field("sync_cpu_ms", ns_to_ms(w.cpu_ns))
+      .field("launches", l.calls).field("launch_ms", ns_to_ms(l.wall_ns)).field("launch_cpu_ms", ns_to_ms(l.cpu_ns))
+      .end_object();
 }
 
 // What the probe could see of the driver's calls, in one line.
@@ -543,8 +646,9 @@ void write_summary(const Figures& f) {
   for (const auto& [k, v] : openmp_context(false)) j.field(k, v);  // at exit: oneDNN is not asked
   j.field("gpu_note", f.gpu_note);
   for (const auto& [k, v] : cuda::context_of(cuda_report())) j.field(k, v);
-  j.field("startup_ends", f.phase.ends).field("driver_calls_note", calls_note());
+  j.field("startup_ends", f.phase.ends).field("steady_from", f.phase.from).field("driver_calls_note", calls_note());
   j.end_object();
+  write_startup_device(&j, f);
   j.end_object();
   write_file(stem() + ".json", j.str() + "\n");
 }
@@ -634,11 +738,13 @@ void report() {
   f.end_ns = wall_ns();
   f.quota_end = read_cpu_stat(s->quota_dir);
   f.phase = chosen_phase();
-  f.calls = cuda::thread_calls();
+  // The waits and launches of the steady phase alone (those before: the startup's).
+  for (const cuda::ThreadCalls& t : cuda::thread_calls()) f.calls.push_back(since(t, f.phase.calls));
   f.samples = s->sampler->window(0, f.end_ns);
   const auto snaps = s->sampler->thread_window(0, f.end_ns);
-  for (const auto& snap : snaps) {  // the last snapshot at or before the steady phase (a thread born later: 0)
-    if (f.phase.t_ns == 0 || snap.t_ns > f.phase.t_ns) break;
+  f.cpu_at_phase = f.phase.thread_cpu;  // each thread's CPU read at the boundary (a thread born later: 0)
+  for (const auto& snap : snaps) {  // else the last snapshot at or before the steady phase
+    if (!f.phase.thread_cpu.empty() || f.phase.t_ns == 0 || snap.t_ns > f.phase.t_ns) break;
     f.cpu_at_phase.clear();
     for (const auto& t : snap.threads) f.cpu_at_phase[t.tid] = t.cpu_ns;
   }
@@ -736,7 +842,7 @@ void write_describe(const std::string& dir) {
   for (const auto& [k, v] : openmp_context()) j.field(k, v);
   j.field("gpu_note", "none");
   for (const auto& [k, v] : cuda::context_of({})) j.field(k, v);
-  j.field("startup_ends", "none").field("driver_calls_note", "none");
+  j.field("startup_ends", "none").field("steady_from", "none").field("driver_calls_note", "none");
   j.end_object().end_object();
   write_file(dir + "/describe.json", j.str() + "\n");
 }
@@ -794,6 +900,7 @@ __attribute__((constructor)) void start() {
   // The driver's entry points the program looks up from now on come back
   // wrapped; its first wait or launch ends the startup.
   cuda::set_first_work_hook(on_first_device_work);
+  cuda::set_step_hook(on_step);
   dlsym_tap::set_wrapping(true);
   // After the sampler (a thread the driver starts is seen from its birth),
   // before atexit(report) (an exit handler the driver registers runs after it).

@@ -172,7 +172,7 @@ const CounterTable& counters() {
       {"gpus_sampled", "1", "GPUs gpu_busy_share is over: the process's own GPUs with NVML utilisation samples in the probe's lifetime (every sampled GPU when none is known to be the process's; 0 when the process never loaded the CUDA driver)"},
       {"gpu_samples", "1", "NVML utilisation samples of the sampled GPUs in the probe's lifetime"},
       // The phases (docs/probe.md, "Phases"): empty without a steady phase (no device work, no region).
-      {"startup_ms", "ms", "the startup: from the probe's load to the program's first device work (its first wait or launch through the CUDA driver) or, in a program that did none, to its first OpenMP region (context startup_ends)"},
+      {"startup_ms", "ms", "the startup: from the probe's load to the program's first training step it recognises (the first of a run of repeated waits through the CUDA driver, src/cuda/driver_calls.h's StepRun: as that step's wait returns), else to its first device work (its first wait or launch), or, in a program that did none, to its first OpenMP region (context startup_ends, steady_from; the startup's device work in the summary's startup_device)"},
       {"startup_cpu_ms", "ms", "CPU of every thread (the sampler excluded) and of the forked children during the startup"},
       {"steady_ms", "ms", "the steady phase: from the startup's end to the program's end"},
       {"steady_cpu_ms", "ms", "CPU of every thread (the sampler excluded) and of the forked children during the steady phase"},
@@ -190,11 +190,11 @@ const CounterTable& counters() {
       {"steady_quota_periods", "1", "quota_periods during the steady phase"},
       {"steady_throttled_periods", "1", "throttled_periods during the steady phase"},
       {"steady_throttled_ms", "ms", "throttled_ms during the steady phase"},
-      // The CUDA driver's calls (src/cuda/driver_calls.h): every thread, then the main thread's own.
-      {"sync_wait_ms", "ms", "time every thread spent inside the CUDA driver's waits for the device (stream, event and context synchronisation, synchronous copies)"},
+      // The CUDA driver's calls (src/cuda/driver_calls.h) in the steady phase: every thread, then the main thread's own.
+      {"sync_wait_ms", "ms", "time every thread spent inside the CUDA driver's waits for the device (stream, event and context synchronisation, synchronous copies) in the steady phase (the startup's: the summary's startup_device)"},
       {"sync_cpu_ms", "ms", "the CPU those threads used inside the waits (a spinning wait: about its time; a blocking one: about none)"},
-      {"syncs", "1", "the driver's waits called, every thread"},
-      {"launches", "1", "kernel and graph launches through the driver, every thread"},
+      {"syncs", "1", "the driver's waits called in the steady phase, every thread"},
+      {"launches", "1", "kernel and graph launches through the driver in the steady phase, every thread"},
       {"launch_ms", "ms", "time inside the launches, every thread"},
       {"launch_cpu_ms", "ms", "CPU inside the launches, every thread (the thread's CPU clock read on one launch in 16, the rest at their share)"},
       {"main_sync_wait_ms", "ms", "sync_wait_ms of the main thread alone"},

@@ -286,5 +286,119 @@ TEST(DriverCalls, TheFirstCallStartsTheDeviceWorkOnce) {
   EXPECT_EQ(total(thread_calls(), CallKind::kWait).calls, 2);
 }
 
+
+// The steady phase's rule (StepRun) on made-up wait ends: answers exact by construction.
+constexpr int64_t kMs = 1000000;
+
+// Feeds ends (ms); returns the confirmed run's first burst and its time (-1: none), and the bursts seen.
+struct RunOf {
+  int64_t first = -1, first_ns = 0, bursts = 0, confirmations = 0;
+};
+RunOf run_of(const std::vector<double>& ends_ms) {
+  StepRun rule;
+  RunOf r;
+  for (double t : ends_ms) {
+    const StepRun::Seen seen = rule.add(static_cast<int64_t>(t * kMs));
+    r.bursts += seen.burst;
+    if (seen.confirmed) {
+      ++r.confirmations;
+      r.first = seen.first;
+      r.first_ns = seen.first_ns;
+    }
+  }
+  return r;
+}
+
+std::vector<double> steps_from(double t0, double step_ms, int n, std::vector<double> before = {}) {
+  for (int i = 0; i < n; ++i) before.push_back(t0 + step_ms * i);
+  return before;
+}
+
+TEST(StepRun, TheFirstStepAfterIrregularPreparation) {
+  // model.cuda()'s copies (100 waits 10 us apart: one burst), a dataset prepared in three
+  // uneven pieces, then steps of 20 ms: the run begins at the first step's wait (burst 4).
+  std::vector<double> ends;
+  for (int i = 0; i < 100; ++i) ends.push_back(100 + 0.01 * i);
+  for (double t : {400.0, 450.0, 700.0}) ends.push_back(t);
+  const RunOf r = run_of(steps_from(1000, 20, 30, ends));
+  EXPECT_EQ(r.first, 4);
+  EXPECT_EQ(r.first_ns, 1000 * kMs);
+  EXPECT_EQ(r.confirmations, 1);
+  EXPECT_EQ(r.bursts, 4 + kStepRun - 1);  // a burst each until the run is whole; none after
+}
+
+TEST(StepRun, AStepsTwoWaitsAreOneBurst) {
+  // .cpu() then .item() 50 us apart each step of 20 ms: the steps are found, from the first.
+  std::vector<double> ends;
+  for (int i = 0; i < 20; ++i) {
+    ends.push_back(500 + 20 * i);
+    ends.push_back(500 + 20 * i + 0.05);
+  }
+  const RunOf r = run_of(ends);
+  EXPECT_EQ(r.first, 0);
+  EXPECT_EQ(r.first_ns, 500 * kMs);
+}
+
+TEST(StepRun, AWarmUpStepIsTheStartups) {
+  // The first step takes 200 ms (an allocator's or autotuner's warm-up), the rest 20.
+  const RunOf r = run_of(steps_from(1220, 20, 20, {1000, 1200}));
+  EXPECT_EQ(r.first, 1);
+  EXPECT_EQ(r.first_ns, 1200 * kMs);
+}
+
+TEST(StepRun, UnevenWaitsAreNoRun) {
+  // Waits 10 and 25 ms apart in turn (the longest over the shortest 2.5 > kStepSpread):
+  // no run; nor fewer than kStepRun bursts, nor waits under kBurstGapNs apart (100 us: one burst).
+  std::vector<double> ends;
+  double t = 0;
+  for (int i = 0; i < 40; ++i) ends.push_back(t += i % 2 ? 10 : 25);
+  EXPECT_EQ(run_of(ends).first, -1);
+  EXPECT_EQ(run_of(steps_from(0, 20, kStepRun - 1)).first, -1);
+  EXPECT_EQ(run_of(steps_from(0, 20, kStepRun)).first, 0);
+  const RunOf dense = run_of(steps_from(0, 0.1, 1000));
+  EXPECT_EQ(dense.first, -1);
+  EXPECT_EQ(dense.bursts, 1);
+}
+
+std::atomic<int> g_candidates{0}, g_confirmed{0};
+std::atomic<int64_t> g_confirmed_index{-1}, g_confirmed_ns{0};
+
+int sleep_20ms(U) {
+  timespec ts{0, 20 * 1000000};
+  nanosleep(&ts, nullptr);
+  return 0;
+}
+
+// Through the wrappers: waits at uneven times, then waits every 20 ms (each a 20 ms
+// sleep inside the wait): the hook sees a burst at each wait until the run is
+// confirmed, once, at the first of the even waits at the earliest (burst 2).
+TEST(DriverCalls, TheStepsStartTheSteadyPhase) {
+  set_step_hook([](int64_t index, int64_t t, bool confirmed) {
+    if (!confirmed) {
+      ++g_candidates;
+      return;
+    }
+    ++g_confirmed;
+    g_confirmed_index = index;
+    g_confirmed_ns = t;
+  });
+  auto sync = wrapped("cuStreamSynchronize", &sleep_20ms);
+  EXPECT_EQ(steady_start().index, -1);
+  sync(0);  // preparation: a wait, 150 ms of host work, a wait, 60 ms
+  timespec host{0, 150 * 1000000};
+  nanosleep(&host, nullptr);
+  const double before_last = clock_ms(CLOCK_MONOTONIC);
+  sync(0);
+  host.tv_nsec = 60 * 1000000;
+  nanosleep(&host, nullptr);
+  for (int i = 0; i < 3 * kStepRun; ++i) sync(0);
+  EXPECT_EQ(g_confirmed.load(), 1);
+  EXPECT_GE(g_confirmed_index.load(), 2);  // the first of the even waits at the earliest
+  EXPECT_EQ(steady_start().index, g_confirmed_index.load());
+  EXPECT_EQ(steady_start().t_ns, g_confirmed_ns.load());
+  EXPECT_GE(static_cast<double>(g_confirmed_ns.load()) / 1e6, before_last + 60);
+  EXPECT_EQ(g_candidates.load(), g_confirmed_index.load() + kStepRun - 1);
+}
+
 }  // namespace
 }  // namespace threadburn::cuda

@@ -8,6 +8,7 @@
                    [--step-ms=20] [--kernels=4] [--wait=stream|copy|event|ctx|pageable|pinned|free|poll]
                    [--lookup=proc|dlsym] [--workers=2] [--batch-ms=40]
                    [--device=0] [--alloc-mb=0] [--launcher=main|autograd|split|both]
+                   [--prep-ms=0] [--host-ms=0] [--second=D:SHARE]
 
    It reaches the driver as a CUDA runtime does: dlopen("libcuda.so.1"), then
    cuGetProcAddress_v2 for every entry point (--lookup=dlsym: dlsym of each by
@@ -49,8 +50,25 @@
    --device: the driver's ordinal it makes its context on and works on (the
    others stay visible, unused); --alloc-mb: device memory it allocates
    beside its result, held to the end.
-   It prints "device_training: steps=N steps_ms=T startup_ms=S" (its own
-   figures: the steps' wall time on its clock). */
+   --prep-ms: a startup of device work between the context and the first
+   step, as a training's model.cuda(), dataset preparation and compile: 50
+   synchronous copies in a burst (cuMemcpyHtoD, each a wait), then five
+   pieces of device work of uneven length (0.10, 0.30, 0.05, 0.20, 0.05 of
+   --prep-ms), each waited for and followed by host CPU (0.05, 0.05, 0.05,
+   0.05, 0.10 of it: a compile's, the longest last, so that the interval
+   from the last piece's wait to the first step's is no step's): none of it
+   a step. --host-ms (sync):
+   each step the launching thread works that long by the wall clock (its
+   CPU busy, as Python between the launches and the wait, whatever share of
+   a core it gets) after its launches, before its wait. --second=D:SHARE:
+   the main thread also keeps device D busy, a kernel of SHARE times the
+   step's device work on D's context each step, never waited for (a second
+   GPU of a pipeline or DataParallel that has less to do).
+   It prints "device_training: steps=N steps_ms=T startup_ms=S prep_ms=P
+   prep_waits=W steps_mono_ms=M" (its own figures: the steps' wall time on
+   its clock; the startup up to the first step, the device work's part of
+   it, and the waits in that part; when the first step began,
+   CLOCK_MONOTONIC in ms). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -80,6 +98,7 @@ static struct {
   int (*event_sync)(void*);
   int (*mem_alloc)(uint64_t*, size_t);
   int (*copy_dtoh)(void*, uint64_t, size_t);
+  int (*copy_htod)(uint64_t, const void*, size_t);
   int (*copy_dtoh_async)(void*, uint64_t, size_t, void*);
   int (*alloc_host)(void**, size_t);
   int (*mem_free)(uint64_t);
@@ -145,6 +164,7 @@ static void load_driver(const char* how) {
   E(event_sync, "cuEventSynchronize", "cuEventSynchronize");
   E(mem_alloc, "cuMemAlloc", "cuMemAlloc_v2");
   E(copy_dtoh, "cuMemcpyDtoH", "cuMemcpyDtoH_v2");
+  E(copy_htod, "cuMemcpyHtoD", "cuMemcpyHtoD_v2");
   E(copy_dtoh_async, "cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2");
   E(alloc_host, "cuMemAllocHost", "cuMemAllocHost_v2");
   E(mem_free, "cuMemFree", "cuMemFree_v2");
@@ -193,6 +213,27 @@ static void wait_for(const char* how, void* event, uint64_t result) {
   }
 }
 
+/* Works ms by the wall clock, the CPU busy (whatever share of a core it gets). */
+static void work_ms(double ms) {
+  const double end = now_ms(CLOCK_MONOTONIC) + ms;
+  while (now_ms(CLOCK_MONOTONIC) < end) {
+  }
+}
+
+/* --prep-ms: the device work of a startup (see the top); returns its waits. */
+static int prepare(void* module, uint64_t result, double prep_ms) {
+  static const double device[] = {0.10, 0.30, 0.05, 0.20, 0.05}, host[] = {0.05, 0.05, 0.05, 0.05, 0.10};
+  int waits = 0;
+  float parameter = 1;
+  for (int i = 0; i < 50; ++i, ++waits) check(cu.copy_htod(result, &parameter, sizeof parameter), "cuMemcpyHtoD");
+  for (int i = 0; i < 5; ++i, ++waits) {
+    check(cu.launch(kernel(module, device[i] * prep_ms * 1000.0), 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), "cuLaunchKernel");
+    check(cu.stream_sync(NULL), "cuStreamSynchronize");
+    burn_ms(host[i] * prep_ms);
+  }
+  return waits;
+}
+
 /* The autograd thread's share of each step (--launcher=autograd|split). */
 static struct {
   sem_t go, done;
@@ -237,7 +278,8 @@ int main(int argc, char** argv) {
   const char *kind = "sync", *how = "stream", *lookup = "proc", *launcher = "main";
   double startup_ms = 1000, step_ms = 20, batch_ms = 40;
   int steps = 50, kernels = 4, workers = 2, device = 0;
-  double alloc_mb = 0;
+  double alloc_mb = 0, prep_ms = 0, host_ms = 0, second_share = 0;
+  int second = -1;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (!strncmp(a, "--kind=", 7)) kind = a + 7;
@@ -252,6 +294,10 @@ int main(int argc, char** argv) {
     else if (!strncmp(a, "--device=", 9)) device = atoi(a + 9);
     else if (!strncmp(a, "--launcher=", 11)) launcher = a + 11;
     else if (!strncmp(a, "--alloc-mb=", 11)) alloc_mb = atof(a + 11);
+    else if (!strncmp(a, "--prep-ms=", 10)) prep_ms = atof(a + 10);
+    else if (!strncmp(a, "--host-ms=", 10)) host_ms = atof(a + 10);
+    else if (!strncmp(a, "--second=", 9) && sscanf(a + 9, "%d:%lf", &second, &second_share) == 2) {
+    }
     else {
       fprintf(stderr, "device_training: unknown argument %s\n", a);
       return 2;
@@ -283,6 +329,20 @@ int main(int argc, char** argv) {
     const double l2 = now_ms(CLOCK_MONOTONIC);
     printf("device_training: launch_ns=%.1f wait_ns=%.1f\n", (l1 - l0) * 1e6 / steps, (l2 - l1) * 1e6 / steps);
     return 0;
+  }
+  const double p0 = now_ms(CLOCK_MONOTONIC);
+  const int prep_waits = prep_ms > 0 ? prepare(module, result, prep_ms) : 0;
+  const double p1 = now_ms(CLOCK_MONOTONIC);
+  void *ctx2 = NULL, *f2 = NULL;
+  if (second >= 0) {
+    int dev2 = 0;
+    void* module2 = NULL;
+    check(cu.device_get(&dev2, second), "cuDeviceGet");
+    check(cu.retain(&ctx2, dev2), "cuDevicePrimaryCtxRetain");
+    check(cu.set_current(ctx2), "cuCtxSetCurrent");
+    check(cu.module_load(&module2, "image"), "cuModuleLoadData");
+    f2 = kernel(module2, second_share * (strcmp(kind, "launch") == 0 ? 2.0 * kernels : step_ms * 1000.0));
+    check(cu.set_current(ctx), "cuCtxSetCurrent");
   }
   const int loader = strcmp(kind, "loader") == 0;
   void* f = kernel(module, strcmp(kind, "launch") == 0 ? 2.0 : loader ? 1000.0 : step_ms * 1000.0 / kernels);
@@ -317,6 +377,12 @@ int main(int argc, char** argv) {
     for (int k = 0; k < (loader ? 1 : forward); ++k) {
       check(cu.launch(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), "cuLaunchKernel");
     }
+    if (f2) {
+      check(cu.set_current(ctx2), "cuCtxSetCurrent");
+      check(cu.launch(f2, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), "cuLaunchKernel");
+      check(cu.set_current(ctx), "cuCtxSetCurrent");
+    }
+    if (host_ms > 0) work_ms(host_ms);
     if (on_main) {
       wait_for(how, event, result);
     } else {
@@ -332,6 +398,7 @@ int main(int argc, char** argv) {
     close(pipefd[0]);
     for (int w = 0; w < workers; ++w) waitpid(pids[w], NULL, 0);
   }
-  printf("device_training: steps=%d steps_ms=%.3f startup_ms=%.3f\n", steps, s1 - s0, s0 - t0);
+  printf("device_training: steps=%d steps_ms=%.3f startup_ms=%.3f prep_ms=%.3f prep_waits=%d steps_mono_ms=%.3f\n",
+         steps, s1 - s0, s0 - t0, p1 - p0, prep_waits, s0);
   return 0;
 }
