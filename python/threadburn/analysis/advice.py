@@ -2,8 +2,9 @@
 functions of one probed process's counters and context, each line carrying
 the figures it rests on, no line where the figures cannot tell.
 
-Every figure is the steady phase's (from the program's first device work,
-or its first OpenMP region in a program without any, to its end): an
+Every figure is the steady phase's (from the program's first training step
+the probe recognises, else its first device work, or its first OpenMP region
+in a program without any, to its end): an
 import and initialisation of seconds at a core of CPU would otherwise
 drown the steps, and the whole run's CPU shares cannot tell a spinning
 wait for the GPU from the host's own work. The time and CPU inside the

@@ -62,7 +62,7 @@ def _sweep_figures(run_rows):
 # The figures of a host's run (tune --copies): throughput, higher is better.
 HOST_KINDS = ("host", "host_metric")
 # A tune's run judged on its steady phase (rule version 6): its time from the
-# first device work to its end.
+# first training step the probe recognises (else the first device work) to its end.
 STEADY_KIND = "steady_ms"
 # An in-run tune's block (engine/exec_inrun.py): its rows' bench, and its figure, the
 # time a unit of work took in it.

@@ -43,8 +43,9 @@ each size's plan against the previous size's by --copies' rule: how many
 CPUs the training needs (engine/slots.py, analysis/slotsizes.py).
 
 A GPU training: when the first round's probe says the program used CUDA,
-every run is judged on its steady phase, from its first wait or launch
-through the CUDA driver to its end (its time and CPU: the startup, a fixed
+every run is judged on its steady phase, from its first training step the
+probe recognises (the first of a run of repeated waits through the CUDA
+driver; else its first wait or launch) to its end (its time and CPU: the startup, a fixed
 cost of import and initialisation, left out and reported beside; the fresh
 runs preload libthreadburn_phase.so to mark it), and
 the CUDA host wait policies join the race on top of plain (cuda-spin,
@@ -366,7 +367,8 @@ def add_cuda(t, c, executor):
     t.steady = t.rule.steady_phase
     if t.steady:
         probe.phase_library(t.args.build_dir)  # raises its one line now, not after the race
-        print("tune: its runs are judged on their steady phase, from the first device work to the end (the startup "
+        print("tune: its runs are judged on their steady phase, from the first training step recognised "
+              "(else the first device work) to the end (the startup "
               f"before it is reported beside; the fresh runs without the probe preload {probe.PHASE_LIBRARY} to "
               "mark it)", flush=True)
     added = plans.cuda_points(t.points)

@@ -15,7 +15,8 @@ from ..lib import fmt, paths
 from ..lib.errors import ThreadburnError
 
 TIME_WORDS = {"loop_ms": "time per iteration (step + gap)", "step_ms": "step time", "wall_ms": "wall time",
-              "steady_ms": "the steady phase's time (from the first device work to the end: the startup left out)",
+              "steady_ms": "the steady phase's time (from the first training step recognised, else the first device work, "
+                           "to the end: the startup left out)",
               "unit_ms": "the time a unit of work took in each block (once the switch settled)",
               "metric": "your figure",
               "host": "host throughput (copies / the run's wall time: from their release to the last one's end)",
