@@ -9,6 +9,14 @@ runtime in THREADBURN_TEST_PRELOAD and every report a failure):
                (tests/bench/check_probe.py's program and its run)
   probe_llvm   the same on LLVM's runtime, KMP_BLOCKTIME=30 (the workers spin
                between regions while the sampler reads them)
+  device       the stand-in GPU training (device_training on the stand-in
+               driver of the build, tests/cpp/fake_cuda) under the probe: a
+               startup of device work (--prep-ms), then steps launched from
+               two threads, the waits on an autograd-like thread copying into
+               pageable memory: the driver's wrappers, the run of repeated
+               waits and its snapshots taken on the waiting thread, each
+               thread's tallies of each phase; every wait and launch counted
+               once in one phase (address build)
   inrun        tune --in-run of regions_child (check_inrun.py's team_up
                program: naps shared by the team), on the runtime --runtime names:
                the control block taken, published to at every sample, the team
@@ -22,8 +30,10 @@ to the process, which the timing bounds of those tests do not allow for (they ru
 unsanitized, in the unit and bench labels). Standard library only.
 """
 import argparse
+import glob
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -52,6 +62,34 @@ def case_probe_gomp(a, tmp):
 
 def case_probe_llvm(a, tmp):
     probe_case(a, tmp, {"OMP_NUM_THREADS": "2", "KMP_BLOCKTIME": "30"}, llvm=True)
+
+
+def case_device(a, tmp):
+    fakes = os.path.join(a.build_dir, "tests", "fake_cuda")
+    steps, out = 30, tempfile.mkdtemp(dir=tmp)
+    env = dict(os.environ, LD_LIBRARY_PATH=fakes, FAKE_NVML_SAMPLES="device", FAKE_CUDA_DEVICES="2",
+               FAKE_NVML_DEVICES="2", THREADBURN_PROBE_DIR=out,
+               LD_PRELOAD=os.environ["THREADBURN_TEST_PRELOAD"] + ":" + a.probe)
+    cmd = [os.path.join(fakes, "device_training"), "--device=1", "--launcher=split", "--wait=pageable",
+           "--startup-ms=100", "--prep-ms=300", f"--steps={steps}", "--step-ms=20"]
+    print("$ " + " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    sys.stdout.write(p.stdout + p.stderr)
+    check(p.returncode == 0, f"device_training exited {p.returncode}")
+    paths = glob.glob(os.path.join(out, "probe-*.json"))
+    check(len(paths) == 1, f"{len(paths)} probe summaries, expected 1")
+    with open(paths[0]) as f:
+        s = json.load(f)
+    calls = s["device_calls"]
+    whole = {k: sum(t[k] + t["startup_" + k] for t in calls) for k in ("syncs", "launches")}
+    print(f"steady_from {s['context']['steady_from']}; startup_device {s['startup_device']}; {whole}")
+    # The preparation's 50 copies and 5 waits, and each step's hidden copy and synchronisation;
+    # its 5 launches and 4 a step: each counted once, in one phase or the other.
+    check(whole == {"syncs": 55 + 2 * steps, "launches": 5 + 4 * steps}, f"{whole}: expected "
+          f"{55 + 2 * steps} waits and {5 + 4 * steps} launches in all")
+    check(s["context"]["steady_from"] in ("steps", "first_device_work"), s["context"]["steady_from"])
+    check(s["startup_device"]["syncs"] >= 55 or s["context"]["steady_from"] != "steps",
+          "the preparation's waits are not the startup's")
 
 
 def case_inrun(a, tmp):
