@@ -16,7 +16,7 @@ runtime in THREADBURN_TEST_PRELOAD and every report a failure):
                pageable memory: the driver's wrappers, the run of repeated
                waits and its snapshots taken on the waiting thread, each
                thread's tallies of each phase; every wait and launch counted
-               once in one phase (address build)
+               once in one phase
   inrun        tune --in-run of regions_child (check_inrun.py's team_up
                program: naps shared by the team), on the runtime --runtime names:
                the control block taken, published to at every sample, the team
