@@ -250,8 +250,9 @@ def evidence(e):
                      f"objective {d.objective}; compared: {TIME_WORDS[e.time_kind]} and CPU")
         if e.startup_ms is not None:
             lines.append(f"    the steady phase decided (rule version {r.version}): each run's time and CPU from its first "
-                         "device work to its end; the startup before it, the same fixed cost in every setting, left "
-                         f"out (median {fmt.number(e.startup_ms / 1000)} s a run)")
+                         "training step recognised (else its first device work) to its end; the startup before it, "
+                         "the same fixed cost in every setting, left out (median "
+                         f"{fmt.number(e.startup_ms / 1000)} s a run)")
     side = side_by_side(e)
     if side:
         lines.append("    " + side)
