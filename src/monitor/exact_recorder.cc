@@ -197,7 +197,7 @@ void ExactRecorder::report() {
                 static_cast<long long>(model_.unreported()), static_cast<long long>(model_.inconsistencies()),
                 static_cast<long long>(model_.unresolved()),
                 ns_to_ms(binner_.late_ns()), intervals_->path().c_str(), gaps_->path().c_str());
-  print_summary(mode, waits_, true);
+  print_summary(mode, waits_, true, intervals_->path());
   const auto it = names_.find(main_tid);
   std::fputs(format_gaps(burns.gaps(), main_tid, it == names_.end() ? "?" : it->second.second, o_.gap_min_ns).c_str(),
              stderr);

@@ -344,6 +344,26 @@ void TailBuilder::add(const Row& row) {
   }
 }
 
+void TailBuilder::add_wait(pid_t tid, double start_unix_ms, double end_unix_ms) {
+  waits_known_ = true;
+  // Windows are disjoint and sorted by mark: start at the last one whose
+  // mark is before the wait's end, walk back while they can overlap.
+  auto it = std::lower_bound(windows_.begin(), windows_.end(), end_unix_ms,
+                             [](const MarkWindow& w, double t) { return static_cast<double>(w.mark.unix_ms) < t; });
+  while (it != windows_.begin()) {
+    MarkWindow& w = *--it;
+    if (w.last_row_unix_ms == 0) continue;  // no rows: before the recording
+    const double lo = std::max(start_unix_ms, static_cast<double>(w.mark.unix_ms));
+    const double hi = std::min(end_unix_ms, static_cast<double>(w.mark.unix_ms) + w.length_ms());
+    if (hi <= static_cast<double>(w.mark.unix_ms)) continue;
+    if (hi > lo) {
+      w.by_tid[tid].wait_ms += hi - lo;
+      w.by_tid[kProcessTid].wait_ms += hi - lo;
+    }
+    if (start_unix_ms >= static_cast<double>(w.mark.unix_ms)) break;  // earlier windows end before it
+  }
+}
+
 std::string format_tails(const TailBuilder& tails, const SummaryBuilder& summary,
                          const std::string& event, size_t top) {
   std::ostringstream out;
@@ -373,11 +393,12 @@ std::string format_tails(const TailBuilder& tails, const SummaryBuilder& summary
                 event.c_str(), seen.size(), window.c_str(), summary.threshold());
   out << line;
   if (seen.empty()) return out.str();
-  std::snprintf(line, sizeof line, "  %-8s %-16s %12s %11s %11s %12s\n", "tid", "name", "mean_tail_ms",
-                "min_tail_ms", "max_tail_ms", "mean_burn_ms");
+  const bool waits = tails.waits_known();
+  std::snprintf(line, sizeof line, "  %-8s %-16s %12s %11s %11s %12s%s\n", "tid", "name", "mean_tail_ms",
+                "min_tail_ms", "max_tail_ms", "mean_burn_ms", waits ? " mean_wait_ms" : "");
   out << line;
   auto print = [&](pid_t tid, const std::string& name) {
-    double sum_tail = 0, max_tail = 0, sum_burn = 0, min_tail = std::numeric_limits<double>::infinity();
+    double sum_tail = 0, max_tail = 0, sum_burn = 0, sum_wait = 0, min_tail = std::numeric_limits<double>::infinity();
     for (const MarkWindow* w : seen) {
       auto it = w->by_tid.find(tid);
       const Tail t = it == w->by_tid.end() ? Tail{} : it->second;  // absent: no CPU in that window
@@ -385,12 +406,18 @@ std::string format_tails(const TailBuilder& tails, const SummaryBuilder& summary
       max_tail = std::max(max_tail, t.tail_ms);
       min_tail = std::min(min_tail, t.tail_ms);
       sum_burn += t.burn_ms;
+      sum_wait += t.wait_ms;
     }
     const double n = static_cast<double>(seen.size());
-    std::snprintf(line, sizeof line, "  %-8s %-16s %12.1f %11.1f %11.1f %12.1f\n",
+    std::snprintf(line, sizeof line, "  %-8s %-16s %12.1f %11.1f %11.1f %12.1f",
                   tid == kProcessTid ? "" : std::to_string(tid).c_str(), name.c_str(),
                   sum_tail / n, min_tail, max_tail, sum_burn / n);
     out << line;
+    if (waits) {
+      std::snprintf(line, sizeof line, " %12.1f", sum_wait / n);
+      out << line;
+    }
+    out << '\n';
   };
   const auto threads = summary.threads();
   for (size_t i = 0; i < threads.size() && i < top; ++i) print(threads[i].tid, threads[i].name);

@@ -163,6 +163,10 @@ constexpr pid_t kNoMarkingThread = -1;
 
 struct Tail {
   double tail_ms = 0, burn_ms = 0;
+  // Run-queue wait in the window (exact mode: the scheduler's records): a
+  // spinner that wants a core but waits for one burns nothing meanwhile, so a
+  // starved worker reads a short tail; this says how long it waited.
+  double wait_ms = 0;
 };
 struct MarkWindow {
   Mark mark;
@@ -189,6 +193,11 @@ class TailBuilder {
               pid_t marking_tid = kNoMarkingThread, double sleep_min_ms = kMarkSleepMinMs);
   void scan(const Row& row);
   void add(const Row& row);
+  // After add(): a run-queue wait of `tid` from start to end (unix ms), the
+  // part inside each window that saw rows counted to the thread and to the
+  // process. Any order. The first call makes format_tails print the waits.
+  void add_wait(pid_t tid, double start_unix_ms, double end_unix_ms);
+  bool waits_known() const { return waits_known_; }
   const std::vector<MarkWindow>& windows() const { return windows_; }
   pid_t marking_tid() const { return marking_; }
   double sleep_min_ms() const { return sleep_min_; }
@@ -207,6 +216,7 @@ class TailBuilder {
   double row_t_ = -1, row_u_ = 0, prev_t_ = -1, prev_u_ = 0;
   double quiet_since_ = 0;
   double longest_ = 0;  // the longest stretch without CPU in the window so far (ms)
+  bool waits_known_ = false;
 };
 
 // Per-thread mean/min/max tail and mean burn over the windows the rows

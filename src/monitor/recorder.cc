@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/clock.h"
+#include "monitor/intervals_file.h"
 #include "monitor/launch.h"
 
 namespace threadburn::monitor {
@@ -93,7 +94,8 @@ int64_t Recorder::next_deadline(int64_t deadline, int64_t now) {
   return deadline;
 }
 
-void Recorder::print_summary(const std::string& mode_line, const WaitTable& waits, bool exact) const {
+void Recorder::print_summary(const std::string& mode_line, const WaitTable& waits, bool exact,
+                             const std::string& intervals) const {
   const char* prog = "threadburn_monitor";
   std::fprintf(stderr,
                "%s: pid %d (%s): %.3f s, %lld samples every %lld us (%lld missed), up to %d threads, %lld rows in "
@@ -127,6 +129,20 @@ void Recorder::print_summary(const std::string& mode_line, const WaitTable& wait
       } else {
         tails.add(row);
       }
+    }
+  }
+  // The run-queue waits from the scheduler's records, once the windows'
+  // ends are known: a worker that waited for a core in its spin shows a
+  // short tail and a long wait, not a short spin.
+  if (!intervals.empty()) {
+    std::ifstream in(intervals);
+    std::string line;
+    IntervalRow r;
+    const double unix0_ms = static_cast<double>(unix0_) / 1e6;
+    while (std::getline(in, line)) {
+      if (!parse_interval_row(line, &r) || r.kind != "wait") continue;
+      tails.add_wait(r.tid, unix0_ms + static_cast<double>(r.start_ns) / 1e6,
+                     unix0_ms + static_cast<double>(r.end_ns) / 1e6);
     }
   }
   std::fputs(format_tails(tails, summary_, o_.mark_event).c_str(), stderr);

@@ -49,8 +49,11 @@ class Recorder {
   // A row of the recording: to the file and the summary.
   void add_row(const Row& r);
   // The header and the sampling line of the summary; the per-thread table,
-  // the waits, the tails after --marks, the monitor's own CPU.
-  void print_summary(const std::string& mode_line, const WaitTable& waits, bool exact) const;
+  // the waits, the tails after --marks (with each thread's run-queue wait
+  // in the window from `intervals`, the exact mode's file, when given), the
+  // monitor's own CPU.
+  void print_summary(const std::string& mode_line, const WaitTable& waits, bool exact,
+                     const std::string& intervals = "") const;
 
   const Options& o_;
   OutFile* csv_;

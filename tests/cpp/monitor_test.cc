@@ -431,5 +431,42 @@ TEST(Tails, AWindowRunsToTheNextMarkWhereTheMarkingThreadDidNotSleepBeforeIt) {
   EXPECT_FALSE(run_tails(window_rows(pause), 7, 60).windows()[0].cut());
 }
 
+// A worker that waits for a core in its spin (a loaded machine) holds none
+// meanwhile: its tail is where it last held one, and the window's run-queue
+// wait says how long it waited. Waits from the scheduler's records: the part
+// inside the window counts (to the thread and the process), the part before
+// the mark, after the marking thread's wake (1570) or in a window without
+// rows does not.
+TEST(Tails, TheRunQueueWaitInTheWindowIsCountedPerThreadAndProcess) {
+  TailBuilder tails = run_tails(window_rows({{1010, 0.2}, {1580, 1.0}, {1590, 1.0}, {1600, 1.0}}), 7);
+  EXPECT_FALSE(tails.waits_known());
+  tails.add_wait(8, 990.0, 1050.5);   // 50.5 ms inside: from the mark on
+  tails.add_wait(8, 1100.0, 1130.0);  // 30 ms inside
+  tails.add_wait(7, 1560.0, 1575.0);  // 10 ms before the wake at 1570, 5 after it
+  tails.add_wait(8, 1600.0, 1700.0);  // after the window
+  tails.add_wait(8, 900.0, 999.0);    // before the mark
+  ASSERT_TRUE(tails.waits_known());
+  const MarkWindow& w = tails.windows()[0];
+  EXPECT_DOUBLE_EQ(w.by_tid.at(8).wait_ms, 80.5);
+  EXPECT_DOUBLE_EQ(w.by_tid.at(7).wait_ms, 10.0);
+  EXPECT_DOUBLE_EQ(w.by_tid.at(kProcessTid).wait_ms, 90.5);
+  EXPECT_DOUBLE_EQ(w.by_tid.at(8).tail_ms, 200.0);  // the rows' tail is unchanged
+  SummaryBuilder s(0.05, 10.0);
+  for (const Row& r : window_rows({{1010, 0.2}})) s.add(r);
+  const std::string text = format_tails(tails, s, "update_end");
+  EXPECT_NE(text.find("mean_wait_ms"), std::string::npos) << text;
+  EXPECT_NE(text.find("        80.5"), std::string::npos) << text;
+  EXPECT_NE(text.find("        90.5"), std::string::npos) << text;
+  // No waits given (the /proc mode): no column.
+  const TailBuilder plain = run_tails(window_rows({{1010, 0.2}}), 7);
+  EXPECT_EQ(format_tails(plain, s, "update_end").find("mean_wait_ms"), std::string::npos);
+  // A wait in a window that saw no rows (before the recording) is not counted.
+  std::vector<Mark> marks{{1000, "ckpt", "update_end"}, {1600, "ckpt", "sleep_end"}};
+  TailBuilder empty(marks, "update_end", 0.05, 7);
+  empty.add_wait(8, 1010.0, 1050.0);
+  EXPECT_TRUE(empty.windows()[0].by_tid.empty());
+}
+
+
 }  // namespace
 }  // namespace threadburn::monitor
