@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Regenerate the committed reference results in results/: every grid of
 # configs/ into results/<grid>.csv (with its plots), `threadburn tune` on the two
-# example trainings, the monitor on a Python training and (as root) its exact
-# mode on the built-in trainings, the measuring overheads, then
-# results/FINDINGS.md.
+# example trainings and within one run of a test program (--in-run), the
+# monitor on a Python training and (as root) its exact mode on the built-in
+# trainings, the measuring overheads, then results/FINDINGS.md.
 # About 55 minutes on a 2-vCPU VM. Run it on a quiet machine: every figure is a
 # time or a CPU share.
 #   scripts/references.sh                 everything
 #   scripts/references.sh default ddp     those grids only (then FINDINGS.md)
-#   scripts/references.sh --tunes         the two tunes only (then FINDINGS.md)
+#   scripts/references.sh --tunes         the tunes only (then FINDINGS.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GRIDS=(seed000 default blocktime launcher runtime loader oversubscription onednn batch_workers sampler ddp cuda)
@@ -49,6 +49,15 @@ if [ "$tunes" = 1 ]; then
     --metric 'samples/s: ([0-9.]+)' --metric-better higher \
     -- "$PY" examples/mnist_adadelta.py --steps=40 --log-interval=0 \
     | tee results/tune-mnist_adadelta.txt
+  # A verdict within one run (docs/in-run.md): regions of a fixed work that a
+  # team of two does in half the time, the program started at one thread
+  # (tests/bench/check_inrun.py's team_up).
+  step "tune --in-run tests/cpp/regions_child"
+  OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive bin/threadburn tune --in-run --block 0.3 \
+    --out results/tune-inrun-team_up.csv --force --seed 1 \
+    -- build/tests/cpp/regions_child --body=nap --work_us=4000 --regions=10 --gap_ms=0 --seconds=15 \
+    | tee results/tune-inrun-team_up.txt
+  rm -f results/tune-inrun-team_up.program.log   # the program's own output: nothing to keep
 fi
 
 if [ "$overheads" = 1 ]; then
