@@ -50,7 +50,11 @@ than one CPU; in a slot of two, a team of two does it in about half the time
 on two free CPUs, and in about two thirds with a core kept busy (the team
 gets two of the three runnable threads' shares): by construction the 2-CPU
 slot's plan is faster than the 1-CPU slot's by far more than the 5 %
-margin. The tune must end with a plan per size, its step 1 -> 2 CPUs
+margin. That holds where the machine gives the team nearly two CPUs; where
+other processes leave it less (measured first: its CPU over wall time
+outside any slot), both quotas would bind nothing, so the sizes are then a
+quarter and a half of what it gets (0.63 CPUs at a load of 5: 0.16,0.32),
+and the larger is twice the smaller by construction. The tune must end with a plan per size, its step 1 -> 2 CPUs
 "faster by more than 5%" (its throughput interval above 1.05), say the
 training needs at least 2 CPUs, record each run's slot, draw slots.png, and
 leave no cgroup. Then twice more, small, interrupted: SIGTERM in the second
