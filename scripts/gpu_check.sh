@@ -32,10 +32,11 @@
 #              sync_loop.py --seconds 3: the wait policies added after round 1, judged on
 #              the steady phase, a verdict (its runs fit the step's time: 2 a setting, 8
 #              runs of ~20 s, where 12 race runs do not fit)
-#   node       60, 15, ~20: tests/gpu/backward_cpu.py --seconds 8 under `threadburn run` with
-#              CUDA_VISIBLE_DEVICES unset (a training with a backward pass on CUDA and a .cpu()
-#              copy each step): the process's GPUs (one, its busy share the figure's), the
-#              autograd thread among the launchers, the .cpu() copies as hidden waits
+#   node       60, 15, ~20: tests/gpu/backward_cpu.py --seconds 8 --prep under `threadburn run`
+#              with CUDA_VISIBLE_DEVICES unset (a training with data prepared on the GPU first,
+#              a backward pass on CUDA and a .cpu() copy each step): the process's GPUs (one,
+#              its busy share the figure's), the autograd thread among the launchers, the
+#              .cpu() copies as hidden waits, the steady phase from the first step
 #   classes    60, 10, 16: examples/mnist_adadelta.py --device cuda --feed loader --workers 2
 #              --pin-memory under `threadburn run`: CPU by class, the GPU's share
 #   busy       60, 15, 5: tests/gpu/check_gpu_busy.py (scripts/gpu_host.sh check): gpu_busy_ms
@@ -282,10 +283,11 @@ print(fixed)' \
 }
 
 # GPU trainings as they run on real nodes (docs/cuda.md, "The process's GPUs", "Every thread
-# that launches or waits", "The waits that hide"): CUDA_VISIBLE_DEVICES unset, a backward
-# pass on CUDA, a .cpu() copy each step. Stand-in: device_training on device 1 of 2, its
-# launches split between the main thread and an autograd thread, its result copied into
-# pageable memory each step.
+# that launches or waits", "The waits that hide", "Phases"): CUDA_VISIBLE_DEVICES unset, a
+# startup of device work (data prepared on the GPU) before the steps, a backward pass on
+# CUDA, a .cpu() copy each step. Stand-in: device_training on device 1 of 2 with --prep-ms,
+# its launches split between the main thread and an autograd thread, its result copied
+# into pageable memory each step.
 step_node() {
   probe_build || return 0
   local cmd
@@ -293,10 +295,10 @@ step_node() {
     RUN_ENV=(-u CUDA_VISIBLE_DEVICES LD_LIBRARY_PATH="$B/tests/fake_cuda" FAKE_NVML_SAMPLES=device
              FAKE_CUDA_DEVICES=2 FAKE_NVML_DEVICES=2)
     cmd=("$B/tests/fake_cuda/device_training" --device=1 --launcher=split --wait=pageable --startup-ms=200
-         --steps=50 --step-ms=20)
+         --prep-ms=300 --steps=50 --step-ms=20)
   else
     RUN_ENV=(-u CUDA_VISIBLE_DEVICES)
-    cmd=("$(train_py)" tests/gpu/backward_cpu.py --seconds 8)
+    cmd=("$(train_py)" tests/gpu/backward_cpu.py --seconds 8 --prep)
   fi
   tb_run node -- "${cmd[@]}"
   judge node --log "$GC_WORK/logs/node.log" --run-dir "$GC_WORK/runs/node"

@@ -15,7 +15,8 @@ label unit; THREADBURN_BUILD_DIR names a build of the tests):
   tune adds the three policies after round 1, judges the steady phase and
   ends CHANGE to cuda-blocking_sync; on a node of 2 the training on device 1
   is the process's one GPU, its backward launched by an autograd thread, its
-  pageable copies hidden waits; the driver's thread, the pin-memory
+  pageable copies hidden waits, its steady phase from its first step after a
+  startup of device work; the driver's thread, the pin-memory
   thread and two worker processes are their classes), the others say SKIP,
   exit 0; the files under $OUT are the ones the device tool brings back (at
   most 8, no deeper than 2 folders, under 16 MiB each), the table comes last.
@@ -57,7 +58,7 @@ EXPECTED = dict(
     + [(("gputune", r), "PASS") for r in ("CUDA policies added after round 1", "policy in force per race row", "runs",
                                           "verdict", "judged on the steady phase", "wall time")]
     + [(("node", r), "PASS") for r in ("the process's GPUs", "backward on the autograd thread",
-                                       ".cpu() each step: hidden waits")]
+                                       ".cpu() each step: hidden waits", "steady phase from the first step")]
     + [(("classes", r), "PASS") for r in ("the training ran", "pin-memory thread", "CUDA driver threads",
                                           "worker processes", "main thread", "GPU busy share")]
     + [(("busy", "host sleep not in gpu_busy_ms"), "SKIP"), (("sweep", "configs/cuda_check.toml"), "SKIP")])

@@ -567,9 +567,10 @@ def kind_table(a):
 
 
 def kind_node(rows, a):
-    """A training as on a real node (backward_cpu.py, or the stand-in's device_training on device 1 of 2)
-    with CUDA_VISIBLE_DEVICES unset: the process's GPUs, the autograd thread among the launchers, the
-    .cpu() copies as hidden waits."""
+    """A training as on a real node (backward_cpu.py --prep, or the stand-in's device_training on device 1
+    of 2 with --prep-ms) with CUDA_VISIBLE_DEVICES unset: the process's GPUs, the autograd thread among the
+    launchers, the .cpu() copies as hidden waits, the steady phase from the first step after a startup of
+    device work."""
     if skipped(rows, a.log, "node"):
         return
     r, s = run_row(a.run_dir), main_summary(a.run_dir)
@@ -601,6 +602,24 @@ def kind_node(rows, a):
     rows.add(".cpu() each step: hidden waits",
              f"{hidden} hidden waits ({hidden_ms:.0f} ms inside them) for {fmt(steps)} steps",
              ">= 0.9 a step (the copy into pageable memory blocks)", bool(steps) and hidden >= 0.9 * steps)
+    # The startup of device work (--prep: the data prepared on the GPU in uneven pieces, a compile's
+    # host work after each) before the steps: the steady phase from the first step the probe
+    # recognises (a run of repeated waits), not from the first device work.
+    own = said(a.log, "backward_cpu") or said(a.log, "device_training")
+    first, seconds = number(own.get("steps_mono_ms")), number(own.get("seconds") or own.get("steps_ms"))
+    seconds = seconds / 1000 if seconds and "steps_ms" in own else seconds
+    prep = number(own.get("prep_syncs") or own.get("prep_waits"))
+    dev, ctx = s.get("startup_device") or {}, s.get("context") or {}
+    start = (number(s.get("start_mono_ms")) or 0) + (number(c.get("startup_ms")) or 0)
+    after = start - first if first else None
+    rows.add("steady phase from the first step",
+             f"from {ctx.get('steady_from', '?')}, {fmt(after)} ms after the first step began "
+             f"(the steps {fmt(seconds)} s); the startup's device work {dev.get('syncs', '?')} waits, "
+             f"{dev.get('launches', '?')} launches, for the preparation's {fmt(prep)} waits",
+             "steady_from steps; begins after the first step began, within the first half of the steps; the "
+             "startup's waits >= the preparation's",
+             ctx.get("steady_from") == "steps" and after is not None and bool(seconds) and
+             0 <= after <= 500 * seconds and prep is not None and (dev.get("syncs") or 0) >= prep)
 
 
 def parse_args(argv):
