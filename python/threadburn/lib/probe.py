@@ -110,8 +110,8 @@ def phase_library(build=None):
 
 
 def phase_of(out_dir):
-    """The phases the mark wrote in out_dir, as cells of a row (its figures
-    and startup_ends): the process that did device work (the first one, by
+    """The phases the mark wrote in out_dir, as cells of a row (its figures,
+    startup_ends and steady_from): the process that did device work (the first one, by
     pid, in a command of several), else the first; {} when none wrote."""
     found = []
     for path in sorted(glob.glob(os.path.join(out_dir, "phase-*.json"))):
@@ -123,7 +123,8 @@ def phase_of(out_dir):
     if not found:
         return {}
     mark = next((m for m in found if m.get("startup_ends") == "device"), found[0])
-    return {"startup_ends": mark.get("startup_ends", "none"), **{k: mark.get(k) for k in PHASE_FIGURES}}
+    return {"startup_ends": mark.get("startup_ends", "none"), "steady_from": mark.get("steady_from", "none"),
+            **{k: mark.get(k) for k in PHASE_FIGURES}}
 
 
 @dataclass
