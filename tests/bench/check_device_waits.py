@@ -526,8 +526,7 @@ def case_tune_prep(a, tmp):
     preparation's CPU in no setting's steady phase, so cuda-blocking_sync's steady CPU is -90 % or more
     (from the first device work, the preparation's 0.7 s of waits, spinning under plain, and the
     compile's 0.3 s of CPU in every setting beside 0.6 s of spinning steps would hold it near -80 %),
-    its time within the margin; the startup's median holds the
-    preparation."""
+    its time no worse than the margin; the startup's median holds the preparation."""
     out = os.path.join(tmp, "tune.csv")
     cmd = [os.path.join(a.repo, "bin", "threadburn"), "tune", "--build-dir", a.build_dir, "--out", out, "--",
            *training(a, "--startup-ms=300", f"--prep-ms={PREP_MS:g}", "--steps=30", f"--step-ms={STEP_MS:g}")]
@@ -547,8 +546,11 @@ def case_tune_prep(a, tmp):
           f"the startup's median {v['startup_ms']} ms: expected the program's 300 ms and its preparation's "
           f"{PREP_MS:g}")
     check(v["cpu_ratio"]["high"] <= 0.1, f"the steady phase's CPU {v['cpu_ratio']}: expected -90 % or more")
-    check(0.95 <= v["time_ratio"]["estimate"] <= 1.05, f"the time {v['time_ratio']}: expected within the 5 % margin")
-    check(took <= 240, f"the tune took {took:.0f} s (expected 4 minutes or less)")
+    # Its time: no worse than plain's by the margin (on an idle machine about plain's; where other
+    # processes hold the cores, plain's spinning waits lose theirs and blocking_sync is faster: 0.56
+    # of plain's at a load of 11 on 2 cores here).
+    check(v["time_ratio"]["estimate"] <= 1.05, f"the time {v['time_ratio']}: expected no worse than the 5 % margin")
+    check(took <= 300, f"the tune took {took:.0f} s (expected 5 minutes or less)")
 
 
 def main():
