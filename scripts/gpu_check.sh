@@ -132,7 +132,7 @@ step_preflight() {
   py=${py:-${GC_PYTHON:-python3}}
   echo "$py" > "$GC_WORK/state/python"
   {
-    echo "mode=$GC_MODE"; echo "host=$(uname -n)"; echo "cpus=$(nproc)"; echo "kernel=$(uname -r)"
+    echo "mode=$GC_MODE"; echo "host=$(uname -n)"; echo "cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"; echo "kernel=$(uname -r)"
     echo "glibc=$(ldd --version 2>&1 | head -1)"; echo "gcc=$(gcc --version 2>/dev/null | head -1)"
     echo "cmake=$(cmake --version 2>/dev/null | head -1)"
     echo "nvcc=$( (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null | tail -1)"

@@ -78,7 +78,7 @@ build() {
   # (all that run and tune of a user's training need); the exit status still fails.
   local keep_going=()
   [ -f "$BUILD_DIR/Makefile" ] && keep_going=(-- -k)
-  cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${targets[@]}" "${keep_going[@]}"
+  cmake --build "$BUILD_DIR" -j "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)" --target "${targets[@]}" "${keep_going[@]}"
   echo "built in $BUILD_DIR: ${targets[*]}. Try:"
   if [ "$with_torch" = ON ]; then
     cat <<TXT

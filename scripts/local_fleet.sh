@@ -221,7 +221,7 @@ net_down() {
 write_conf() {
     local net=$1 host cpus mem_kb mem
     host=$(hostname -s)
-    cpus=$(nproc)
+    cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
     mem_kb=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
     # Each node claims half the memory (slurmd drains a node that finds less than configured).
     mem=$((mem_kb / 1024 / 2))

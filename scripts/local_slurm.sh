@@ -206,7 +206,7 @@ stop_daemons() {
 write_conf() {
     local node cpus mem_kb mem smem hw topo=""
     node=$(hostname -s)
-    cpus=$(nproc)
+    cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
     mem_kb=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
     mem=$((mem_kb / 1024))
     # slurmd drains a node configured with more memory than it finds; take the
@@ -321,7 +321,7 @@ start_cluster() {
         sleep 0.1
     done
     [ "$state" = idle ] || fail_start "node $node is not idle after 30 s (sinfo state: '${state:-no answer}')"
-    echo "local Slurm in $DIR: running (node $node, $(nproc) CPUs, partition threadburn); use it with: eval \"\$($0 env$HINT_DIR)\""
+    echo "local Slurm in $DIR: running (node $node, $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) CPUs, partition threadburn); use it with: eval \"\$($0 env$HINT_DIR)\""
 }
 
 status_cluster() {

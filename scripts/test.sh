@@ -37,7 +37,7 @@ for group in ${groups[@]}; do
     [ "${#pass[@]}" = 2 ] || { echo "test.sh: could not list the tests of $group" >&2; exit 1; }
     for i in 0 1; do
       [ "${pass[$i]}" = none ] && continue
-      jobs=$([ "$i" = 0 ] && echo $(( $(nproc) + 1 )) || echo 1)
+      jobs=$([ "$i" = 0 ] && echo $(( $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) + 1 )) || echo 1)
       echo "== ctest -L '$regex', $([ "$i" = 0 ] && echo "the tests that may share the machine" || echo "RUN_SERIAL, one at a time") (-j $jobs)"
       (cd "$BUILD_DIR" && ctest -I "${pass[$i]}" --output-on-failure -j "$jobs") || rc=1
     done
