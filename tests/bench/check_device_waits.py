@@ -498,10 +498,11 @@ def case_gpu_loads(a, tmp):
           "the host-bound line does not name each GPU's share")
 
 
-def case_tune(a, tmp):
+def tune_training(a, tmp, *args):
+    """threadburn tune of the stand-in training with these arguments: (its verdict's workload, seconds)."""
     out = os.path.join(tmp, "tune.csv")
     cmd = [os.path.join(a.repo, "bin", "threadburn"), "tune", "--build-dir", a.build_dir, "--out", out, "--",
-           *training(a, "--startup-ms=1000", "--steps=30", f"--step-ms={STEP_MS:g}")]
+           *training(a, *args)]
     env = environment(a, {"THREADBURN_RUNS": os.path.join(tmp, "runs")})
     t0 = time.monotonic()
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
@@ -510,7 +511,13 @@ def case_tune(a, tmp):
     check(p.returncode == 0, f"threadburn tune exited {p.returncode}")
     with open(os.path.join(tmp, "tune.verdict.json")) as f:
         v = json.load(f)["workloads"][0]
-    print(f"tune: {took:.0f} s; {v['verdict']} {v['setting']}; time {v['time_ratio']}; CPU {v['cpu_ratio']}")
+    print(f"tune: {took:.0f} s; {v['verdict']} {v['setting']}; time {v['time_ratio']}; CPU {v['cpu_ratio']}; "
+          f"startup {v['startup_ms']} ms")
+    return v, took
+
+
+def case_tune(a, tmp):
+    v, took = tune_training(a, tmp, "--startup-ms=1000", "--steps=30", f"--step-ms={STEP_MS:g}")
     check((v["verdict"], v["setting"]) == ("change", "cuda-blocking_sync"),
           f"{v['verdict']} {v['setting']}, expected change to cuda-blocking_sync")
     check(v["gain_from"] == "confirmation", "the gain is not the fresh runs'")
@@ -527,19 +534,8 @@ def case_tune_prep(a, tmp):
     (from the first device work, the preparation's 0.7 s of waits, spinning under plain, and the
     compile's 0.3 s of CPU in every setting beside 0.6 s of spinning steps would hold it near -80 %),
     its time no worse than the margin; the startup's median holds the preparation."""
-    out = os.path.join(tmp, "tune.csv")
-    cmd = [os.path.join(a.repo, "bin", "threadburn"), "tune", "--build-dir", a.build_dir, "--out", out, "--",
-           *training(a, "--startup-ms=300", f"--prep-ms={PREP_MS:g}", "--steps=30", f"--step-ms={STEP_MS:g}")]
-    env = environment(a, {"THREADBURN_RUNS": os.path.join(tmp, "runs")})
-    t0 = time.monotonic()
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    took = time.monotonic() - t0
-    sys.stdout.write(p.stdout[-5000:] + p.stderr[-3000:])
-    check(p.returncode == 0, f"threadburn tune exited {p.returncode}")
-    with open(os.path.join(tmp, "tune.verdict.json")) as f:
-        v = json.load(f)["workloads"][0]
-    print(f"tune: {took:.0f} s; {v['verdict']} {v['setting']}; time {v['time_ratio']}; CPU {v['cpu_ratio']}; "
-          f"startup {v['startup_ms']} ms")
+    v, took = tune_training(a, tmp, "--startup-ms=300", f"--prep-ms={PREP_MS:g}", "--steps=30",
+                            f"--step-ms={STEP_MS:g}")
     check((v["verdict"], v["setting"]) == ("change", "cuda-blocking_sync"),
           f"{v['verdict']} {v['setting']}, expected change to cuda-blocking_sync")
     check(v["time_metric"] == "steady_ms" and v["startup_ms"] >= 300 + PREP_MS,
