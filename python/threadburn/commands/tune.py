@@ -89,7 +89,7 @@ from ..engine import campaign, inrun_setup, plans, slots
 from ..engine import exec_inrun
 from ..engine.exec_probe import ProbeExecutor, ProbeOptions
 from ..export import jsonfile, slotsizes as slotsizes_out, text
-from ..lib import cgroup, files, machine, probe, rule as rules
+from ..lib import cgroup, files, machine, paths, probe, rule as rules
 from ..lib.errors import ThreadburnError
 from ..lib.records import ResultsFile
 from ..lib.usercmd import add_run_options, command_of, parse_env, probe_extra
@@ -315,7 +315,7 @@ def main_in_slot(args):
     results_file, held = open_out(args, cmd, columns, rule)
     out = results_file.path
     seed = next(s for s in (args.seed, held.seed, random.SystemRandom().randrange(1, 2 ** 31)) if s is not None)
-    work = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".work")
+    work = paths.work_dir(out)
     t = Tune(args, cmd, columns, points, rule, whole, results_file, runlog.RunLog(args.libomp, held.rows), seed,
              work)
     executor = t.executor()

@@ -20,13 +20,13 @@ import os
 import shutil
 
 from . import exec_inrun
-from ..lib import machine, probe
+from ..lib import machine, paths, probe
 from ..lib.errors import ThreadburnError
 
 
 def work_folder(out):
     """The in-run tune's work folder beside its results file `out`, emptied, with probe/ in it."""
-    work = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".work")
+    work = paths.work_dir(out)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.join(work, "probe"))
     return work

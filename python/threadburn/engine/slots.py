@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from . import campaign
 from .points import TunePoint
 from ..lib import cgroup, probe, rule as rules
+from ..lib.paths import work_dir
 from ..lib.errors import ThreadburnError
 from ..lib.procs import Interrupt
 from ..lib.records import ResultsFile
@@ -179,7 +180,7 @@ def compare(args, sizes, chosen, cmd, out, paths, hooks):
     results_file.create()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2 ** 31)
     rounds = int(args.confirm) if str(args.confirm).isdigit() and int(args.confirm) > 0 else SIZE_ROUNDS
-    work = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".work")
+    work = work_dir(out)
     print(f"tune --cpus: each size's plan and plain beside it, {rounds} fresh runs each without the probe, "
           f"interleaved in rounds, each run in a slot of its size: " +
           ", ".join(f"{cgroup.size_text(s)} CPUs {chosen[s][0].name}" for s in sizes) + f"; seed {seed}", flush=True)

@@ -124,3 +124,8 @@ def benchmark_programs(build=None):
 def runs_dir():
     """User runs go here, never into results/ (committed references only)."""
     return os.environ.get("THREADBURN_RUNS") or os.path.join(REPO if INSTALLED_DATA is None else os.getcwd(), "runs")
+
+
+def work_dir(out):
+    """A tune's hidden work folder beside its results file `out` (.<name>.work): its runs' files."""
+    return os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".work")
