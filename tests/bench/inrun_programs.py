@@ -39,7 +39,7 @@ program never asks omp_get_max_threads().
           go to the BLAS, Debian's OpenBLAS under OpenMP); "step_ms=X" every
           step
 Every process ends with its parent (PR_SET_PDEATHSIG). Needs torch for ranks
-and mlp.
+and mlp: without it they print "SKIP: ..." and exit 77 (the test skips).
 """
 import argparse
 import ctypes
@@ -52,6 +52,15 @@ import sys
 import time
 
 FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def import_or_skip(name):
+    """The module, or a line "SKIP: no NAME ..." and exit 77 (check_inrun.py skips on it)."""
+    try:
+        return __import__(name, fromlist=["_"])
+    except ImportError as e:
+        print(f"SKIP: no {name} in {sys.executable} ({e})", flush=True)
+        sys.exit(77)
 
 
 def die_with_parent(sig=signal.SIGTERM):
@@ -112,8 +121,8 @@ def ranks(a):
         codes = [p.wait() for p in procs]
         sys.exit(max(abs(c) for c in codes))
     die_with_parent()
-    import torch
-    import torch.distributed as dist
+    torch = import_or_skip("torch")
+    dist = import_or_skip("torch.distributed")
     dist.init_process_group("gloo", rank=a.rank, world_size=a.world)
     print(f"rank={a.rank} pid={os.getpid()}", flush=True)  # the test's, not a figure: always on time
     regions = Regions(a.work_us)
@@ -152,7 +161,7 @@ def forked(a):
 
 
 def mlp(a):
-    import torch
+    torch = import_or_skip("torch")
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
