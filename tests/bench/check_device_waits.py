@@ -81,8 +81,8 @@ construction: --startup-ms of CPU before its first launch, then steps of
   tune_prep      `threadburn tune` of a sync-bound training with a startup
                  of device work: CHANGE to cuda-blocking_sync, steady CPU
                  -90 % or more (the preparation's CPU in no steady phase)
-  tune           `threadburn tune` of the sync-bound training (1 s of startup,
-                 0.6 s of steps): CHANGE to cuda-blocking_sync, its steady
+  tune           `threadburn tune` of the sync-bound training (0.3 s of
+                 startup, 0.6 s of steps): CHANGE to cuda-blocking_sync, its steady
                  phase's CPU -90 % or more, its time within the margin, in
                  3 minutes or less, judged on the steady phase
 Standard library only.
@@ -516,12 +516,19 @@ def tune_training(a, tmp, *args):
     return v, took
 
 
+# tune's startup: 300 ms of CPU at a core, the same in every setting. Judged on whole runs (the
+# steady phase's rule off) the CPU would read about 300 / (300 + 600) of plain's, 0.33, far above
+# the 0.1 checked, and the time_metric check fails outright; 1 s read 0.63 and cost 0.7 s more in
+# each of the tune's 33 runs.
+TUNE_STARTUP_MS = 300.0
+
+
 def case_tune(a, tmp):
-    v, took = tune_training(a, tmp, "--startup-ms=1000", "--steps=30", f"--step-ms={STEP_MS:g}")
+    v, took = tune_training(a, tmp, f"--startup-ms={TUNE_STARTUP_MS:g}", "--steps=30", f"--step-ms={STEP_MS:g}")
     check((v["verdict"], v["setting"]) == ("change", "cuda-blocking_sync"),
           f"{v['verdict']} {v['setting']}, expected change to cuda-blocking_sync")
     check(v["gain_from"] == "confirmation", "the gain is not the fresh runs'")
-    check(v["time_metric"] == "steady_ms" and v["startup_ms"] >= STARTUP_MS, "not judged on the steady phase")
+    check(v["time_metric"] == "steady_ms" and v["startup_ms"] >= TUNE_STARTUP_MS, "not judged on the steady phase")
     check(v["cpu_ratio"]["high"] <= 0.1, f"the steady phase's CPU {v['cpu_ratio']}: expected -90 % or more")
     check(0.95 <= v["time_ratio"]["estimate"] <= 1.05, f"the time {v['time_ratio']}: expected within the 5 % margin")
     check(took <= 180, f"the tune took {took:.0f} s (expected 3 minutes or less)")
