@@ -9,6 +9,11 @@
   kind, malformed command lines) the fake's --describe equals the program's
   (benchmarks, axes, flag values, ...), and a refused command line gives the
   same exit code and error line.
+The real programs answer through a fork server (fork_server.py, tests/cpp/fork_server.c):
+each program starts once and each case is a child forked after its static initialisers,
+so libtorch's start is paid 4 times, not about 90; ForkedAsFresh checks that a forked
+case prints what a fresh start prints, byte for byte (each program's defaults, a refusal,
+the help). Without the server's library in the build, each case starts afresh.
 The build dir: $THREADBURN_BUILD_DIR (ctest sets it), else build/.
 """
 import json
@@ -18,6 +23,7 @@ import subprocess
 import tempfile
 import unittest
 
+import fork_server
 import helpers
 import record_programs
 
@@ -142,24 +148,45 @@ COMMAND_LINES = [  # malformed or unusual command lines, on optimizer_step
 ]
 
 
-# (exit code, stdout, stderr) of a real program's `args --describe`, by (path, args): each
-# start of a program loads libtorch (about a second of CPU), and the recordings' check and the
-# flag sets' "defaults" ask for the same default descriptions.
+# (exit code, stdout, stderr) of a real program's `args --describe`, by (path, args): the
+# recordings' check and the flag sets' "defaults" ask for the same default descriptions.
 REAL = {}
+# The real programs' fork servers (fork_server.py), by path: each program starts once, and
+# each case is a child forked after its static initialisers (libtorch's: about 0.6 s of CPU
+# a start, most of this test's time when every case started the program afresh). Without
+# the server's library in the build (tests/cpp), every case starts the program afresh.
+SERVERS = {}
+PRELOAD = fork_server.library(BUILD) if BUILD else None
+
+
+def real_run(path, args):
+    if not PRELOAD:
+        return record_programs.run_describe(path, args)
+    if path not in SERVERS:
+        SERVERS[path] = fork_server.ForkServer(path, PRELOAD, record_programs.plain_env())
+    return SERVERS[path].run([*args, "--describe"])
+
+
+def tearDownModule():
+    for server in SERVERS.values():
+        server.close()  # raises if a program's static initialisers printed anything (a fresh start shows it)
+    SERVERS.clear()
 
 
 def describe_both(paths, args):
     """[(exit code, stdout, stderr)] of `path args --describe` for each path, run at once;
     a real program's answer (under BUILD) asked for before is not asked again."""
     todo = [p for p in paths if (p, tuple(args)) not in REAL]
-    procs = [subprocess.Popen([p, *args, "--describe"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=record_programs.plain_env(), stdin=subprocess.DEVNULL) for p in todo]
+    real = [p for p in todo if p.startswith(BUILD + os.sep)]
+    procs = {p: subprocess.Popen([p, *args, "--describe"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, env=record_programs.plain_env(), stdin=subprocess.DEVNULL)
+             for p in todo if p not in real}
+    for path in real:
+        REAL[(path, tuple(args))] = real_run(path, args)
     got = {}
-    for path, p in zip(todo, procs):
+    for path, p in procs.items():
         stdout, stderr = p.communicate(timeout=120)
         got[path] = (p.returncode, stdout, stderr)
-        if path.startswith(BUILD + os.sep):
-            REAL[(path, tuple(args))] = got[path]
     return [REAL[(p, tuple(args))] if p not in got else got[p] for p in paths]
 
 
@@ -194,6 +221,25 @@ class Recordings(unittest.TestCase):
                 diff = differences(live, recorded)
                 self.assertEqual(diff, [], f"{path} is not what {bench}_bench {' '.join(args)} --describe prints now "
                                  f"(it differs in: {', '.join(diff)}); run {RERECORD} {BUILD}")
+
+
+@unittest.skipUnless(BUILD and PRELOAD, WHY_SKIP + " or of its fork server (tests/cpp)")
+class ForkedAsFresh(unittest.TestCase):
+    """A case the fork server answers is what a fresh start of the program prints,
+    byte for byte: each program's defaults, a refusal, the help."""
+    CASES = [(bench, []) for bench in record_programs.built_programs(BUILD or "")] + \
+        [("optimizer_step", ["--steps=abc"]), ("optimizer_step", ["--help"])]
+
+    def test_a_forked_case_is_a_fresh_start(self):
+        paths = [record_programs.program_path(BUILD, bench) for bench, _ in self.CASES]
+        starts = [subprocess.Popen([path, *args, "--describe"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, env=record_programs.plain_env(), stdin=subprocess.DEVNULL)
+                  for path, (_, args) in zip(paths, self.CASES)]  # the fresh starts, at once
+        forked = [real_run(path, args) for path, (_, args) in zip(paths, self.CASES)]
+        for (bench, args), start, got in zip(self.CASES, starts, forked):
+            stdout, stderr = start.communicate(timeout=120)
+            with self.subTest(bench=bench, args=args):
+                self.assertEqual(got, (start.returncode, stdout, stderr))
 
 
 @unittest.skipUnless(BUILD, WHY_SKIP)
