@@ -44,11 +44,6 @@ known by construction, decided within a minute of it.
   metric      team_up judged by the program's own figure (--metric on its
               step_ms lines, lower better): the same verdict as its regions give
               (team_up's: CHANGE to T2)
-  py_metric   the same family in a Python program (tests/bench/inrun_programs.py
-              nap: its regions through libgomp, its figure print()ed every step
-              without a flush): by its figure CHANGE to T2, as by its regions
-              (forked_python's parent runs these steps); its output
-              line-buffered by the tune (the line says so)
   ranks       two torch.distributed ranks (gloo on localhost, as the DDP
               benchmarks run them) started by a launcher that runs no region,
               each a nap step (10 regions of 4 ms), 5 ms of its CPU and an
@@ -66,7 +61,12 @@ known by construction, decided within a minute of it.
               too); CHANGE to T2
   spawned_omp the same with workers started afresh (multiprocessing's spawn)
   forked_python  forked workers that run no region: the parent alone
-              steered; CHANGE to T2 by its regions
+              steered; CHANGE to T2, judged by its own figure: the same family
+              in a Python program (tests/bench/inrun_programs.py: its regions
+              through libgomp, its figure print()ed every step without a
+              flush), its output line-buffered by the tune (the line says so),
+              no block's lines in a burst (forked_omp and spawned_omp judge
+              the same steps by their regions)
   torch_one_thread  a PyTorch training at one thread (inrun_programs.py
               mlp, OMP_NUM_THREADS=1 as torchrun sets), judged by its step_ms
               lines: T2 offered (the probe answers its omp_get_max_threads()),
@@ -337,19 +337,6 @@ def blocks(out):
         return list(csv.DictReader(f))
 
 
-def case_py_metric(a, tmp):
-    """By its figure; the same steps judged by their regions: case_forked_python (the parent runs
-    these nap steps, its workers no region; it was run here a second time, alone)."""
-    program = python_program("nap", "--seconds=90")
-    text, by_figure, out = in_run(a, tmp, program, env_clean(**PY_ENV), "--metric", r"step_ms=([0-9.]+)",
-                                  "--metric-better", "lower")
-    check("made line-buffered for --metric: PYTHONUNBUFFERED=1" in text, "no line saying the output is line-buffered")
-    expect(by_figure, "change", "T2")
-    check(by_figure["time_metric"] == "metric", f"judged by {by_figure['time_metric']}, not the figure asked")
-    burst = [r for r in blocks(out) if "burst" in r["reason"]]
-    check(not burst, f"{len(burst)} blocks whose lines came in a burst")
-
-
 def case_ranks(a, tmp):
     text, entry, out = in_run(a, tmp, python_program("ranks", f"--burn-ms={RANKS_BURN_MS}", "--seconds=120"),
                               env_clean(**PY_ENV), "--block", "1", "--metric", r"rank=0 step_ms=([0-9.]+)",
@@ -379,21 +366,22 @@ def case_ranks(a, tmp):
           "not both ranks' (one rank's would be half)")
 
 
-def forked(a, tmp, kind, start="fork"):
+def forked(a, tmp, kind, start="fork", *args):
     text, entry, out = in_run(a, tmp, python_program("forked", f"--worker-kind={kind}", f"--start={start}",
-                                                     "--seconds=90"), env_clean(**PY_ENV))
+                                                     "--seconds=90"), env_clean(**PY_ENV), *args)
     m = re.search(r"^parent pid=(\d+) workers=([0-9,]+)$", program_log(out), re.M)
     check(m, "no line naming the parent and its workers")
     parent, workers = int(m.group(1)), [int(x) for x in m.group(2).split(",")]
-    return text, entry, parent, workers
+    return text, entry, out, parent, workers
 
 
 def case_forked_omp(a, tmp, start="fork"):
-    text, entry, parent, workers = forked(a, tmp, "omp", start)
+    text, entry, _, parent, workers = forked(a, tmp, "omp", start)
     want = [parent] + workers if start == "spawn" else [parent]  # forked without exec: no probe of their own
     check(sorted(steered(text)) == sorted(want), f"steered {steered(text)}: expected {want} (parent {parent}, "
           f"workers {workers}, started by {start})")
     expect(entry, "change", "T2")
+    check(entry["time_metric"] == "unit_ms", f"judged by {entry['time_metric']}, not its regions' unit_ms")
 
 
 def case_spawned_omp(a, tmp):
@@ -401,11 +389,17 @@ def case_spawned_omp(a, tmp):
 
 
 def case_forked_python(a, tmp):
-    text, entry, parent, workers = forked(a, tmp, "python")
+    """The parent alone steered, and a Python program judged by its own figure through a pipe
+    (forked_omp and spawned_omp judge the same steps by their regions)."""
+    text, entry, out, parent, workers = forked(a, tmp, "python", "fork", "--metric", r"step_ms=([0-9.]+)",
+                                               "--metric-better", "lower")
     check(steered(text) == [parent], f"steered {steered(text)}: expected the parent {parent} alone (its workers "
           f"{workers} run no region)")
+    check("made line-buffered for --metric: PYTHONUNBUFFERED=1" in text, "no line saying the output is line-buffered")
     expect(entry, "change", "T2")
-    check(entry["time_metric"] == "unit_ms", f"judged by {entry['time_metric']}, not its regions' unit_ms")
+    check(entry["time_metric"] == "metric", f"judged by {entry['time_metric']}, not the figure asked")
+    burst = [r for r in blocks(out) if "burst" in r["reason"]]
+    check(not burst, f"{len(burst)} blocks whose lines came in a burst")
 
 
 def case_torch_one_thread(a, tmp):
