@@ -290,7 +290,7 @@ def case_blocktime(a, tmp):
 def case_gpu(a, tmp):
     fakes = os.path.join(a.build_dir, "tests", "fake_cuda")
     env = env_clean(LD_LIBRARY_PATH=fakes, FAKE_NVML_SAMPLES="device")
-    program = [os.path.join(fakes, "device_training"), "--startup-ms=200", "--steps=3000"]
+    program = [os.path.join(fakes, "device_training"), "--startup-ms=1000", "--steps=3000"]
     _, entry, _ = in_run(a, tmp, program, env)
     expect(entry, "change", "cuda-blocking_sync")
     check(entry["cpu_ratio"]["high"] <= 0.1, f"its CPU {entry['cpu_ratio']}: expected -90 % or better")
