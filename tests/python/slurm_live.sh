@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # ctest -L slurm: the Slurm tests against a real Slurm. Starts a private
 # single-node cluster (scripts/local_slurm.sh) in a temporary folder on its own
-# ports, runs tests/python/test_slurm*.py against it, stops it. Exit 77 (ctest:
-# skipped) when this is not root or Slurm/munge are not installed.
+# ports, runs the tests of tests/python/test_slurm*.py that need it, stops it.
+# Those that need none run in the unit pass, not again here: py_slurm_unit (all
+# of test_slurm_unit.py) and py_slurm_sweep (test_slurm_sweep.py's SlurmFlags).
+# Exit 77 (ctest: skipped) when this is not root or Slurm/munge are not installed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -19,4 +21,15 @@ stop() { bash "$repo/scripts/local_slurm.sh" stop "$dir" >/dev/null 2>&1; rm -rf
 trap stop EXIT
 bash "$repo/scripts/local_slurm.sh" start "$dir" || { echo "the local Slurm did not start; logs in $dir"; trap - EXIT; exit 1; }
 eval "$(bash "$repo/scripts/local_slurm.sh" env "$dir")"
-"$python" -m unittest discover -s "$here" -p 'test_slurm*.py' -v
+# Every test of test_slurm*.py (a new file is picked up) but the unit pass's.
+"$python" - "$here" <<'EOF'
+import sys
+import unittest
+UNIT_PASS = ("test_slurm_unit.", "test_slurm_sweep.SlurmFlags.")
+def tests(suite):
+    for t in suite:
+        yield from tests(t) if isinstance(t, unittest.TestSuite) else [t]
+found = tests(unittest.defaultTestLoader.discover(sys.argv[1], pattern="test_slurm*.py"))
+live = unittest.TestSuite(t for t in found if not t.id().startswith(UNIT_PASS))
+sys.exit(not unittest.TextTestRunner(verbosity=2).run(live).wasSuccessful())
+EOF
