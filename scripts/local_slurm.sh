@@ -75,18 +75,34 @@ need_tools() {
 # Debian puts the daemons in /usr/sbin, which a non-login root shell may lack.
 PATH=$PATH:/usr/sbin:/sbin
 
+# What /proc says of a process, read with bash's own `read` (no program
+# started: the stop scans every process, and a fork and exec of cat or awk for
+# each took seconds on a loaded machine). Each sets REPLY, "" when the process
+# is gone.
+proc_comm() { REPLY=""; { read -r REPLY <"/proc/$1/comm"; } 2>/dev/null; return 0; }
+# Field $2 of /proc/PID/stat counted from its state (3: the state, 4: the parent's
+# pid), read after the last ')' so that a command name with spaces cannot shift it.
+proc_stat() {
+    local line f
+    REPLY=""
+    { read -r line <"/proc/$1/stat"; } 2>/dev/null || return 0
+    line=${line##*) }
+    read -ra f <<<"$line"
+    REPLY=${f[$2 - 3]:-}
+}
+
 # pid of a daemon when its pid file names a live process of that program, else "".
 daemon_pid() {
-    local name=$1 file pid comm
+    local name=$1 file pid
     file="PIDFILE_$name"; file=${!file}
     [ -r "$file" ] || return 0
-    pid=$(tr -dc '0-9' <"$file")
+    { read -r pid <"$file"; } 2>/dev/null || true
+    pid=${pid//[!0-9]/}
     [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 0
-    comm=$(cat "/proc/$pid/comm" 2>/dev/null || true)
     # comm is at most 15 characters: "slurmctld", "slurmd", "munged". A
     # zombie (dead, not reaped yet) does not count.
-    [ "$comm" = "$name" ] || return 0
-    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] || echo "$pid"
+    proc_comm "$pid"; [ "$REPLY" = "$name" ] || return 0
+    proc_stat "$pid" 3; [ "$REPLY" = Z ] || echo "$pid"
     return 0
 }
 
@@ -119,7 +135,7 @@ wait_gone() {
     local pid=$1 t=$(( $2 * 10 ))
     while [ -d "/proc/$pid" ] && [ "$t" -gt 0 ]; do
         # A zombie child of ours counts as gone.
-        [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && return 0
+        proc_stat "$pid" 3; [ "$REPLY" = Z ] && return 0
         sleep 0.1; t=$((t - 1))
     done
     [ ! -d "/proc/$pid" ]
@@ -142,7 +158,7 @@ stop_one() {
 stray_stepds() {
     local p
     for p in /proc/[0-9]*; do
-        [ "$(cat "$p/comm" 2>/dev/null)" = slurmstepd ] || continue
+        proc_comm "${p#/proc/}"; [ "$REPLY" = slurmstepd ] || continue
         if find "$p/fd" -maxdepth 1 -lname "$LOG_slurmd" 2>/dev/null | grep -q .; then
             echo "${p#/proc/}"
         fi
@@ -155,7 +171,7 @@ with_descendants() {
     local -A parent=()
     local p pp pid changed out=" $* "
     for p in /proc/[0-9]*; do
-        pp=$(awk '{print $4}' "$p/stat" 2>/dev/null) || continue
+        proc_stat "${p#/proc/}" 4; pp=$REPLY
         [ -n "$pp" ] && parent[${p#/proc/}]=$pp
     done
     changed=1
