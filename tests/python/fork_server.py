@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 
 LIBRARY = "libthreadburn_fork_server.so"
+MANY_THREADS = "more than one thread before main"  # the server's refusal (fork_server.c)
 
 
 def library(build_dir):
@@ -78,7 +79,10 @@ class ForkServer:
         os.close(self.rep_r)
         proc, self.proc = self.proc, None
         if kill:
-            os.killpg(proc.pid, signal.SIGKILL)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # the server and a case's child, if one hangs
+            except ProcessLookupError:
+                pass  # both gone already
         code = proc.wait()
         with open(self.log, errors="replace") as f:
             output = f.read()

@@ -160,15 +160,21 @@ PRELOAD = fork_server.library(BUILD) if BUILD else None
 
 
 def real_run(path, args):
-    if not PRELOAD:
-        return record_programs.run_describe(path, args)
-    if path not in SERVERS:
+    if PRELOAD and path not in SERVERS:
         SERVERS[path] = fork_server.ForkServer(path, PRELOAD, record_programs.plain_env())
-    return SERVERS[path].run([*args, "--describe"])
+    if not PRELOAD or SERVERS[path] is None:
+        return record_programs.run_describe(path, args)
+    try:
+        return SERVERS[path].run([*args, "--describe"])
+    except RuntimeError as e:
+        if fork_server.MANY_THREADS not in str(e):
+            raise
+        SERVERS[path] = None  # a program with threads before main (a fork would lose them): fresh starts
+        return record_programs.run_describe(path, args)
 
 
 def tearDownModule():
-    for server in SERVERS.values():
+    for server in filter(None, SERVERS.values()):
         server.close()  # raises if a program's static initialisers printed anything (a fresh start shows it)
     SERVERS.clear()
 
