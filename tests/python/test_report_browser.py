@@ -137,7 +137,7 @@ class Chromium:
         try:
             self.call("Browser.close", timeout=30)
         except (RuntimeError, OSError):
-            self.proc.kill()
+            pass  # it may end before it answers; if it does not end, it is killed below
         try:
             code = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
