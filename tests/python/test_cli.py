@@ -3,6 +3,7 @@ subcommand is listed and has --help; bad commands and flags are one line and
 exit code 2; `list` shows the programs as they describe themselves."""
 import argparse
 import json
+import os
 import re
 import unittest
 
@@ -23,7 +24,7 @@ class Help(unittest.TestCase):
                              set(names))
         for args in (["--help"], ["-h"], []):
             with self.subTest(args=args):
-                result = helpers.threadburn(*args)
+                result = helpers.threadburn(*args, launcher=True)  # bin/threadburn as typed
                 self.assertEqual(result.returncode, 0, result.stderr)
                 self.assertTrue(result.stdout.startswith("usage: threadburn "), result.stdout)
                 section = result.stdout.split("positional arguments:")[1].split("options:")[0]
@@ -132,6 +133,27 @@ class Listing(helpers.TempDir, unittest.TestCase):
         result = helpers.threadburn("list", "nosuch", "--build-dir", self.build)
         helpers.assert_one_line_error(self, result, "threadburn list: error: nosuch: not a program of this build; "
                                       f"expected one of {', '.join(helpers.BENCHES)}")
+
+
+class ForkedAsStarted(helpers.TempDir, unittest.TestCase):
+    """helpers.threadburn() runs most tests' commands in a fork of an
+    interpreter that imported the package already (command_server.py): each
+    gives what bin/threadburn gives, byte for byte (exit code, stdout, stderr):
+    a refusal, a decision (scipy.stats), a build's programs (a fake build),
+    an environment the command reads (Help checks the launcher's help)."""
+
+    def test_each_gives_what_a_start_gives(self):
+        build = helpers.make_fake_build(self.path("build"))
+        a, b = (os.path.join(helpers.FIXTURES, f"compare_{x}.csv") for x in "ab")
+        for args, env in ((["bogus"], None), (["compare", a, b, "--format", "md"], None),
+                          (["list", "runtime", "--json", "--build-dir", build], None),
+                          (["tune", "--copies", "1,2", "--dry-run", "--", "/bin/true"],
+                           helpers.clean_env(THREADBURN_GPU_COUNT="2"))):
+            with self.subTest(args=args):
+                forked, started = (helpers.threadburn(*args, env=env, launcher=launcher) for launcher in (False, True))
+                self.assertEqual((forked.returncode, forked.stdout, forked.stderr),
+                                 (started.returncode, started.stdout, started.stderr))
+                self.assertTrue(started.stdout or started.stderr)
 
 
 if __name__ == "__main__":

@@ -196,7 +196,8 @@ class WithoutMatplotlib(helpers.TempDir, unittest.TestCase):
     def test_one_line_error(self):
         os.makedirs(self.path("matplotlib"))
         helpers.write_file(self.path("matplotlib", "__init__.py"), "raise ImportError('hidden for the test')\n")
-        result = helpers.threadburn("plot", RESULTS, "--out-dir", self.tmp, env=helpers.clean_env(PYTHONPATH=self.tmp))
+        result = helpers.threadburn("plot", RESULTS, "--out-dir", self.tmp, env=helpers.clean_env(PYTHONPATH=self.tmp),
+                                    launcher=True)  # a new interpreter's imports
         helpers.assert_one_line_error(self, result, "threadburn plot: error: matplotlib is missing for this "
                                       "interpreter; threadburn runs Debian's /usr/bin/python3")
 
