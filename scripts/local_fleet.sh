@@ -83,21 +83,38 @@ PIDFILE_munged=$DIR/munge/munged.pid
 PIDFILE_slurmctld=$DIR/run/slurmctld.pid
 LOG=$DIR/log
 
+# What /proc says of a process, read with bash's own `read` (no program
+# started: leftovers scans every process, and a fork and exec of cat or awk
+# for each took seconds on a loaded machine). Each sets REPLY, "" when the
+# process is gone.
+proc_comm() { REPLY=""; { read -r REPLY <"/proc/$1/comm"; } 2>/dev/null; return 0; }
+# Field $2 of /proc/PID/stat counted from its state (3: the state), read after
+# the last ')' so that a command name with spaces cannot shift it.
+proc_stat() {
+    local line f
+    REPLY=""
+    { read -r line <"/proc/$1/stat"; } 2>/dev/null || return 0
+    line=${line##*) }
+    read -ra f <<<"$line"
+    REPLY=${f[$2 - 3]:-}
+}
+
 # pid of a daemon when its pid file names a live (not zombie) process of that program, else "".
 pid_of() {
     local name=$1 file=$2 pid
     [ -r "$file" ] || return 0
-    pid=$(tr -dc '0-9' <"$file")
+    { read -r pid <"$file"; } 2>/dev/null || true
+    pid=${pid//[!0-9]/}
     [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 0
-    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ] || return 0
-    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] || echo "$pid"
+    proc_comm "$pid"; [ "$REPLY" = "$name" ] || return 0
+    proc_stat "$pid" 3; [ "$REPLY" = Z ] || echo "$pid"
 }
 slurmd_pidfile() { echo "$DIR/run/slurmd-$1.pid"; }
 
 wait_gone() {  # pid, seconds
     local pid=$1 t=$(( $2 * 10 ))
     while [ -d "/proc/$pid" ] && [ "$t" -gt 0 ]; do
-        [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && return 0
+        proc_stat "$pid" 3; [ "$REPLY" = Z ] && return 0
         sleep 0.1; t=$((t - 1))
     done
     [ ! -d "/proc/$pid" ]
@@ -367,10 +384,11 @@ leftovers() {
     done
     for ns in "${NETNS[@]}"; do [ -e "/etc/netns/$ns" ] && { echo "file /etc/netns/$ns"; found=1; }; done
     for p in /proc/[0-9]*; do
-        case "$(cat "$p/comm" 2>/dev/null)" in munged|slurmctld|slurmd|slurmstepd) ;; *) continue ;; esac
+        proc_comm "${p#/proc/}"
+        case "$REPLY" in munged|slurmctld|slurmd|slurmstepd) ;; *) continue ;; esac
         if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF "$DIR/" \
             || find "$p/fd" -maxdepth 1 -lname "$DIR/*" 2>/dev/null | grep -q .; then
-            echo "process ${p#/proc/} $(cat "$p/comm")"; found=1
+            echo "process ${p#/proc/} $REPLY"; found=1
         fi
     done
     [ "$found" = 0 ] && echo "local fleet in $DIR: nothing left (no tbfleet namespace, link or /etc/netns entry, no daemon of $DIR)"
