@@ -35,7 +35,10 @@ RESULT_COLUMNS = ["link", "launcher", "rank", "world_size", "host_name", "gloo_d
                   "batch", "bucket_mb", "allreduce_ms", "step_ms", "step_cpu_gloo_ms", "param_checksum", "date"]
 
 
-RUNNING, WHY_NOT = helpers.private_cluster("local_fleet.sh", CLUSTER and NET, "tests/python/fleet_live.sh",
+# The fleet's folder, and "" (not running) without its network's address: `CLUSTER and NET`
+# gave the address itself as the folder, whose status said "not running", and every test here
+# was skipped.
+RUNNING, WHY_NOT = helpers.private_cluster("local_fleet.sh", CLUSTER if NET else "", "tests/python/fleet_live.sh",
                                            needs_build=True)
 LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME")
 
