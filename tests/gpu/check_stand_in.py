@@ -26,7 +26,9 @@ label unit; THREADBURN_BUILD_DIR names a build of the tests):
 * the judge (tests/gpu/gpu_check.py) on made-up program output and files:
   each bound fails on the wrong side of it.
 """
+import contextlib
 import glob
+import io
 import json
 import os
 import re
@@ -142,13 +144,25 @@ class StandIn(unittest.TestCase):
             self.assertEqual(processes_with(f"{run}.policy"), [])
 
 
+def run_judge(*argv):
+    """The judge's command line (gpu_check.py ARGV) in this process: its main(), as the
+    script runs it, without an interpreter started for each of the ~30 made-up cases; its
+    printing swallowed, as the captured output was. An exit other than 0 raises, as check=True did."""
+    sys.path.insert(0, HERE)
+    import gpu_check
+    with contextlib.redirect_stdout(io.StringIO()):
+        rc = gpu_check.main(list(argv))
+    if rc:
+        raise subprocess.CalledProcessError(rc, [JUDGE, *argv])
+
+
 def judge(tmp, kind, log_text, *args):
     """The judge on one made-up log: its rows' results."""
     log, rows = os.path.join(tmp, "prog.log"), os.path.join(tmp, "rows.tsv")
     with open(log, "w") as f:
         f.write(log_text)
     open(rows, "w").close()
-    subprocess.run([sys.executable, JUDGE, rows, "s", kind, "--log", log, *args], check=True, capture_output=True)
+    run_judge(rows, "s", kind, "--log", log, *args)
     with open(rows) as f:
         return {ln.split("\t")[1]: ln.rstrip("\n").split("\t")[4] for ln in f}
 
@@ -168,8 +182,7 @@ def judge_files(tmp, kind, files, *args):
             f.write(text)
     rows = os.path.join(tmp, "rows.tsv")
     open(rows, "w").close()
-    subprocess.run([sys.executable, JUDGE, rows, "s", kind, *[x.format(tmp=tmp) for x in args]], check=True,
-                   capture_output=True)
+    run_judge(rows, "s", kind, *[x.format(tmp=tmp) for x in args])
     with open(rows) as f:
         return {ln.split("\t")[1]: ln.rstrip("\n").split("\t")[4] for ln in f}
 
