@@ -395,7 +395,8 @@ def tune(a, tmp, points, reps, cmd, extra=(), out=None, seed=7, env=None):
 # says, prints two figures (the last one counts); --burn MS spins MS of CPU
 # unless OMP_WAIT_POLICY=passive or GOMP_SPINCOUNT is set (as an OpenMP
 # team's spin would); --count FILE makes the 1st and 3rd run with
-# OMP_NUM_THREADS=1 fail (exit 3, a last stderr line).
+# OMP_NUM_THREADS=1 fail (exit 3, a last stderr line); --sleep-share S sleeps
+# S of the figure it prints (where --metric judges the figure, not the time).
 TINY = r'''
 import os, sys, time
 args = sys.argv[1:]
@@ -416,7 +417,7 @@ if os.environ.get("OMP_WAIT_POLICY") != "passive" and "GOMP_SPINCOUNT" not in os
     while time.thread_time() - t0 < burn:
         pass
 ms = {"1": 20, "2": 150}.get(n, float(os.environ.get("TINY_SLEEP_MS", "300")))
-time.sleep(ms / 1000)
+time.sleep(ms * float(opt("--sleep-share") or 1) / 1000)
 print("figure: 0")
 print(f"figure: {ms:g}")
 '''
@@ -433,7 +434,9 @@ def case_tune_failing(a, tmp):
     points = [("plain", "gomp", {}), ("threads=1", "gomp", {"OMP_NUM_THREADS": 1}),
               ("threads=2", "gomp", {"OMP_NUM_THREADS": 2})]
     counter = os.path.join(tmp, "count")
-    p, out = tune(a, tmp, points, 5, [PY, tiny(tmp), "--count", counter],
+    # The verdict reads the figures the runs print (--metric), not their time: each run sleeps a
+    # tenth of its figure (2, 15, 30 ms), not all of it (the 27 runs slept 5.0 s in all).
+    p, out = tune(a, tmp, points, 5, [PY, tiny(tmp), "--count", counter, "--sleep-share", "0.1"],
                   ["--metric", r"figure: ([0-9.]+)", "--metric-better", "lower", "--objective", "time"])
     check(p.returncode == 0, f"tune exited {p.returncode}: it must go on past failed runs")
     _, rows = read_csv(out)
