@@ -79,7 +79,7 @@ PATH=$PATH:/usr/sbin:/sbin
 # started: the stop scans every process, and a fork and exec of cat or awk for
 # each took seconds on a loaded machine). Each sets REPLY, "" when the process
 # is gone.
-proc_comm() { REPLY=""; { read -r REPLY <"/proc/$1/comm"; } 2>/dev/null; return 0; }
+proc_comm() { { read -r REPLY <"/proc/$1/comm"; } 2>/dev/null || REPLY=""; }
 # Field $2 of /proc/PID/stat counted from its state (3: the state, 4: the parent's
 # pid), read after the last ')' so that a command name with spaces cannot shift it.
 proc_stat() {
