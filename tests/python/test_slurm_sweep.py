@@ -9,7 +9,9 @@ that fails inside a task gives failed rows; sbatch's refusal is one line.
 The programs are the fake build (fake_program.py), so the tests take seconds.
 """
 import collections
+import json
 import os
+import subprocess
 import unittest
 
 import helpers
@@ -79,6 +81,28 @@ class SlurmFlags(helpers.TempDir, unittest.TestCase):
         result = self.sweep("--slurm", "--dry-run", "--runs-per-task", "3", "--partition", "cpu", "--shared")
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("one job array of 2 tasks of up to 3 runs; sbatch --partition=cpu", result.stdout)
+
+    def test_a_task_starts_from_the_programs_answers_in_the_plan(self):
+        # Submitted to an sbatch that only prints a job id (--detach: no wait), then the array's
+        # task 0 run by hand as Slurm would run it: its runs start the program, and none asks a
+        # program to --describe itself again (the plan carries what they answered the sweep).
+        bin_dir = self.path("bin")
+        os.makedirs(bin_dir)
+        helpers.write_file(os.path.join(bin_dir, "sbatch"), "#!/bin/sh\necho 4242\n")
+        os.chmod(os.path.join(bin_dir, "sbatch"), 0o755)
+        env = helpers.clean_env(PATH=f"{bin_dir}:{os.environ['PATH']}")
+        result = self.sweep("--slurm", "--detach", "--runs-per-task", "2", env=env)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        task_log = self.path("task.log")
+        task = subprocess.run([self.path("out.slurm", "task.sh")], capture_output=True, text=True, timeout=120,
+                              env=helpers.clean_env(SLURM_ARRAY_TASK_ID="0", SLURM_ARRAY_JOB_ID="4242",
+                                                    FAKE_LOG=task_log))
+        self.assertEqual(task.returncode, 0, task.stdout + task.stderr)
+        with open(task_log) as f:
+            starts = [json.loads(line)["argv"] for line in f]
+        self.assertEqual(len(starts), 2, starts)  # the task's two runs
+        self.assertEqual([a for a in starts if "--describe" in a], [])
+        self.assertEqual(len(os.listdir(self.path("out.slurm", "rows"))), 2)
 
     def test_merge_refuses_rows_of_another_grid(self):
         out = self.path("out.csv")

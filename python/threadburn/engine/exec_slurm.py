@@ -92,6 +92,9 @@ def write_plan(jdir, options, g, seed, tasks, attempt):
             "build_dir": os.path.abspath(options.build_dir) if options.build_dir else None, "libomp": options.libomp,
             "repetitions": options.repetitions, "timeout": options.timeout, "timeline": options.timeline,
             "match": options.match, "seed": seed, "attempt": attempt,
+            # What the build's programs answered --describe here: each task starts from it instead
+            # of asking every program again (each answer loads libtorch: ~1 s of CPU, 5 a task).
+            "described": {bench: prog.answers() for bench, prog in g.programs.items()},
             "tasks": [[{"order_index": sp.order_index, "round": sp.round, "rep": sp.rep,
                         "point_key": exec_bench.point_and_filter(sp.item)[0].key,
                         "only": list(exec_bench.point_and_filter(sp.item)[1] or []),
@@ -215,7 +218,7 @@ def task_main(job_dir, task):
         plan = json.load(f)
     if task >= len(plan["tasks"]):
         raise ThreadburnError(f"task {task}: the plan has {len(plan['tasks'])} tasks")
-    progs = build_programs(plan["build_dir"])
+    progs = build_programs(plan["build_dir"], answers=plan.get("described"))
     g = gridmod.load(plan["grid"], progs)
     by_key = {p.key: p for p in g.points}
     columns = schema.Columns(p.describe() for p in progs.values())

@@ -151,9 +151,10 @@ class Point:
 
 
 class Grid:
-    def __init__(self, settings, points):
+    def __init__(self, settings, points, programs=None):
         self.settings = settings
         self.points = points
+        self.programs = programs or {}  # {bench: Program} it was loaded against
 
     @property
     def name(self):
@@ -271,7 +272,7 @@ def expand(data, default_name, programs):
             seen[point.key] = point.where
             points.append(point)
     check_points(points)
-    return Grid(settings, points)
+    return Grid(settings, points, programs)
 
 
 class Study:

@@ -122,14 +122,31 @@ class Program:
         self.bench = bench
         self.path = path
         self._cache = {}
+        self._docs = {}  # key -> the JSON it printed, for answers()
+
+    @staticmethod
+    def _key(args, env):
+        return (tuple(args), tuple(sorted((env or {}).items())))
 
     def describe(self, args=(), env=None):
-        key = (tuple(args), tuple(sorted((env or {}).items())))
+        key = self._key(args, env)
         if key not in self._cache:
-            self._cache[key] = self._describe(list(args), env)
+            self._cache[key] = self._describe(list(args), env, key)
         return self._cache[key]
 
-    def _describe(self, args, env):
+    def answers(self):
+        """[{"args", "env", "doc"}]: what it answered so far, for another process
+        of the same build to start from (remember) instead of asking again: each
+        --describe loads the program's libraries (libtorch: ~1 s of CPU)."""
+        return [{"args": list(args), "env": dict(env), "doc": doc} for (args, env), doc in self._docs.items()]
+
+    def remember(self, answers):
+        for a in answers:
+            key = self._key(a["args"], a["env"])
+            self._docs[key] = a["doc"]
+            self._cache[key] = Description.from_json(a["doc"])
+
+    def _describe(self, args, env, key):
         try:
             p = subprocess.run([self.path, *args, "--describe"], capture_output=True, text=True,
                                timeout=DESCRIBE_TIMEOUT_S, env=env, stdin=subprocess.DEVNULL)
@@ -140,12 +157,20 @@ class Program:
             why = last_line(p.stderr).split(": error: ", 1)[-1] or f"exit code {p.returncode}"
             raise ThreadburnError(f"{os.path.basename(self.path)} refuses {' '.join(args) or 'its defaults'}: {why}")
         try:
-            return Description.from_json(json.loads(p.stdout))
+            doc = json.loads(p.stdout)
+            described = Description.from_json(doc)
+            self._docs[key] = doc
+            return described
         except (ValueError, KeyError, TypeError) as e:
             raise ThreadburnError(f"{self.path}: --describe printed no usable JSON ({e}); "
                                   "is this a threadburn program of this version?") from None
 
 
-def programs(build=None):
-    """{bench name: Program} of the build."""
-    return {bench: Program(bench, path) for bench, path in benchmark_programs(build).items()}
+def programs(build=None, answers=None):
+    """{bench name: Program} of the build; answers ({bench: Program.answers()},
+    from another process of the same build) are taken as asked already."""
+    progs = {bench: Program(bench, path) for bench, path in benchmark_programs(build).items()}
+    for bench, given in (answers or {}).items():
+        if bench in progs:
+            progs[bench].remember(given)
+    return progs
