@@ -75,22 +75,6 @@ need_tools() {
 # Debian puts the daemons in /usr/sbin, which a non-login root shell may lack.
 PATH=$PATH:/usr/sbin:/sbin
 
-# What /proc says of a process, read with bash's own `read` (no program
-# started: the stop scans every process, and a fork and exec of cat or awk for
-# each took seconds on a loaded machine). Each sets REPLY, "" when the process
-# is gone.
-proc_comm() { { read -r REPLY <"/proc/$1/comm"; } 2>/dev/null || REPLY=""; }
-# Field $2 of /proc/PID/stat counted from its state (3: the state, 4: the parent's
-# pid), read after the last ')' so that a command name with spaces cannot shift it.
-proc_stat() {
-    local line f
-    REPLY=""
-    { read -r line <"/proc/$1/stat"; } 2>/dev/null || return 0
-    line=${line##*) }
-    read -ra f <<<"$line"
-    REPLY=${f[$2 - 3]:-}
-}
-
 # pid of a daemon when its pid file names a live process of that program, else "".
 daemon_pid() {
     local name=$1 file pid
