@@ -393,14 +393,26 @@ step_sweep() {
   judge sweep --log "$GC_WORK/logs/sweep.log" --csv "$out" --verdict "${out%.csv}.verdict.json"
 }
 
-# Kills what a step left running (its processes carry GC_TOKEN in their environment).
+# Kills what a step left running (its processes carry GC_TOKEN in their environment), and
+# returns once none is left: scanned again after each round of kills, since a process may
+# fork between the scan and its kill, and a killed one keeps its environment readable until
+# it has let go of its memory (a zombie's reads empty). At most 50 rounds of 0.1 s.
 reap() {
-  local token=$1 n=0 f pid
-  for f in $(grep -l -z -x "GC_TOKEN=$token" /proc/[0-9]*/environ 2>/dev/null); do
-    pid=${f#/proc/}; pid=${pid%/environ}
-    kill -KILL "$pid" 2>/dev/null && n=$((n + 1))
+  local token=$1 f pid round pids killed=" "
+  for round in $(seq 50); do
+    pids=()
+    for f in $(grep -l -z -x "GC_TOKEN=$token" /proc/[0-9]*/environ 2>/dev/null); do
+      pid=${f#/proc/}; pids+=("${pid%/environ}")
+    done
+    [ ${#pids[@]} -eq 0 ] && break
+    for pid in "${pids[@]}"; do
+      kill -KILL "$pid" 2>/dev/null && [[ "$killed" != *" $pid "* ]] && killed+="$pid "
+    done
+    sleep 0.1
   done
-  [ $n -eq 0 ] || echo "  ($n leftover process(es) of step ${token##*.} killed)"
+  set -- $killed
+  [ $# -eq 0 ] || echo "  ($# leftover process(es) of step ${token##*.} killed)"
+  [ ${#pids[@]} -eq 0 ] || echo "  (${#pids[@]} process(es) of step ${token##*.} still there after 5 s: ${pids[*]})"
 }
 
 # One step under min(its limit, the time left), in a process of its own.

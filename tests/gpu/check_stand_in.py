@@ -330,6 +330,32 @@ class Judge(unittest.TestCase):
                                   *args, "--seconds", str(seconds))
                 self.assertEqual(got, dict(zip(checks, want)))
 
+    def test_node_hidden_bounds(self):
+        """The .cpu() copies' hidden waits: on the stand-in, at least the copies its device says waited, at most
+        one a step, those at least half the steps; on a GPU (no such count), at least 0.9 a step."""
+        args = ["--log", "{tmp}/node.log", "--run-dir", "{tmp}/run"]
+        row = ".cpu() each step: hidden waits"
+
+        def summary(hidden, before):
+            return json.dumps({"counters": {"wall_ms": 1000}, "device_calls": [
+                {"class": "autograd", "launches": 100, "hidden_waits": hidden, "hidden_wait_ms": hidden * 15.0,
+                 "startup_hidden_waits": before}]})
+
+        cases = [((50, 0), "blocked_copies=50", "PASS"), ((44, 0), "blocked_copies=44", "PASS"),   # a busy host
+                 ((49, 1), "blocked_copies=50", "PASS"),   # the first step's copy before the steady phase
+                 ((49, 0), "blocked_copies=50", "FAIL"),   # a copy that waited, not counted
+                 ((43, 0), "blocked_copies=44", "FAIL"),
+                 ((50, 1), "blocked_copies=44", "FAIL"),   # more than one a step
+                 ((24, 0), "blocked_copies=24", "FAIL"),   # too few waited for the check to hold anything
+                 ((46, 0), "", "PASS"), ((44, 0), "", "FAIL")]   # a GPU: 0.9 a step
+        for (hidden, before), count, want in cases:
+            with self.subTest(hidden=hidden, before=before, count=count), tempfile.TemporaryDirectory() as tmp:
+                got = judge_files(tmp, "node", {"run/run.csv": csv_text([dict(status="ok", exit_code=0)]),
+                                                "run/probe-1.json": summary(hidden, before),
+                                                "node.log": f"device_training: steps=50 steps_ms=1000 {count}\n"},
+                                  *args)
+                self.assertEqual(got[row], want, got)
+
     def test_gpu_tag(self):
         sys.path.insert(0, HERE)
         import gpu_check

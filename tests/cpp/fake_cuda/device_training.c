@@ -65,10 +65,12 @@
    step's device work on D's context each step, never waited for (a second
    GPU of a pipeline or DataParallel that has less to do).
    It prints "device_training: steps=N steps_ms=T startup_ms=S prep_ms=P
-   prep_waits=W steps_mono_ms=M" (its own figures: the steps' wall time on
-   its clock; the startup up to the first step, the device work's part of
-   it, and the waits in that part; when the first step began,
-   CLOCK_MONOTONIC in ms). */
+   prep_waits=W steps_mono_ms=M blocked_copies=B" (its own figures: the
+   steps' wall time on its clock; the startup up to the first step, the
+   device work's part of it, and the waits in that part; when the first step
+   began, CLOCK_MONOTONIC in ms; the stand-in driver's count of copies into
+   pageable memory that found work queued and waited, -1 on another
+   driver). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -138,12 +140,16 @@ static void* entry(void* driver, proc_address lookup, const char* name, const ch
   return f;
 }
 
+/* The stand-in driver's count of pageable copies that had to wait (fake_device.c), NULL on another driver. */
+static long (*blocked_copies)(void);
+
 static void load_driver(const char* how) {
   void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!driver) {
     fprintf(stderr, "device_training: %s\n", dlerror());
     exit(1);
   }
+  *(void**)&blocked_copies = dlsym(driver, "fake_cuda_blocked_copies");
   proc_address lookup = NULL;
   if (strcmp(how, "dlsym") != 0) {
     *(void**)&lookup = dlsym(driver, "cuGetProcAddress_v2");  /* POSIX's way to a function pointer */
@@ -398,7 +404,8 @@ int main(int argc, char** argv) {
     close(pipefd[0]);
     for (int w = 0; w < workers; ++w) waitpid(pids[w], NULL, 0);
   }
-  printf("device_training: steps=%d steps_ms=%.3f startup_ms=%.3f prep_ms=%.3f prep_waits=%d steps_mono_ms=%.3f\n",
-         steps, s1 - s0, s0 - t0, p1 - p0, prep_waits, s0);
+  printf("device_training: steps=%d steps_ms=%.3f startup_ms=%.3f prep_ms=%.3f prep_waits=%d steps_mono_ms=%.3f "
+         "blocked_copies=%ld\n",
+         steps, s1 - s0, s0 - t0, p1 - p0, prep_waits, s0, blocked_copies ? blocked_copies() : -1L);
   return 0;
 }

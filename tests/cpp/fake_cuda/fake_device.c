@@ -33,7 +33,13 @@
      fake_cuda_process_bytes(dev)  the memory the process allocated on dev, -1
                     without a context there (the stand-in NVML's process list)
      fake_cuda_nvml_index(dev), fake_cuda_ordinal_of(index)  the stand-in NVML's
-                    index of an ordinal, and back (fake_libcuda.c) */
+                    index of an ordinal, and back (fake_libcuda.c)
+     fake_cuda_blocked_copies()  how many copies into pageable memory found
+                    at least FAKE_BLOCKED_NS of work queued ahead of them, so
+                    that they had to wait at least that long: the known
+                    answer a probe's count of hidden waits is held to (a
+                    host slower than the device, descheduled on a busy
+                    machine, finds the work done and does not wait) */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdint.h>
@@ -57,6 +63,11 @@ static int64_t busy_until[MAX_DEVICES];
 static long launch_us = -1;
 static char module_handle;
 static char stream_handle;
+/* A copy that finds this much work queued waits at least this long: as long
+   as the probe's threshold for a call that waited (src/cuda/driver_calls.h,
+   kBlockingNs), twice over. */
+enum { FAKE_BLOCKED_NS = 100000 };
+static long blocked_copies;
 
 /* Each device's busy intervals, contiguous ones merged (mu). */
 typedef struct { int64_t from, to; } interval;
@@ -378,12 +389,24 @@ static int is_pinned(const void* p) {
 static CUresult copy_async(const char* call, void* dst, CUdeviceptr src, size_t bytes) {
   CUresult rc = CUDA_SUCCESS;
   if (!is_pinned(dst)) {
+    if (t_current >= 0 && t_current < MAX_DEVICES) {
+      pthread_mutex_lock(&mu);
+      if (busy_until[t_current] - clock_ns(CLOCK_MONOTONIC) >= FAKE_BLOCKED_NS) ++blocked_copies;
+      pthread_mutex_unlock(&mu);
+    }
     rc = wait_device(call, t_current);
   } else {
     log_call(call, "pinned", rc = t_current < 0 ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS);
   }
   if (rc == CUDA_SUCCESS) memcpy(dst, (const void*)(uintptr_t)src, bytes);
   return rc;
+}
+
+long fake_cuda_blocked_copies(void) {
+  pthread_mutex_lock(&mu);
+  const long n = blocked_copies;
+  pthread_mutex_unlock(&mu);
+  return n;
 }
 
 CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, void* stream) {
