@@ -299,6 +299,13 @@ class Columns(unittest.TestCase):
         env = probe.environment({"THREADBURN_CUDA_SYNC": "spin", "LD_PRELOAD": "/mine.so"}, None, "/t",
                                 runtime="llvm", libomp="/omp.so", cuda_lib="/c.so")
         self.assertEqual(env["LD_PRELOAD"], "/omp.so /c.so /mine.so")
+        # the setting's own preload (run --env LD_PRELOAD=...) follows ours and replaces the environment's
+        env = probe.environment({"LD_PRELOAD": "/mine.so"}, "/p.so", "/t", env={"LD_PRELOAD": "/theirs.so"})
+        self.assertEqual(env["LD_PRELOAD"], "/p.so /theirs.so")
+        env = probe.environment({"LD_PRELOAD": "/mine.so"}, "/p.so", "/t", env={"LD_PRELOAD": "unset"})
+        self.assertEqual(env["LD_PRELOAD"], "/p.so")
+        self.assertNotIn("LD_PRELOAD", probe.environment({"LD_PRELOAD": "/mine.so"}, None, "/t",
+                                                         env={"LD_PRELOAD": "unset"}))
         with self.assertRaises(ThreadburnError) as caught:
             probe.environment({}, None, "/tmp/x", env={"THREADBURN_CUDA_SYNC": "spin"})
         self.assertIn("libthreadburn_cuda_sync.so", str(caught.exception))

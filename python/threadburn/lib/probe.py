@@ -85,8 +85,10 @@ def environment(base, probe_lib, out_dir, runtime="gomp", env=None, libomp=paths
         preload.append(cuda_lib)
     # Absolute (paths.for_child): the command may change directory before it execs what it runs.
     preload = [paths.for_child(p) for p in preload]
-    if base.get("LD_PRELOAD"):
-        preload.append(base["LD_PRELOAD"])
+    # The user's own preload after ours: the environment's, or the setting's (run --env LD_PRELOAD=...), which
+    # replaces it as any variable the setting gives does (a setting that unsets it: none).
+    if out.get("LD_PRELOAD"):
+        preload.append(out["LD_PRELOAD"])
     if preload:
         out["LD_PRELOAD"] = " ".join(preload)
     if probe_lib:

@@ -12,7 +12,8 @@ def add_run_options(p):
     p.add_argument("--runtime", choices=schema.RUNTIMES, default="gomp",
                    help="gomp: as the program is built; llvm: LLVM's libomp preloaded in front")
     p.add_argument("--env", action="append", default=[], metavar="VAR=VALUE",
-                   help="set a variable for the command (repeatable), e.g. KMP_BLOCKTIME=0")
+                   help="set a variable for the command (repeatable), e.g. KMP_BLOCKTIME=0; LD_PRELOAD=X puts X after "
+                   "the probe, in place of the environment's")
     p.add_argument("--gap-min-ms", type=float, default=1.0,
                    help="a stretch without a region at least this long is a gap (default 1 ms)")
     p.add_argument("--build-dir", help="CMake build dir holding the probe (default: build; a relative one is "
